@@ -1,0 +1,13 @@
+"""The ``citelock`` command line. Each command lives in its own module and registers on the shared app."""
+
+from __future__ import annotations
+
+from citelock._cli import _check  # noqa: F401  (registers `citelock check`)
+from citelock._cli._app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Entry point of the ``citelock`` command."""
+    app()

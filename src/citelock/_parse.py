@@ -1,0 +1,231 @@
+"""Parsing answers: structured :class:`Answer` JSON, and free text with inline citation markers.
+
+Free text is split into sentences; each sentence is one claim and carries the markers inside it (a marker
+right after a sentence's end, as in ``grew.[1] Margins``, belongs to that sentence). Default markers:
+``[c-8812]``, ``[3]``, ``[3, 5]`` and ``<cite id="s1">…</cite>``; pass your own patterns with
+:class:`MarkerPattern`. A malformed answer raises :class:`ParseError` saying what was expected and where.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from citelock._errors import ParseError
+from citelock._records import Answer, Citation, Claim
+from citelock._segment import split_sentences
+
+__all__ = ["DEFAULT_MARKERS", "MarkerPattern", "parse_answer", "parse_free_text"]
+
+_ID = r"[A-Za-z0-9][A-Za-z0-9_.:#/-]*"
+
+
+@dataclass(frozen=True)
+class MarkerPattern:
+    """An inline citation marker.
+
+    Attributes:
+        regex: A pattern with a named group ``ids`` (one or more ids separated by commas or semicolons).
+            An optional group ``text`` keeps its content in the claim (as ``<cite id="x">text</cite>`` does).
+        name: A label used in error messages.
+    """
+
+    regex: re.Pattern[str]
+    name: str
+
+
+DEFAULT_MARKERS: tuple[MarkerPattern, ...] = (
+    MarkerPattern(
+        re.compile(r"<cite\s+id\s*=\s*[\"'](?P<ids>[^\"']*)[\"']\s*>(?P<text>.*?)</cite\s*>", re.DOTALL),
+        "cite tag",
+    ),
+    MarkerPattern(
+        re.compile(rf"\[\s*(?P<ids>{_ID}(?:\s*[,;]\s*{_ID})*)\s*\](?!\()"),
+        "bracket marker",
+    ),
+)
+
+_SUSPICIOUS = (
+    (re.compile(r"<cite\b(?![^>]*>.*?</cite\s*>)", re.DOTALL), "an unclosed <cite> tag"),
+    (re.compile(r"\[\s*(?:[,;]\s*)*\]"), "an empty citation marker []"),
+    (re.compile(rf"\[\s*{_ID}\s*(?:[,;]\s*)+\]"), "a citation marker with a trailing separator"),
+)
+
+
+def parse_free_text(
+    text: str,
+    *,
+    markers: Sequence[MarkerPattern] = DEFAULT_MARKERS,
+    ids_by_number: Sequence[str] | None = None,
+) -> Answer:
+    """Parse a free-text answer with inline markers into claims, one per sentence.
+
+    Args:
+        text: The answer text.
+        markers: Marker patterns, tried in order at each position.
+        ids_by_number: When the prompt numbered its sources, ``ids_by_number[n-1]`` is the id meant by
+            marker ``[n]``; a number out of range raises :class:`ParseError`.
+
+    Raises:
+        ParseError: empty text, an unclosed ``<cite>``, an empty or dangling marker.
+    """
+    if not text.strip():
+        raise ParseError("the answer text is empty; expected prose with citation markers", where="text")
+    for pattern, what in _SUSPICIOUS:
+        bad = pattern.search(text)
+        if bad:
+            raise ParseError(
+                f"found {what}: {bad.group()[:40]!r}; expected markers like [c-1], [3, 5] or "
+                '<cite id="s1">...</cite>',
+                where=f"text offset {bad.start()}",
+            )
+    stripped: list[str] = []
+    marks: list[tuple[int, list[str]]] = []  # (offset in stripped text, ids)
+    kept_len = 0
+    pos = 0
+    while pos < len(text):
+        best: tuple[int, re.Match[str]] | None = None
+        for order, marker in enumerate(markers):
+            found = marker.regex.search(text, pos)
+            if found and (best is None or found.start() < best[1].start()):
+                best = (order, found)
+        if best is None:
+            break
+        found = best[1]
+        before = text[pos : found.start()]
+        stripped.append(before)
+        kept_len += len(before)
+        ids = [i.strip() for i in re.split(r"[,;]", found.group("ids")) if i.strip()]
+        if not ids:
+            raise ParseError("a citation marker names no id", where=f"text offset {found.start()}")
+        ids = [_resolve_number(i, ids_by_number, found.start()) for i in ids]
+        inner = found.groupdict().get("text")
+        if inner is not None:
+            stripped.append(inner)
+            kept_len += len(inner)
+        marks.append((kept_len, ids))
+        pos = found.end()
+    stripped.append(text[pos:])
+    plain = "".join(stripped)
+    sentences = split_sentences(plain)
+    if not sentences:
+        raise ParseError("the answer has citation markers but no sentences", where="text")
+    cites: list[list[Citation]] = [[] for _ in sentences]
+    for offset, ids in marks:
+        index = _owner(sentences, offset)
+        for chunk_id in ids:
+            if all(c.chunk_id != chunk_id for c in cites[index]):
+                cites[index].append(Citation(chunk_id=chunk_id))
+    claims = tuple(
+        Claim(text=_tidy(plain[s:e]), citations=tuple(c), start=s, end=e)
+        for (s, e), c in zip(sentences, cites, strict=True)
+    )
+    return Answer(claims=claims, format="free_text", raw=text)
+
+
+def _tidy(sentence: str) -> str:
+    sentence = re.sub(r"\s+([.,;:!?])", r"\1", sentence)
+    return re.sub(r"\s{2,}", " ", sentence).strip()
+
+
+def _resolve_number(token: str, ids_by_number: Sequence[str] | None, where: int) -> str:
+    if ids_by_number is None or not token.isdigit():
+        return token
+    number = int(token)
+    if not 1 <= number <= len(ids_by_number):
+        raise ParseError(
+            f"marker [{token}] is out of range; the prompt numbered sources 1..{len(ids_by_number)}",
+            where=f"text offset {where}",
+        )
+    return ids_by_number[number - 1]
+
+
+def _owner(sentences: list[tuple[int, int]], offset: int) -> int:
+    """The sentence a marker at ``offset`` (in marker-free text) belongs to: the last one starting before it."""
+    owner = 0
+    for index, (start, _end) in enumerate(sentences):
+        if start < offset:
+            owner = index
+        else:
+            break
+    return owner
+
+
+def parse_answer(
+    data: str | bytes | Mapping[str, Any] | Answer,
+    *,
+    markers: Sequence[MarkerPattern] = DEFAULT_MARKERS,
+    ids_by_number: Sequence[str] | None = None,
+) -> Answer:
+    """Parse an answer in any accepted shape.
+
+    Accepted: an :class:`Answer`; a mapping (or JSON text of one) ``{"claims": [{"text", "citations":
+    [{"chunk_id", "span"?}]}]}``; a mapping ``{"text": "free text with [c-1] markers"}``; or plain text that
+    is not JSON, parsed as free text.
+
+    Raises:
+        ParseError: the input matches none of these shapes; the message names the field and what was expected.
+    """
+    if isinstance(data, Answer):
+        return data
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError(f"answer is not UTF-8 text ({exc.reason})", where=f"byte {exc.start}") from None
+    if isinstance(data, str):
+        stripped = data.strip()
+        if stripped.startswith(("{", "[")):
+            try:
+                loaded = json.loads(stripped)
+            except json.JSONDecodeError as exc:
+                raise ParseError(
+                    f"answer looks like JSON but is not valid JSON: {exc.msg}",
+                    where=f"line {exc.lineno} column {exc.colno}",
+                ) from None
+            return parse_answer(loaded, markers=markers, ids_by_number=ids_by_number)
+        return parse_free_text(data, markers=markers, ids_by_number=ids_by_number)
+    if not isinstance(data, Mapping):
+        raise ParseError(
+            f"answer must be a JSON object, got {type(data).__name__}; expected "
+            '{"claims": [...]} or {"text": "..."}'
+        )
+    if "claims" in data:
+        return _parse_structured(data)
+    if "text" in data:
+        extra = set(data) - {"text"}
+        if extra:
+            raise ParseError(f"unknown fields {sorted(extra)} beside 'text'", where="answer")
+        if not isinstance(data["text"], str):
+            raise ParseError(f"'text' must be a string, got {type(data['text']).__name__}", where="text")
+        return parse_free_text(data["text"], markers=markers, ids_by_number=ids_by_number)
+    raise ParseError(
+        f"answer has neither 'claims' nor 'text' (fields: {sorted(data)}); expected "
+        '{"claims": [{"text": ..., "citations": [{"chunk_id": ..., "span": ...}]}]} or {"text": "..."}',
+        where="answer",
+    )
+
+
+def _parse_structured(data: Mapping[str, Any]) -> Answer:
+    claims = data.get("claims")
+    if not isinstance(claims, list) or not claims:
+        raise ParseError("'claims' must be a non-empty list of claims", where="claims")
+    for index, claim in enumerate(claims):
+        if isinstance(claim, Mapping) and "citations" in claim:
+            cites = claim["citations"]
+            if isinstance(cites, list) and not cites:
+                raise ParseError(
+                    "'citations' is an empty list; omit the field for an uncited claim or give citations",
+                    where=f"claims[{index}].citations",
+                )
+    try:
+        return Answer.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in err["loc"]).replace(".[", "[")
+        raise ParseError(f"{err['msg']} (got {err.get('input')!r:.60})", where=where or "answer") from None

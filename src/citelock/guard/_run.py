@@ -1,0 +1,148 @@
+"""The deterministic guard run: provenance ①, coverage ② and the number pre-check, in one pass.
+
+Pure function of records: it needs no backend and runs the same on a live request, a logged one replayed a
+month later, or a batch of millions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from citelock._parse import parse_answer
+from citelock._records import (
+    Answer,
+    CitationCheck,
+    Finding,
+    GuardReport,
+    Layer,
+    PromptRecord,
+    ReasonCode,
+)
+from citelock.guard._coverage import check_coverage
+from citelock.guard._numbers import missing_numbers
+from citelock.guard._provenance import PromptIndex, check_citation
+
+__all__ = ["check"]
+
+
+def check(
+    record: PromptRecord,
+    answer: Answer | Mapping[str, Any] | str,
+    *,
+    store: Collection[str] | None = None,
+    numbers: bool = True,
+) -> GuardReport:
+    """Run the deterministic guard on one answer against its logged prompt.
+
+    Args:
+        record: The prompt exactly as sent (from :func:`citelock.serialize`, :func:`citelock.record_from_messages`
+            or the prompt log).
+        answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts.
+        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+        numbers: Also run the ``NUMBER_MISMATCH`` pre-check.
+
+    Returns:
+        A :class:`GuardReport`; ``ok`` is True when there are no findings.
+    """
+    parsed = parse_answer(answer)
+    index = PromptIndex.build(record)
+    findings: list[Finding] = []
+
+    def finding(claim_index: int, reason: ReasonCode, layer: Layer, **extra: Any) -> Finding:
+        return Finding(
+            request_id=record.request_id,
+            prompt_sha256=record.sha256,
+            reason=reason,
+            layer=layer,
+            claim_index=claim_index,
+            claim=parsed.claims[claim_index].text,
+            **extra,
+        )
+
+    checks: list[CitationCheck] = []
+    for ci, claim in enumerate(parsed.claims):
+        for xi, citation in enumerate(claim.citations):
+            result = check_citation(index, citation, ci, xi, store)
+            checks.append(result)
+            if not result.passed and result.reason is not None:
+                placed = index.by_id.get(citation.chunk_id)
+                findings.append(
+                    finding(
+                        ci,
+                        result.reason,
+                        Layer.PROVENANCE,
+                        citation_index=xi,
+                        chunk_id=citation.chunk_id,
+                        span=citation.span,
+                        passage=index.body(placed) if placed else None,
+                        related_chunk_id=result.related_chunk_id,
+                        detail=_DETAIL[result.reason],
+                        verdicts={"provenance": "fail"},
+                    )
+                )
+    claim_checks = check_coverage(parsed)
+    for cc in claim_checks:
+        if cc.factual and not cc.cited:
+            findings.append(
+                finding(
+                    cc.claim_index,
+                    ReasonCode.UNCITED_CLAIM,
+                    Layer.COVERAGE,
+                    detail="a factual claim carries no citation",
+                    verdicts={"coverage": "fail"},
+                )
+            )
+    layers = [Layer.PROVENANCE, Layer.COVERAGE]
+    if numbers:
+        layers.append(Layer.NUMBERS)
+        findings.extend(_number_findings(parsed, checks, index, finding))
+    return GuardReport(
+        request_id=record.request_id,
+        prompt_sha256=record.sha256,
+        ok=not findings,
+        layers=tuple(layers),
+        citations=tuple(checks),
+        claims=tuple(claim_checks),
+        findings=tuple(findings),
+    )
+
+
+def _number_findings(
+    answer: Answer, checks: list[CitationCheck], index: PromptIndex, finding: Any
+) -> list[Finding]:
+    passed: dict[int, list[CitationCheck]] = {}
+    for c in checks:
+        if c.passed:
+            passed.setdefault(c.claim_index, []).append(c)
+    out = []
+    for claim_index, good in passed.items():
+        bodies = [index.body(index.by_id[c.chunk_id]) for c in good]
+        missing = missing_numbers(answer.claims[claim_index].text, bodies)
+        if missing:
+            first = good[0]
+            out.append(
+                finding(
+                    claim_index,
+                    ReasonCode.NUMBER_MISMATCH,
+                    Layer.NUMBERS,
+                    citation_index=first.citation_index,
+                    chunk_id=first.chunk_id,
+                    span=first.span,
+                    passage=bodies[0],
+                    detail=f"numbers not in any cited passage: {', '.join(missing)}",
+                    verdicts={"provenance": "pass", "numbers": "fail"},
+                )
+            )
+    return out
+
+
+_DETAIL = {
+    ReasonCode.ID_NOT_IN_PROMPT: "the cited id is not one of this prompt's chunks",
+    ReasonCode.STALE_ID: "a real chunk-store id that was not assembled into this prompt",
+    ReasonCode.FABRICATED_ID: "the cited id exists neither in this prompt nor in the chunk store",
+    ReasonCode.SPAN_TRUNCATED: "the chunk's body was cut in the prompt and the span lies in the lost part",
+    ReasonCode.SPAN_NOT_IN_CHUNK: "the span is not verbatim in the cited chunk's body as sent",
+    ReasonCode.SPAN_ONLY_IN_QUESTION: "the span occurs in the prompt only outside the context (e.g. the question)",
+    ReasonCode.SPAN_IN_OTHER_CHUNK: "the span is verbatim in a different assembled chunk",
+}
