@@ -24,6 +24,7 @@ __all__ = ["compress_offsets", "normalize", "normalize_with_map", "raw_offset"]
 
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _WHITESPACE = re.compile(r"\s+")
+_IRREGULAR_WHITESPACE = re.compile(r"\s{2,}|[^\S ]|^\s|\s$")
 _MAX_UNESCAPE_PASSES = 8
 
 
@@ -36,9 +37,7 @@ def _fast_path(text: str) -> bool:
 
 
 def _has_irregular_whitespace(text: str) -> bool:
-    if not text or text[0].isspace() or text[-1].isspace():
-        return bool(text)
-    return any(len(m.group()) > 1 or m.group() != " " for m in _WHITESPACE.finditer(text))
+    return _IRREGULAR_WHITESPACE.search(text) is not None
 
 
 def normalize(text: str) -> str:
@@ -97,11 +96,16 @@ def _nfc_pass(text: str) -> tuple[str, list[int]]:
 
 
 def _whitespace_pass(text: str) -> tuple[str, list[int]]:
+    # Only runs that are not already a single space need work; single spaces map 1:1.
     out: list[str] = []
     mapping: list[int] = []
     pos = 0
-    for match in _WHITESPACE.finditer(text):
+    for match in _IRREGULAR_WHITESPACE.finditer(text):
         start, end = match.span()
+        while end < len(text) and text[end].isspace():
+            end += 1
+        if start < pos:
+            continue
         out.append(text[pos:start])
         mapping.extend(range(pos, start))
         if start != 0 and end != len(text):
@@ -124,16 +128,24 @@ def normalize_with_map(text: str) -> tuple[str, list[int]]:
     if _fast_path(text):
         return text, list(range(len(text) + 1))
     current = text
-    composed: list[int] = list(range(len(text)))
+    composed: list[int] | None = None  # None: identity so far
+
+    def compose(mapping: list[int]) -> list[int]:
+        return mapping if composed is None else [composed[i] for i in mapping]
+
     for _ in range(_MAX_UNESCAPE_PASSES):
+        if "&" not in current:
+            break
         decoded, mapping = _unescape_pass(current)
         if decoded == current:
             break
-        composed = [composed[i] for i in mapping]
+        composed = compose(mapping)
         current = decoded
-    for step in (_nfc_pass, _whitespace_pass):
-        current, mapping = step(current)
-        composed = [composed[i] for i in mapping]
+    if not unicodedata.is_normalized("NFC", current):
+        current, mapping = _nfc_pass(current)
+        composed = compose(mapping)
+    current, mapping = _whitespace_pass(current)
+    composed = compose(mapping)
     composed.append(len(text))
     return current, composed
 
