@@ -81,8 +81,11 @@ def run_citelock_unlogged(case) -> bool:
 
 def run_groundcite(case) -> bool:
     report = groundcite.validate(
-        case["text"], case["sources"], groundcite.BRACKET_ID,
-        quotes=case["quotes"], source_texts=case["source_texts"],
+        case["text"],
+        case["sources"],
+        groundcite.BRACKET_ID,
+        quotes=case["quotes"],
+        source_texts=case["source_texts"],
     )
     return report.ok
 
@@ -122,10 +125,14 @@ def main() -> None:
         p99 = times[min(len(times) - 1, int(len(times) * 0.99))] * 1e3
         rows.append((name, p50, p99, 21 / (statistics.mean(times))))
     base = rows[2][1]
-    print(f"{args.answers} answers x 20 citations (+1 uncited sentence), prompts of ~{kb:.0f} KB, "
-          f"{args.chunks} chunks; seed {args.seed}")
-    print(f"| {'path':32} | {'p50 ms/answer':>13} | {'p99 ms/answer':>13} | {'citations/s':>11} | "
-          f"{'p50 vs groundcite':>17} |")
+    print(
+        f"{args.answers} answers x 20 citations (+1 uncited sentence), prompts of ~{kb:.0f} KB, "
+        f"{args.chunks} chunks; seed {args.seed}"
+    )
+    print(
+        f"| {'path':32} | {'p50 ms/answer':>13} | {'p99 ms/answer':>13} | {'citations/s':>11} | "
+        f"{'p50 vs groundcite':>17} |"
+    )
     print(f"|{'-' * 34}|{'-' * 15}|{'-' * 15}|{'-' * 13}|{'-' * 19}|")
     for name, p50, p99, cps in rows:
         print(f"| {name:32} | {p50:13.3f} | {p99:13.3f} | {cps:11.0f} | {base / p50:16.1f}x |")

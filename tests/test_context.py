@@ -57,7 +57,7 @@ def test_empty_question() -> None:
 
 
 def test_record_contents() -> None:
-    ctx = assemble("Is <b> & \"c\" safe?", [{"id": "c-1", "text": "a < b & \"c\""}])
+    ctx = assemble('Is <b> & "c" safe?', [{"id": "c-1", "text": 'a < b & "c"'}])
     record = serialize(ctx, request_id="req-1", metadata={"surface": "legal"})
     assert record.request_id == "req-1"
     assert record.template.name == "answer_structured" and record.template.version == "1"

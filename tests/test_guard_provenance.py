@@ -5,7 +5,7 @@ from citelock import ReasonCode, assemble, check, record_from_messages, serializ
 CHUNKS = [
     {"id": "c-1", "text": "Revenue grew 12% in 2023 & margins <expanded>.\nThe CEO said so."},
     {"id": "c-2", "text": "Freight costs are borne by the buyer under clause 7."},
-    {"id": "c-10", "text": "Café opened in 1999 with \"quotes\" and a back\\slash."},
+    {"id": "c-10", "text": 'Café opened in 1999 with "quotes" and a back\\slash.'},
 ]
 STORE = {"c-1", "c-2", "c-10", "c-100", "c-50"}
 
@@ -67,8 +67,12 @@ def test_truncated_prompt_from_another_system() -> None:
         {"role": "user", "content": f"Context:\n[c-7] {cut}\n[c-8] Other text here.\n\nQuestion: who pays?"},
     ]
     record = record_from_messages(
-        messages, [{"id": "c-7", "text": full}, {"id": "c-8", "text": "Other text here."},
-                   {"id": "c-9", "text": "A chunk that never made it into the prompt at all."}],
+        messages,
+        [
+            {"id": "c-7", "text": full},
+            {"id": "c-8", "text": "Other text here."},
+            {"id": "c-9", "text": "A chunk that never made it into the prompt at all."},
+        ],
         question="who pays?",
     )
     statuses = {pc.id: pc.status for pc in record.chunks}
@@ -81,7 +85,9 @@ def test_truncated_prompt_from_another_system() -> None:
 
 
 def test_findings_carry_everything_a_reviewer_needs(record) -> None:
-    answer = {"claims": [{"text": "Buyers pay freight.", "citations": [{"chunk_id": "c-1", "span": "borne by the buyer"}]}]}
+    answer = {
+        "claims": [{"text": "Buyers pay freight.", "citations": [{"chunk_id": "c-1", "span": "borne by the buyer"}]}]
+    }
     report = check(record, answer)
     (finding,) = report.findings
     assert finding.request_id == record.request_id

@@ -45,8 +45,9 @@ def test_tampering_is_reported_on_read(tmp_path) -> None:
     log.append(_record("r2"))
     con = sqlite3.connect(path)
     con.execute("DROP TRIGGER citelock_prompt_log_no_update")
-    con.execute("UPDATE citelock_prompt_log SET record = replace(record, 'text for r1', 'text for rX') "
-                "WHERE request_id='r1'")
+    con.execute(
+        "UPDATE citelock_prompt_log SET record = replace(record, 'text for r1', 'text for rX') WHERE request_id='r1'"
+    )
     con.commit()
     con.close()
     with pytest.raises(StoreIntegrityError, match="r1"):

@@ -9,7 +9,22 @@ from hypothesis import strategies as st
 from citelock import check, normalize, record_from_messages
 
 WORDS = st.sampled_from(
-    ["revenue", "grew", "12%", "in", "2023", "café", "naïve", 'said "no"', "a\\b", "<tag>", "R&D", "漢字", "—", "x"]
+    [
+        "revenue",
+        "grew",
+        "12%",
+        "in",
+        "2023",
+        "café",
+        "naïve",
+        'said "no"',
+        "a\\b",
+        "<tag>",
+        "R&D",
+        "漢字",
+        "—",
+        "x",
+    ]
 )
 CHUNK = st.lists(WORDS, min_size=3, max_size=12).map(" ".join)
 SEPARATORS = st.sampled_from([" ", "  ", "\n", "\r\n", "\t", " \u00a0 "])
@@ -43,9 +58,7 @@ def test_span_cut_from_a_chunk_passes_after_prompt_side_changes(
     end = data.draw(st.integers(start + 1, len(text)))
     span = text[start:end]
     assume(span.strip())
-    body = "\n".join(
-        f'<source id="c-{i}">{_mangle(t, seps, escape_times, nfd)}</source>' for i, t in enumerate(texts)
-    )
+    body = "\n".join(f'<source id="c-{i}">{_mangle(t, seps, escape_times, nfd)}</source>' for i, t in enumerate(texts))
     messages = [{"role": "system", "content": "Answer."}, {"role": "user", "content": body + "\nQ?"}]
     record = record_from_messages(messages, chunks)
     assert record.chunks[target].status == "complete"

@@ -10,9 +10,7 @@ from citelock._jsonschema import record_schemas, schemas_dir
 @pytest.mark.parametrize("name", sorted(record_schemas()))
 def test_committed_schema_matches_model(name: str) -> None:
     committed = json.loads((schemas_dir() / name).read_text(encoding="utf-8"))
-    assert committed == record_schemas()[name], (
-        f"schemas/{name} is out of date: run `python -m citelock._jsonschema`"
-    )
+    assert committed == record_schemas()[name], f"schemas/{name} is out of date: run `python -m citelock._jsonschema`"
 
 
 def test_no_stray_schema_files() -> None:
@@ -26,7 +24,11 @@ def test_records_validate_against_their_schemas() -> None:
     answer = parse_answer({"claims": [{"text": "Revenue grew 12%.", "citations": [{"chunk_id": "c-9"}]}]})
     report = check(record, answer)
     schemas = record_schemas()
-    for obj, name in [(record, "prompt_record.v1.json"), (answer, "answer.v1.json"), (report, "guard_report.v1.json")]:
+    for obj, name in [
+        (record, "prompt_record.v1.json"),
+        (answer, "answer.v1.json"),
+        (report, "guard_report.v1.json"),
+    ]:
         jsonschema.validate(json.loads(obj.model_dump_json()), schemas[name])
     assert report.findings
     jsonschema.validate(json.loads(report.findings[0].model_dump_json()), schemas["finding.v1.json"])

@@ -51,10 +51,7 @@ class MissingExtraError(UsageError, ImportError):
     def __init__(self, extra: str, module: str) -> None:
         self.extra = extra
         self.module = module
-        super().__init__(
-            f"this feature needs the optional dependency {module!r}: "
-            f'pip install "citelock[{extra}]"'
-        )
+        super().__init__(f'this feature needs the optional dependency {module!r}: pip install "citelock[{extra}]"')
 
 
 class RuntimeFailure(CitelockError):

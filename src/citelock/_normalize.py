@@ -29,11 +29,7 @@ _MAX_UNESCAPE_PASSES = 8
 
 
 def _fast_path(text: str) -> bool:
-    return (
-        "&" not in text
-        and not _has_irregular_whitespace(text)
-        and unicodedata.is_normalized("NFC", text)
-    )
+    return "&" not in text and not _has_irregular_whitespace(text) and unicodedata.is_normalized("NFC", text)
 
 
 def _has_irregular_whitespace(text: str) -> bool:

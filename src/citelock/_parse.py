@@ -80,8 +80,7 @@ def parse_free_text(
         bad = pattern.search(text)
         if bad:
             raise ParseError(
-                f"found {what}: {bad.group()[:40]!r}; expected markers like [c-1], [3, 5] or "
-                '<cite id="s1">...</cite>',
+                f'found {what}: {bad.group()[:40]!r}; expected markers like [c-1], [3, 5] or <cite id="s1">...</cite>',
                 where=f"text offset {bad.start()}",
             )
     stripped: list[str] = []

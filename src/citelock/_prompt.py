@@ -180,9 +180,7 @@ def _locate(norm: _Normalized, chunk: Chunk) -> PlacedChunk:
     if low < MIN_TRUNCATED_PREFIX:
         return PlacedChunk(chunk=chunk, status="missing")
     message, at = norm.find(body[:low]) or (0, 0)
-    return PlacedChunk(
-        chunk=chunk, status="truncated", placement=norm.placement_from_norm(message, at, at + low)
-    )
+    return PlacedChunk(chunk=chunk, status="truncated", placement=norm.placement_from_norm(message, at, at + low))
 
 
 def record_from_messages(
@@ -200,6 +198,9 @@ def record_from_messages(
         messages: The messages exactly as sent.
         chunks: The chunks that were meant to be in them, with their full text.
         question: The user's question, if known (located in the prompt for ``SPAN_ONLY_IN_QUESTION``).
+        request_id: The request id (a new one when None).
+        template: The template that produced the prompt, if known (``external`` v0 otherwise).
+        metadata: Caller-supplied values carried on the record.
 
     Raises:
         InputError: no messages, a malformed message or chunk, or duplicate chunk ids.

@@ -40,7 +40,7 @@ __all__ = [
     "VerdictLabel",
 ]
 
-RECORD_SCHEMA_VERSION = "1"
+RECORD_SCHEMA_VERSION: Literal["1"] = "1"
 
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 
@@ -129,9 +129,7 @@ class Context(_Record):
 
     def content_hash(self) -> str:
         """sha256 over the question and the (id, text) of every chunk: the key for compiled schemas."""
-        payload = json.dumps(
-            [self.question, [[c.id, c.text] for c in self.chunks]], ensure_ascii=False
-        )
+        payload = json.dumps([self.question, [[c.id, c.text] for c in self.chunks]], ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def chunk(self, chunk_id: str) -> Chunk:

@@ -75,8 +75,11 @@ def classify_claim(text: str, *, standalone_line: bool = False) -> ClaimKind:
         return ClaimKind(False, "question")
     if body.rstrip("*_ ").endswith(":"):
         return ClaimKind(False, "organising")
-    if standalone_line and not _TERMINAL.search(body) and len(body.split()) <= 8 and not any(
-        ch.isdigit() for ch in body
+    if (
+        standalone_line
+        and not _TERMINAL.search(body)
+        and len(body.split()) <= 8
+        and not any(ch.isdigit() for ch in body)
     ):
         return ClaimKind(False, "heading")
     body = _LEAD_IN.sub("", body)

@@ -14,6 +14,7 @@ from citelock._errors import ParseError
 from citelock._parse import parse_answer
 from citelock._records import GuardReport
 from citelock.guard import check as run_guard
+from citelock.store import PromptLog
 
 __all__ = ["check", "report_json"]
 
@@ -33,19 +34,50 @@ def report_json(report: GuardReport) -> dict[str, object]:
 
 @app.command()
 def check(
-    prompt: Annotated[Path, typer.Option("--prompt", help="PROMPT.json: messages as sent + chunks, or a logged record")],
     answer: Annotated[Path, typer.Option("--answer", help='ANSWER.json: {"claims": [...]} or {"text": "..."}')],
-    store: Annotated[Path | None, typer.Option("--store", help="CHUNKS.jsonl: the chunk store (stale vs fabricated)")] = None,
+    prompt: Annotated[
+        Path | None,
+        typer.Option("--prompt", help="PROMPT.json: messages as sent + chunks, or a logged record"),
+    ] = None,
+    store: Annotated[
+        Path | None, typer.Option("--store", help="CHUNKS.jsonl: the chunk store (stale vs fabricated ids)")
+    ] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option("--request-id", help="replay a prompt from the log (with --db) instead of --prompt"),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="prompt log (SQLite path or URL): source for --request-id; with --prompt, "
+            "the prompt is appended to it (once)",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Check an answer's citations against the prompt exactly as sent (exit 0 ok, 1 findings, 2 bad input)."""
-    record = load_prompt(prompt)
+    if (prompt is None) == (request_id is None):
+        fail("give exactly one of --prompt PROMPT.json or --request-id ID (with --db)")
+    if request_id is not None and db is None:
+        fail("--request-id needs --db, the prompt log to read it from")
     raw = read_json(answer, "answer") if answer.suffix == ".json" else read_text(answer, "answer")
     try:
         parsed = parse_answer(raw)
     except ParseError as exc:
         fail(f"answer file {answer}: {exc}")
     ids = load_store_ids(store) if store is not None else None
+    log = PromptLog(db) if db is not None else None
+    if prompt is not None:
+        record = load_prompt(prompt)
+        if log is not None and record.request_id not in log:
+            log.append(record)
+    else:
+        assert log is not None and request_id is not None
+        try:
+            record = log.get(request_id)
+        except KeyError:
+            fail(f"request id {request_id!r} is not in the prompt log {db}")
     report = run_guard(record, parsed, store=ids)
     if as_json:
         typer.echo(json.dumps(report_json(report), ensure_ascii=False, indent=2))

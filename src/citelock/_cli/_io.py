@@ -56,8 +56,10 @@ def load_prompt(path: Path) -> PromptRecord:
     """Load ``{"messages", "chunks", "question"}`` or a logged :class:`PromptRecord`."""
     data = read_json(path, "prompt")
     if not isinstance(data, dict):
-        fail(f'prompt file {path}: expected a JSON object {{"messages": [...], "chunks": [...]}}, '
-             f"got {type(data).__name__}")
+        fail(
+            f'prompt file {path}: expected a JSON object {{"messages": [...], "chunks": [...]}}, '
+            f"got {type(data).__name__}"
+        )
     try:
         if "sha256" in data and "normalized" in data:
             return PromptRecord.model_validate(data)

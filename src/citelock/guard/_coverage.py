@@ -14,7 +14,5 @@ def check_coverage(answer: Answer) -> list[ClaimCheck]:
     out = []
     for index, claim in enumerate(answer.claims):
         kind = classify_claim(claim.text, standalone_line=free_text)
-        out.append(
-            ClaimCheck(claim_index=index, factual=kind.factual, kind=kind.kind, cited=bool(claim.citations))
-        )
+        out.append(ClaimCheck(claim_index=index, factual=kind.factual, kind=kind.kind, cited=bool(claim.citations)))
     return out

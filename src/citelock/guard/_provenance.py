@@ -84,7 +84,7 @@ def check_citation(
             span=citation.span,
             passed=passed,
             reason=reason,
-            **extra,  # type: ignore[arg-type]
+            **extra,
         )
 
     placed = index.by_id.get(citation.chunk_id)

@@ -108,9 +108,7 @@ def check(
     )
 
 
-def _number_findings(
-    answer: Answer, checks: list[CitationCheck], index: PromptIndex, finding: Any
-) -> list[Finding]:
+def _number_findings(answer: Answer, checks: list[CitationCheck], index: PromptIndex, finding: Any) -> list[Finding]:
     passed: dict[int, list[CitationCheck]] = {}
     for c in checks:
         if c.passed:
