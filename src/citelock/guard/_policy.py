@@ -1,0 +1,320 @@
+"""Tiered guard policy per surface: cheapest checks first, the judge where the stakes justify its cost.
+
+Every citation gets the deterministic checks (provenance ①, coverage ②, numbers). The support judge ③ runs
+only on citations that survived them (a citation that already failed is not worth a model call), and then on
+every such citation for a high-stakes surface, or on a deterministic sample for a low-stakes one. The sample
+is a hash of (seed, request id, claim index, citation index), so a replay of the same request a month later
+judges exactly the same citations.
+
+A check or judge that raises becomes a ``CHECK_ERROR`` finding. On a fail-closed surface (high stakes by
+default) that blocks the answer; elsewhere it is recorded and does not block.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from citelock._errors import UsageError
+from citelock._parse import parse_answer
+from citelock._records import (
+    Answer,
+    Finding,
+    GuardReport,
+    Layer,
+    PromptRecord,
+    ReasonCode,
+)
+from citelock.guard._provenance import PromptIndex
+from citelock.guard._run import check
+from citelock.guard._support import SupportCheck, SupportTarget, judge_support
+from citelock.judges import Judge
+
+if TYPE_CHECKING:
+    from citelock.store import ResultStore, ReviewQueue
+
+__all__ = ["Decision", "JudgeAccounting", "PolicyResult", "SurfacePolicy", "guard", "iso_week"]
+
+Decision = Literal["pass", "block"]
+
+
+class SurfacePolicy(BaseModel):
+    """How much checking one surface (a product screen, an API, a report) pays for.
+
+    Attributes:
+        name: The surface's name (stored with every result; metrics group by it).
+        stakes: ``high`` judges every surviving citation; ``low`` judges a deterministic sample.
+        sample_rate: Fraction (0..1) of surviving citations judged on a low-stakes surface; must be 1 when
+            the stakes are high.
+        seed: Salt of the sampling hash (change it to draw a different, equally deterministic, sample).
+        fail_closed: Block the answer when a check or judge raises. Defaults to True for high stakes,
+            False for low stakes.
+        diagnose: Run best-evidence diagnosis (``WRONG_CHUNK``) on failing verdicts.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    stakes: Literal["low", "high"]
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    seed: int = 0
+    fail_closed: bool = False
+    diagnose: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_fail_closed(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("fail_closed") is None:
+            data = {**data, "fail_closed": data.get("stakes") == "high"}
+        return data
+
+    @model_validator(mode="after")
+    def _high_stakes_judge_everything(self) -> Self:
+        if self.stakes == "high" and self.sample_rate != 1.0:
+            raise ValueError(
+                f"surface {self.name!r} is high-stakes, so every citation is judged: "
+                f"sample_rate must be 1.0, got {self.sample_rate}"
+            )
+        return self
+
+    def sampled(self, request_id: str, claim_index: int, citation_index: int) -> bool:
+        """Whether this citation is in the judge's sample (always True for high stakes)."""
+        if self.stakes == "high" or self.sample_rate >= 1.0:
+            return True
+        if self.sample_rate <= 0.0:
+            return False
+        key = f"{self.seed}\x1f{request_id}\x1f{claim_index}\x1f{citation_index}".encode()
+        draw = int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2.0**64
+        return draw < self.sample_rate
+
+
+class JudgeAccounting(BaseModel):
+    """What the support layer cost and what the policy saved, for one answer (sums across answers).
+
+    Attributes:
+        citations: Citations in the answer.
+        judge_calls: Judge calls on (claim, cited passage) pairs.
+        diagnosis_calls: Judge calls on (claim, other chunk) pairs during best-evidence diagnosis.
+        saved_by_ordering: Citations in the prompt not judged because provenance ① or the number check
+            already failed them.
+        saved_by_sampling: Surviving citations the low-stakes sample left out.
+        no_passage: Citations whose id is not in the prompt (nothing to judge).
+        cache_hits: Verdicts the judge served from its cache (when the judge reports ``cache_hits``).
+        errors: Judge calls that raised.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    citations: int = 0
+    judge_calls: int = 0
+    diagnosis_calls: int = 0
+    saved_by_ordering: int = 0
+    saved_by_sampling: int = 0
+    no_passage: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+
+    def __add__(self, other: JudgeAccounting) -> JudgeAccounting:
+        return JudgeAccounting.model_validate(
+            {name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields}
+        )
+
+
+class PolicyResult(BaseModel):
+    """The guard's full result for one answer on one surface: what is stored and what metrics read.
+
+    Attributes:
+        surface: The surface's name.
+        policy: The policy that ran.
+        decision: ``pass`` or ``block``.
+        week: ISO week (``2025-W07``) of the prompt's ``created_at``: replays count in the original week.
+        report: The :class:`GuardReport` with the support findings and ``Layer.SUPPORT`` added.
+        support: One :class:`SupportCheck` per citation, saying whether and how it was judged.
+        accounting: Judge calls made and saved.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal["1"] = "1"
+    surface: str
+    policy: SurfacePolicy
+    decision: Decision
+    week: str
+    report: GuardReport
+    support: tuple[SupportCheck, ...]
+    accounting: JudgeAccounting
+
+    @property
+    def blocked(self) -> bool:
+        """True when the decision is ``block``."""
+        return self.decision == "block"
+
+
+def iso_week(record: PromptRecord) -> str:
+    """The ISO week of the record's ``created_at``, e.g. ``2025-W07``."""
+    year, week, _ = record.created_at.isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+def _cache_hits(judge: Judge | None) -> int | None:
+    value = getattr(judge, "cache_hits", None)
+    return value if isinstance(value, int) else None
+
+
+def guard(
+    record: PromptRecord,
+    answer: Answer | Mapping[str, Any] | str,
+    *,
+    policy: SurfacePolicy,
+    judge: Judge | None,
+    store: Collection[str] | None = None,
+    ordering: bool = True,
+    queue: ReviewQueue | None = None,
+    results: ResultStore | None = None,
+) -> PolicyResult:
+    """Guard one answer under a surface policy: deterministic checks, then the (sampled) support judge.
+
+    Args:
+        record: The prompt exactly as sent.
+        answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts.
+        policy: The surface's policy.
+        judge: The support judge; may be None only on a low-stakes surface with ``sample_rate`` 0.
+        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+        ordering: Judge only citations that passed the cheaper checks (the default). False judges every
+            citation whose chunk is in the prompt, which only exists to measure what ordering saves.
+        queue: If given, every finding is enqueued for review on this surface.
+        results: If given, the result is appended (metrics are computed from it).
+
+    Returns:
+        A :class:`PolicyResult`.
+
+    Raises:
+        UsageError: no judge where the policy needs one.
+        ParseError: the answer cannot be parsed (unusable input, not a finding).
+    """
+    if judge is None and (policy.stakes == "high" or policy.sample_rate > 0):
+        raise UsageError(
+            f"surface {policy.name!r} ({policy.stakes} stakes, sample_rate {policy.sample_rate}) needs a "
+            "support judge; pass judge=... (or use a low-stakes policy with sample_rate=0)"
+        )
+    parsed = parse_answer(answer)
+    try:
+        report = check(record, parsed, store=store)
+    except Exception as exc:  # a failing check is a finding, and the policy decides what it blocks
+        report = _errored_report(record, exc)
+        return _finish(record, policy, report, (), JudgeAccounting(errors=1), queue, results)
+
+    index = PromptIndex.build(record)
+    number_failed = {f.claim_index for f in report.findings if f.reason == ReasonCode.NUMBER_MISMATCH}
+    targets: list[SupportTarget] = []
+    skipped: list[SupportCheck] = []
+    counts = {"ordering": 0, "sampling": 0, "no_passage": 0}
+    for c in report.citations:
+        placed = index.by_id.get(c.chunk_id)
+        chunk = placed.chunk if placed else None
+        base = {
+            "claim_index": c.claim_index,
+            "citation_index": c.citation_index,
+            "chunk_id": c.chunk_id,
+            "rank": chunk.rank if chunk else None,
+            "strategy": chunk.strategy if chunk else None,
+        }
+        survived = c.passed and c.claim_index not in number_failed
+        if placed is None:
+            counts["no_passage"] += 1
+            skipped.append(SupportCheck.model_validate({**base, "status": "no_passage"}))
+        elif not survived and ordering:
+            counts["ordering"] += 1
+            skipped.append(SupportCheck.model_validate({**base, "status": "skipped_ordering"}))
+        elif not policy.sampled(record.request_id, c.claim_index, c.citation_index):
+            counts["sampling"] += 1
+            skipped.append(SupportCheck.model_validate({**base, "status": "skipped_sampling"}))
+        else:
+            targets.append(
+                SupportTarget(
+                    claim_index=c.claim_index,
+                    citation_index=c.citation_index,
+                    chunk_id=c.chunk_id,
+                    claim=parsed.claims[c.claim_index].text,
+                    span=c.span,
+                )
+            )
+    hits_before = _cache_hits(judge)
+    run = None
+    if targets and judge is not None:
+        run = judge_support(record, targets, judge, diagnose=policy.diagnose)
+    hits_after = _cache_hits(judge)
+    cache_hits = hits_after - hits_before if hits_before is not None and hits_after is not None else 0
+
+    checks = sorted([*skipped, *(run.checks if run else ())], key=lambda s: (s.claim_index, s.citation_index))
+    accounting = JudgeAccounting(
+        citations=len(report.citations),
+        judge_calls=run.calls if run else 0,
+        diagnosis_calls=run.diagnosis_calls if run else 0,
+        saved_by_ordering=counts["ordering"],
+        saved_by_sampling=counts["sampling"],
+        no_passage=counts["no_passage"],
+        cache_hits=cache_hits,
+        errors=run.errors if run else 0,
+    )
+    if run is not None:
+        findings = (*report.findings, *run.findings)
+        report = report.model_copy(
+            update={
+                "findings": findings,
+                "ok": not findings,
+                "layers": (*report.layers, Layer.SUPPORT),
+            }
+        )
+    return _finish(record, policy, report, tuple(checks), accounting, queue, results)
+
+
+def _errored_report(record: PromptRecord, exc: Exception) -> GuardReport:
+    finding = Finding(
+        request_id=record.request_id,
+        prompt_sha256=record.sha256,
+        reason=ReasonCode.CHECK_ERROR,
+        layer=Layer.PROVENANCE,
+        claim_index=-1,
+        claim="",
+        detail=f"the deterministic guard failed on this answer: {type(exc).__name__}: {exc}",
+        verdicts={"provenance": "error"},
+    )
+    return GuardReport(
+        request_id=record.request_id,
+        prompt_sha256=record.sha256,
+        ok=False,
+        layers=(),
+        citations=(),
+        claims=(),
+        findings=(finding,),
+    )
+
+
+def _finish(
+    record: PromptRecord,
+    policy: SurfacePolicy,
+    report: GuardReport,
+    checks: tuple[SupportCheck, ...],
+    accounting: JudgeAccounting,
+    queue: ReviewQueue | None,
+    results: ResultStore | None,
+) -> PolicyResult:
+    blocking = [f for f in report.findings if f.reason != ReasonCode.CHECK_ERROR or policy.fail_closed]
+    result = PolicyResult(
+        surface=policy.name,
+        policy=policy,
+        decision="block" if blocking else "pass",
+        week=iso_week(record),
+        report=report,
+        support=checks,
+        accounting=accounting,
+    )
+    if queue is not None:
+        queue.enqueue(report.findings, surface=policy.name)
+    if results is not None:
+        results.append(result)
+    return result
