@@ -4,6 +4,15 @@ Assemble a prompt under a budget, log it exactly as sent, parse the answer, and 
 against the logged prompt. See the README for the two-minute tour.
 """
 
+from citelock._answer import (
+    GenerationStats,
+    GuardedAnswer,
+    UnparsedAnswerError,
+    answer,
+    answer_async,
+    guarded_answer_json_schema,
+    render_answer,
+)
 from citelock._context import assemble
 from citelock._errors import (
     BudgetExceededError,
@@ -39,8 +48,18 @@ from citelock._records import (
     TemplateRef,
     Verdict,
 )
+from citelock._schema import (
+    BackendLimits,
+    CitationSchema,
+    SchemaOptions,
+    SchemaStats,
+    SpanPolicy,
+    build_schema,
+    fit_schema,
+)
 from citelock._segment import classify_claim, split_sentences
 from citelock._templates import PromptTemplate, load_template
+from citelock.backends import Backend, FakeBackend, Generation
 from citelock.guard import check
 from citelock.store import PromptLog
 
@@ -49,18 +68,25 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_MARKERS",
     "Answer",
+    "Backend",
+    "BackendLimits",
     "BudgetExceededError",
     "Chunk",
     "Citation",
     "CitationCheck",
+    "CitationSchema",
     "CitelockError",
     "Claim",
     "ClaimCheck",
     "ConstraintViolationError",
     "Context",
     "DroppedChunk",
+    "FakeBackend",
     "Finding",
+    "Generation",
+    "GenerationStats",
     "GuardReport",
+    "GuardedAnswer",
     "InputError",
     "Layer",
     "MarkerPattern",
@@ -74,20 +100,30 @@ __all__ = [
     "PromptTemplate",
     "ReasonCode",
     "RuntimeFailure",
+    "SchemaOptions",
+    "SchemaStats",
+    "SpanPolicy",
     "StoreIntegrityError",
     "TemplateRef",
+    "UnparsedAnswerError",
     "UsageError",
     "Verdict",
     "__version__",
+    "answer",
+    "answer_async",
     "assemble",
+    "build_schema",
     "check",
     "classify_claim",
+    "fit_schema",
+    "guarded_answer_json_schema",
     "load_template",
     "normalize",
     "normalize_with_map",
     "parse_answer",
     "parse_free_text",
     "record_from_messages",
+    "render_answer",
     "serialize",
     "split_sentences",
 ]

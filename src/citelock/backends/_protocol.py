@@ -15,7 +15,7 @@ from citelock._records import PromptRecord
 if TYPE_CHECKING:
     from citelock._schema import BackendLimits, CitationSchema
 
-__all__ = ["Backend", "Generation"]
+__all__ = ["AsyncBackend", "Backend", "Generation"]
 
 
 @dataclass(frozen=True)
@@ -60,5 +60,29 @@ class Backend(Protocol):
     limits: BackendLimits
 
     def generate(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Generation:
-        """Generate for ``record`` (messages exactly as logged), constrained by ``schema`` when given."""
+        """Generate for ``record`` (messages exactly as logged), constrained by ``schema`` when given.
+
+        The contract, for implementers:
+
+        - ``schema`` is None exactly when ``limits.policies`` is empty (a free-text backend); otherwise it has
+          already been fitted to ``limits`` (see :func:`citelock.fit_schema`) and the backend sends
+          ``schema.grammar`` (grammar engines) or ``schema.json_schema`` (JSON Schema engines) as it is.
+        - Set ``Generation.enforced`` only when decoding was actually constrained; the caller then verifies the
+          output with :meth:`CitationSchema.parse_output` and a broken constraint is a loud
+          :class:`citelock.ConstraintViolationError`.
+        - Report ``finish_reason="length"`` when ``max_tokens`` cut the output.
+        - Import SDKs inside methods; raise :class:`citelock.MissingExtraError` when an extra is missing.
+        """
+        ...
+
+
+@runtime_checkable
+class AsyncBackend(Backend, Protocol):
+    """A backend that can also generate without blocking the event loop (used by :func:`citelock.answer_async`).
+
+    Backends without ``agenerate`` still work with ``answer_async``: their ``generate`` runs in a worker thread.
+    """
+
+    async def agenerate(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Generation:
+        """Async :meth:`Backend.generate`."""
         ...

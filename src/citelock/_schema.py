@@ -1,0 +1,496 @@
+"""The per-request citation schema: what decoding may emit, built from the assembled :class:`Context`.
+
+Three span policies (see DESIGN.md, "Span policies"):
+
+- ``substring``: a citation's span is any verbatim, non-empty substring of the chosen chunk's text, tied to that
+  chunk. Only a grammar can say this (llguidance's substring primitive), so it exists as a grammar only.
+- ``sentence``: the span is one of the chosen chunk's sentences: ``anyOf`` per chunk ``{chunk_id: const,
+  span: enum}``. Works wherever JSON Schema does, within the engine's limits.
+- ``id``: only ``chunk_id`` is constrained (an enum of this prompt's ids); the span is a bounded free string
+  checked by the guard afterwards.
+
+Spans are drawn from the chunk's text *normalized* the way guard ① normalizes it (entities decoded, NFC, every
+whitespace run one space), so a span the schema allows always passes provenance.
+
+Every backend publishes :class:`BackendLimits` (data, not code). :func:`fit_schema` builds the requested
+policy and, if the backend cannot take it, downgrades ``substring`` → ``sentence`` → ``id`` *before* anything is
+sent, recording why on the schema (and from there on the answer). Built schemas are cached by the context's
+content hash.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any, Literal
+
+from citelock._errors import ConstraintViolationError, UsageError
+from citelock._grammar import Bounds, lark_grammar, schema_id, schema_sentence
+from citelock._normalize import normalize
+from citelock._records import Answer, Citation, Claim, Context
+from citelock._segment import split_sentences
+
+__all__ = [
+    "POLICY_ORDER",
+    "BackendLimits",
+    "CitationSchema",
+    "SchemaOptions",
+    "SchemaStats",
+    "SpanPolicy",
+    "build_schema",
+    "clear_schema_cache",
+    "fit_schema",
+]
+
+SpanPolicy = Literal["substring", "sentence", "id"]
+POLICY_ORDER: tuple[SpanPolicy, ...] = ("substring", "sentence", "id")
+"""Strongest first; the downgrade path."""
+
+_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class SchemaOptions:
+    """Bounds of the answer shape, so that small models stop.
+
+    Attributes:
+        max_claims: ``maxItems`` of ``claims``.
+        max_citations: ``maxItems`` of each claim's ``citations`` (at least one is required).
+        max_text_chars: ``maxLength`` of a claim's text (in JSON-escaped characters for the grammar).
+        max_span_chars: ``maxLength`` of a free span (``id`` and ``substring`` policies; sentences are enums).
+    """
+
+    max_claims: int = 3
+    max_citations: int = 2
+    max_text_chars: int = 200
+    max_span_chars: int = 160
+
+    def __post_init__(self) -> None:
+        for name in ("max_claims", "max_citations", "max_text_chars", "max_span_chars"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise UsageError(f"SchemaOptions.{name} must be a positive integer, got {value!r}")
+
+    @property
+    def bounds(self) -> Bounds:
+        """The bounds as the grammar builder takes them."""
+        return Bounds(self.max_claims, self.max_citations, self.max_text_chars, self.max_span_chars)
+
+    def max_output_chars(self, longest_id: int, longest_span: int) -> int:
+        """An upper bound on the length of any output the schema allows (JSON-escaped characters)."""
+        citation = len('{"chunk_id":"","span":""}') + longest_id + longest_span
+        claim = len('{"text":"","citations":[]}') + self.max_text_chars + self.max_citations * (citation + 1)
+        return len('{"claims":[]}') + self.max_claims * (claim + 1)
+
+
+@dataclass(frozen=True)
+class SchemaStats:
+    """Sizes of a built schema, compared against :class:`BackendLimits` before sending.
+
+    Attributes:
+        chunks: Chunks the citation may name.
+        enum_values: Enum and const values in the JSON Schema (ids, sentences).
+        enum_chars: Total characters of those values.
+        nesting: Depth of the JSON Schema (objects and arrays).
+        properties: Object properties in the JSON Schema, counted over every ``anyOf`` branch.
+        grammar_chars: Size of the Lark grammar.
+        build_ms: Wall time to build everything, in milliseconds.
+    """
+
+    chunks: int
+    enum_values: int
+    enum_chars: int
+    nesting: int
+    properties: int
+    grammar_chars: int
+    build_ms: float
+
+
+@dataclass(frozen=True)
+class BackendLimits:
+    """What a backend's constraint engine accepts: data per backend, checked before a request is sent.
+
+    ``None`` means "no limit". A backend that cannot constrain at all (the naive baseline) has ``policies=()``.
+
+    Attributes:
+        policies: Span policies the backend can enforce. ``substring`` needs a grammar engine; ``sentence`` and
+            ``id`` need JSON Schema (``enum``, ``const``, ``anyOf``).
+        max_enum_values: Most enum/const values in one schema.
+        max_enum_chars: Most total characters across enum/const values.
+        max_nesting: Deepest schema nesting.
+        max_properties: Most object properties in one schema.
+        max_grammar_chars: Largest grammar the engine compiles in reasonable time.
+        json_schema: The backend is sent :attr:`CitationSchema.json_schema` (else the grammar).
+    """
+
+    policies: tuple[SpanPolicy, ...] = POLICY_ORDER
+    max_enum_values: int | None = None
+    max_enum_chars: int | None = None
+    max_nesting: int | None = None
+    max_properties: int | None = None
+    max_grammar_chars: int | None = None
+    json_schema: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.policies if p not in POLICY_ORDER]
+        if unknown:
+            raise UsageError(f"BackendLimits.policies: unknown span policies {unknown}; expected {POLICY_ORDER}")
+
+    @property
+    def constrains(self) -> bool:
+        """True when the backend can enforce at least one span policy."""
+        return bool(self.policies)
+
+    def violation(self, schema: CitationSchema) -> str | None:
+        """Why ``schema`` exceeds these limits (the first limit broken), or None when it fits."""
+        stats = schema.stats
+        if schema.policy not in self.policies:
+            return f"the backend cannot enforce the {schema.policy!r} policy (it enforces {list(self.policies)})"
+        checks: list[tuple[str, int, int | None]] = [
+            ("enum values", stats.enum_values, self.max_enum_values),
+            ("total enum characters", stats.enum_chars, self.max_enum_chars),
+            ("nesting levels", stats.nesting, self.max_nesting),
+            ("object properties", stats.properties, self.max_properties),
+        ]
+        if not self.json_schema or schema.policy == "substring":
+            checks.append(("grammar characters", stats.grammar_chars, self.max_grammar_chars))
+        for what, value, limit in checks:
+            if limit is not None and value > limit:
+                return f"{schema.policy} schema has {value:,} {what}, over the backend's limit of {limit:,}"
+        return None
+
+
+@dataclass(frozen=True, eq=False)
+class CitationSchema:
+    """The constraint for one request, built from its :class:`Context`.
+
+    Attributes:
+        policy: The span policy this schema enforces.
+        context_hash: :meth:`Context.content_hash` of the context it was built from.
+        ids: The chunk ids a citation may name, in prompt order.
+        options: The size bounds.
+        sentences: ``sentence`` policy: per chunk id, the allowed spans (normalized sentences).
+        bodies: ``substring`` policy: per chunk id, the normalized text spans are taken from.
+        json_schema: Standard JSON Schema (draft 2020-12). Exact for ``id`` and ``sentence``; for ``substring``
+            it is the looser ``id`` shape (only the grammar can express substrings).
+        grammar: An llguidance Lark grammar, exact for every policy, with no free whitespace.
+        stats: Sizes, for the backend limits.
+        excluded: Chunk ids left out of the span alternatives (e.g. empty text: nothing to quote).
+        requested_policy: The policy the caller asked for (set by :func:`fit_schema`).
+        downgrade_reason: Why ``policy`` is weaker than ``requested_policy``, or None.
+    """
+
+    policy: SpanPolicy
+    context_hash: str
+    ids: tuple[str, ...]
+    options: SchemaOptions
+    sentences: dict[str, tuple[str, ...]]
+    bodies: dict[str, str]
+    json_schema: dict[str, Any]
+    grammar: str
+    stats: SchemaStats
+    excluded: tuple[str, ...] = ()
+    requested_policy: SpanPolicy | None = None
+    downgrade_reason: str | None = None
+
+    @property
+    def exact_json_schema(self) -> bool:
+        """True when :attr:`json_schema` alone enforces the policy (``id`` and ``sentence``)."""
+        return self.policy != "substring"
+
+    def guidance_json_schema(self) -> dict[str, Any]:
+        r""":attr:`json_schema` with llguidance's ``x-guidance`` settings: no free whitespace, no ``\\u`` escapes."""
+        return {
+            **self.json_schema,
+            "x-guidance": {
+                "whitespace_flexible": False,
+                "item_separator": ",",
+                "key_separator": ":",
+                "json_allowed_escapes": 'nrbtf\\"',
+            },
+        }
+
+    def max_output_chars(self) -> int:
+        """An upper bound on the length of any output this schema allows."""
+        longest_id = max((len(json.dumps(i, ensure_ascii=False)) for i in self.ids), default=0)
+        if self.policy == "sentence":
+            longest = max(
+                (len(json.dumps(s, ensure_ascii=False)) for spans in self.sentences.values() for s in spans),
+                default=0,
+            )
+        else:
+            longest = self.options.max_span_chars
+        return self.options.max_output_chars(longest_id, longest)
+
+    @cached_property
+    def model(self) -> type[Any]:
+        """The pydantic model of the answer shape: ``Literal`` ids; a union of per-chunk models for ``sentence``.
+
+        Built on first use (it is not needed for decoding). For ``substring`` a validator checks the span.
+        """
+        from citelock._schema_model import build_model
+
+        return build_model(self)
+
+    def parse_output(self, text: str) -> Answer:
+        """Parse a constrained backend's output and verify that the constraint held.
+
+        Raises:
+            ConstraintViolationError: the output is not JSON of the allowed shape, names an id outside this
+                prompt, or carries a span the policy does not allow. A constraint that did not hold is always
+                this loud error, never a quiet pass.
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConstraintViolationError(
+                f"{self.policy} constraint did not hold: the output is not valid JSON ({exc.msg} at character "
+                f"{exc.pos}); got {text[:120]!r}"
+            ) from None
+        problems = self.violations(data)
+        if problems:
+            shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+            raise ConstraintViolationError(f"{self.policy} constraint did not hold: {shown}")
+        claims = tuple(
+            Claim(
+                text=claim["text"],
+                citations=tuple(Citation(chunk_id=c["chunk_id"], span=c["span"]) for c in claim["citations"]),
+            )
+            for claim in data["claims"]
+        )
+        return Answer(claims=claims, format="structured", raw=text, span_policy=self.policy)
+
+    def violations(self, data: Any) -> list[str]:
+        """Everything in parsed output ``data`` that the schema forbids (empty when it conforms)."""
+        opts = self.options
+        if not isinstance(data, dict) or set(data) != {"claims"}:
+            keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+            return [f'expected an object with exactly the key "claims", got {keys}']
+        claims = data["claims"]
+        if not isinstance(claims, list) or not 1 <= len(claims) <= opts.max_claims:
+            return [f"'claims' must be a list of 1..{opts.max_claims} claims, got {_describe(claims)}"]
+        out: list[str] = []
+        allowed = set(self.ids)
+        for ci, claim in enumerate(claims):
+            where = f"claims[{ci}]"
+            if not isinstance(claim, dict) or set(claim) != {"text", "citations"}:
+                out.append(f"{where}: expected keys ['citations', 'text'], got {_describe(claim)}")
+                continue
+            text = claim["text"]
+            if not isinstance(text, str) or not 1 <= len(text) <= opts.max_text_chars:
+                out.append(f"{where}.text: expected 1..{opts.max_text_chars} characters, got {_describe(text)}")
+            cites = claim["citations"]
+            if not isinstance(cites, list) or not 1 <= len(cites) <= opts.max_citations:
+                out.append(f"{where}.citations: expected 1..{opts.max_citations} items, got {_describe(cites)}")
+                continue
+            for xi, cite in enumerate(cites):
+                out.extend(self._citation_problems(f"{where}.citations[{xi}]", cite, allowed))
+        return out
+
+    def _citation_problems(self, where: str, cite: Any, allowed: set[str]) -> list[str]:
+        if not isinstance(cite, dict) or set(cite) != {"chunk_id", "span"}:
+            return [f"{where}: expected keys ['chunk_id', 'span'], got {_describe(cite)}"]
+        chunk_id, span = cite["chunk_id"], cite["span"]
+        if not isinstance(chunk_id, str) or chunk_id not in allowed:
+            return [f"{where}.chunk_id: {chunk_id!r} is not one of this prompt's {len(allowed)} chunk ids"]
+        if not isinstance(span, str) or not span.strip():
+            return [f"{where}.span: expected a non-blank string, got {_describe(span)}"]
+        if self.policy == "sentence":
+            if span not in self.sentences.get(chunk_id, ()):
+                return [f"{where}.span: {span[:60]!r} is not one of chunk {chunk_id!r}'s sentences"]
+        elif len(span) > self.options.max_span_chars:
+            return [f"{where}.span: {len(span)} characters, over max_span_chars={self.options.max_span_chars}"]
+        elif self.policy == "substring":
+            body = self.bodies.get(chunk_id)
+            if body is None or span not in body or normalize(span) not in body:
+                return [f"{where}.span: {span[:60]!r} is not verbatim in chunk {chunk_id!r}"]
+        return []
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    if isinstance(value, dict):
+        return f"an object with keys {sorted(value)}"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    return type(value).__name__
+
+
+def chunk_sentences(text: str) -> tuple[str, ...]:
+    """A chunk's citable sentences: split with :func:`citelock.split_sentences`, normalized, de-duplicated.
+
+    Only sentences whose normalized form is verbatim in the normalized chunk are kept (always, in practice), so
+    every allowed span passes guard ①.
+    """
+    body = normalize(text)
+    out: dict[str, None] = {}
+    for start, end in split_sentences(text):
+        sentence = normalize(text[start:end])
+        if sentence and sentence in body:
+            out[sentence] = None
+    return tuple(out)
+
+
+def _depth(node: Any) -> int:
+    if isinstance(node, dict):
+        own = 1 if node.get("type") in ("object", "array") else 0
+        return own + max((_depth(v) for v in node.values()), default=0)
+    if isinstance(node, list):
+        return max((_depth(v) for v in node), default=0)
+    return 0
+
+
+def _count_properties(node: Any) -> int:
+    if isinstance(node, dict):
+        own = len(node["properties"]) if isinstance(node.get("properties"), dict) else 0
+        return own + sum(_count_properties(v) for v in node.values())
+    if isinstance(node, list):
+        return sum(_count_properties(v) for v in node)
+    return 0
+
+
+_cache: OrderedDict[tuple[str, str, SchemaOptions], CitationSchema] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def clear_schema_cache() -> None:
+    """Forget every cached schema (for benchmarks measuring cold builds)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def build_schema(
+    context: Context, policy: SpanPolicy = "substring", options: SchemaOptions | None = None
+) -> CitationSchema:
+    """Build the citation schema for ``context`` under ``policy`` (cached by the context's content hash).
+
+    Args:
+        context: The assembled context (its chunks are exactly the prompt's chunks).
+        policy: ``substring``, ``sentence`` or ``id``.
+        options: Size bounds; defaults to :class:`SchemaOptions`.
+
+    Raises:
+        UsageError: an unknown policy, an empty context, or a ``sentence``/``substring`` policy when no chunk has
+            any text to quote.
+    """
+    if policy not in POLICY_ORDER:
+        raise UsageError(f"unknown span policy {policy!r}; expected one of {list(POLICY_ORDER)}")
+    if not context.chunks:
+        raise UsageError("the context has no chunks; a citation schema needs at least one chunk id")
+    opts = options or SchemaOptions()
+    key = (context.content_hash(), policy, opts)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    schema = _build(context, policy, opts, key[0])
+    with _cache_lock:
+        _cache[key] = schema
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return schema
+
+
+def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_hash: str) -> CitationSchema:
+    started = time.perf_counter()
+    ids = context.ids
+    bounds = opts.bounds
+    sentences: dict[str, tuple[str, ...]] = {}
+    bodies: dict[str, str] = {}
+    excluded: list[str] = []
+    if policy == "sentence":
+        for chunk in context.chunks:
+            spans = chunk_sentences(chunk.text)
+            if spans:
+                sentences[chunk.id] = spans
+            else:
+                excluded.append(chunk.id)
+        if not sentences:
+            raise UsageError("no chunk has a sentence to quote; the sentence policy needs chunk text")
+        json_schema = schema_sentence(sentences, bounds)
+        enum_values = len(sentences) + sum(len(s) for s in sentences.values())
+        enum_chars = sum(len(i) for i in sentences) + sum(len(x) for s in sentences.values() for x in s)
+        grammar = lark_grammar(policy, ids, bounds, sentences=sentences)
+    else:
+        if policy == "substring":
+            for chunk in context.chunks:
+                body = normalize(chunk.text)
+                if body:
+                    bodies[chunk.id] = body
+                else:
+                    excluded.append(chunk.id)
+            if not bodies:
+                raise UsageError("no chunk has text to quote; the substring policy needs chunk text")
+        json_schema = schema_id(ids, bounds)
+        enum_values = len(ids)
+        enum_chars = sum(len(i) for i in ids)
+        grammar = lark_grammar(policy, ids, bounds, bodies=bodies)
+    stats = SchemaStats(
+        chunks=len(ids) - len(excluded),
+        enum_values=enum_values,
+        enum_chars=enum_chars,
+        nesting=_depth(json_schema),
+        properties=_count_properties(json_schema),
+        grammar_chars=len(grammar),
+        build_ms=(time.perf_counter() - started) * 1000,
+    )
+    return CitationSchema(
+        policy=policy,
+        context_hash=content_hash,
+        ids=tuple(i for i in ids if i not in excluded) if policy != "id" else ids,
+        options=opts,
+        sentences=sentences,
+        bodies=bodies,
+        json_schema=json_schema,
+        grammar=grammar,
+        stats=stats,
+        excluded=tuple(excluded),
+    )
+
+
+def fit_schema(
+    context: Context,
+    policy: SpanPolicy,
+    limits: BackendLimits,
+    options: SchemaOptions | None = None,
+) -> CitationSchema:
+    """Build the strongest schema at or below ``policy`` that fits ``limits``, recording any downgrade.
+
+    The path is ``substring`` → ``sentence`` → ``id``. The returned schema's ``requested_policy`` is ``policy``
+    and its ``downgrade_reason`` says which limit forced each step (None when nothing was downgraded).
+
+    Raises:
+        UsageError: the backend cannot constrain at all (``limits.policies`` is empty), or even the ``id``
+            schema exceeds its limits (assemble fewer chunks).
+    """
+    if policy not in POLICY_ORDER:
+        raise UsageError(f"unknown span policy {policy!r}; expected one of {list(POLICY_ORDER)}")
+    if not limits.constrains:
+        raise UsageError("this backend enforces no span policy; it takes no citation schema")
+    reasons: list[str] = []
+    for candidate in POLICY_ORDER[POLICY_ORDER.index(policy) :]:
+        if candidate not in limits.policies:
+            reasons.append(f"the backend cannot enforce the {candidate!r} policy")
+            continue
+        try:
+            schema = build_schema(context, candidate, options)
+        except UsageError as exc:
+            if candidate == "id":
+                raise
+            reasons.append(f"{candidate}: {exc}")
+            continue
+        problem = limits.violation(schema)
+        if problem is None:
+            return replace(
+                schema,
+                requested_policy=policy,
+                downgrade_reason="; ".join(reasons) if reasons else None,
+            )
+        reasons.append(problem)
+    raise UsageError(f"no span policy fits this backend's limits ({'; '.join(reasons)}); assemble fewer chunks")

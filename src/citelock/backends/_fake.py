@@ -1,0 +1,109 @@
+"""A scripted backend for unit tests (yours and ours): returns the outputs you give it, in order.
+
+It imports nothing and loads no model, so a test of code built around :func:`citelock.answer` runs in
+milliseconds. It records every call (the prompt record, the schema and ``max_tokens``) so a test can assert what
+would have been sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from citelock._errors import RuntimeFailure, UsageError
+from citelock._records import PromptRecord
+from citelock._schema import BackendLimits, CitationSchema
+from citelock.backends._protocol import Generation
+
+__all__ = ["FakeBackend", "FakeCall"]
+
+Script = Callable[[PromptRecord, CitationSchema | None], str | Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class FakeCall:
+    """One call the fake received."""
+
+    record: PromptRecord
+    schema: CitationSchema | None
+    max_tokens: int
+
+
+class FakeBackend:
+    """A backend that returns scripted outputs.
+
+    Args:
+        outputs: The outputs to return, in order (strings, or mappings dumped as compact JSON), or a function
+            ``(record, schema) -> output`` called for every request.
+        limits: The limits to advertise. The default advertises every span policy; pass
+            ``BackendLimits(policies=())`` to behave like the naive free-text baseline (no schema is sent and
+            the output is parsed as prose with ``[id]`` markers).
+        enforced: Whether to claim the constraint was enforced during decoding. Defaults to True when the
+            limits allow a policy, so :func:`citelock.answer` verifies the output against the schema and a
+            scripted output that breaks it raises :class:`citelock.ConstraintViolationError`, exactly as a real
+            constrained backend whose constraint failed would.
+        name: Backend name reported on the answer.
+        model: Model name reported on the answer.
+
+    Example:
+        >>> fake = FakeBackend(['{"claims":[{"text":"It opened in 1932.",'
+        ...                     '"citations":[{"chunk_id":"c-1","span":"opened in 1932"}]}]}'])
+    """
+
+    def __init__(
+        self,
+        outputs: Iterable[str | Mapping[str, Any]] | Script,
+        *,
+        limits: BackendLimits | None = None,
+        enforced: bool | None = None,
+        name: str = "fake",
+        model: str = "scripted",
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.limits = limits or BackendLimits()
+        self.enforced = self.limits.constrains if enforced is None else enforced
+        self.calls: list[FakeCall] = []
+        self._script: Script | None = outputs if callable(outputs) else None
+        self._queue: list[str | Mapping[str, Any]] = [] if callable(outputs) else list(outputs)
+        self._lock = threading.Lock()
+
+    @property
+    def remaining(self) -> int:
+        """Scripted outputs not yet returned (0 for a function script)."""
+        return len(self._queue)
+
+    def generate(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Generation:
+        """Return the next scripted output.
+
+        Raises:
+            RuntimeFailure: the script is exhausted.
+            UsageError: ``max_tokens`` is not positive.
+        """
+        if max_tokens < 1:
+            raise UsageError(f"max_tokens must be positive, got {max_tokens}")
+        started = time.perf_counter()
+        with self._lock:
+            self.calls.append(FakeCall(record, schema, max_tokens))
+            if self._script is not None:
+                output = self._script(record, schema)
+            elif self._queue:
+                output = self._queue.pop(0)
+            else:
+                raise RuntimeFailure(
+                    f"FakeBackend script exhausted after {len(self.calls) - 1} outputs; give it more outputs"
+                )
+        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+        return Generation(
+            text=text,
+            backend=self.name,
+            model=self.model,
+            enforced=self.enforced and schema is not None,
+            completion_tokens=len(text.split()),
+            latency_s=time.perf_counter() - started,
+            finish_reason="stop",
+        )
