@@ -1,0 +1,524 @@
+"""The review queue: one entry per failing finding, with everything a reviewer needs, grouped by reason.
+
+An entry is an immutable snapshot (:class:`QueueEntry`): the claim, the cited chunk id and passage, the
+verdict of every layer that ran, the judge's raw answer, a pointer to the logged prompt (request id + prompt
+sha256), the reason code, the surface and when it was queued. Its id is a hash of where the finding sits
+(request, surface, reason, claim, citation), so guarding a replayed request again does not queue it twice.
+
+A reviewer resolves an entry exactly once, with one of three outcomes, each tracked separately:
+
+- ``accept``: the finding was wrong (the judge too strict). For a support finding the (claim, passage) pair
+  is stored as a calibration sample with the human label ``yes``.
+- ``repair``: the answer must change (drop or narrow the claim, or attach a better passage): a free-text note
+  and, optionally, the replacement chunk id.
+- ``escalate``: the cause is upstream: ``chunking``, ``truncation`` or ``ranking``.
+
+The database enforces "once": the resolution's primary key is the entry id, so two reviewers racing on one
+entry get one resolution and one :class:`AlreadyResolvedError`. Every write is one transaction, so concurrent
+writers in several processes lose nothing and a crash mid-write leaves the store readable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Engine,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    insert,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+
+from citelock._errors import InputError
+from citelock._records import Finding, Layer, ReasonCode, VerdictLabel
+from citelock.store._engine import make_engine
+from citelock.store._tables import create_tables
+
+__all__ = [
+    "AlreadyResolvedError",
+    "CalibrationSample",
+    "EscalationCategory",
+    "Outcome",
+    "QueueEntry",
+    "Resolution",
+    "ReviewQueue",
+    "queue_entry_schema",
+]
+
+Outcome = Literal["accept", "repair", "escalate"]
+EscalationCategory = Literal["chunking", "truncation", "ranking"]
+
+_JUDGED_REASONS = frozenset({ReasonCode.UNSUPPORTED, ReasonCode.PARTIAL_SUPPORT, ReasonCode.WRONG_CHUNK})
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _week(moment: datetime) -> str:
+    year, week, _ = moment.isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+class QueueEntry(_Record):
+    """One failing finding waiting for a reviewer.
+
+    Attributes:
+        id: Stable id: a hash of request, prompt, surface, reason, layer, claim and citation.
+        created_at: When it was queued (UTC).
+        week: ISO week the answer counts in (the guard passes the prompt's week; default: ``created_at``'s).
+        surface: The surface the answer was served on.
+        reason: The reason code.
+        layer: The guard layer that produced the finding.
+        request_id: The logged prompt's request id.
+        prompt_sha256: The logged prompt's sha256 (with ``request_id``, the pointer to the prompt).
+        claim_index: Position of the claim in the answer (-1: the whole answer).
+        claim: The claim text.
+        citation_index: Position of the citation in the claim, if the finding is about one.
+        chunk_id: The cited chunk id.
+        span: The cited span.
+        passage: The cited chunk's body as sent.
+        related_chunk_id: Another chunk the finding points at (the span's real chunk, the supporting chunk).
+        detail: What is wrong, in words.
+        verdicts: The verdict of every layer that ran.
+        judge_raw: The support judge's raw answer.
+        judge_version: The support judge's name and version.
+    """
+
+    schema_version: Literal["1"] = "1"
+    id: str = Field(min_length=1, max_length=64)
+    created_at: datetime
+    week: str
+    surface: str
+    reason: ReasonCode
+    layer: Layer
+    request_id: str
+    prompt_sha256: str
+    claim_index: int
+    claim: str
+    citation_index: int | None = None
+    chunk_id: str | None = None
+    span: str | None = None
+    passage: str | None = None
+    related_chunk_id: str | None = None
+    detail: str = ""
+    verdicts: dict[str, str] = Field(default_factory=dict)
+    judge_raw: str | None = None
+    judge_version: str | None = None
+
+    @classmethod
+    def from_finding(
+        cls, finding: Finding, *, surface: str, created_at: datetime | None = None, week: str | None = None
+    ) -> QueueEntry:
+        """The queue entry for ``finding`` on ``surface``."""
+        moment = created_at or datetime.now(UTC)
+        key = "\x1f".join(
+            str(part)
+            for part in (
+                finding.request_id,
+                finding.prompt_sha256,
+                surface,
+                finding.reason.value,
+                finding.layer.value,
+                finding.claim_index,
+                finding.citation_index,
+                finding.chunk_id,
+            )
+        )
+        return cls(
+            id=hashlib.sha256(key.encode("utf-8")).hexdigest()[:20],
+            created_at=moment,
+            week=week or _week(moment),
+            surface=surface,
+            **finding.model_dump(),
+        )
+
+
+class Resolution(_Record):
+    """A reviewer's outcome for one entry.
+
+    Attributes:
+        entry_id: The resolved entry.
+        outcome: ``accept``, ``repair`` or ``escalate``.
+        note: The reviewer's note (required for ``repair``).
+        category: ``chunking``, ``truncation`` or ``ranking`` (``escalate`` only, required there).
+        chunk_id: A better chunk to cite (``repair`` only, optional).
+        resolved_at: When (UTC).
+        reviewer: Who, if given.
+    """
+
+    entry_id: str
+    outcome: Outcome
+    note: str | None = None
+    category: EscalationCategory | None = None
+    chunk_id: str | None = None
+    resolved_at: datetime
+    reviewer: str | None = None
+
+
+class CalibrationSample(_Record):
+    """A human-labelled (claim, passage) pair from an accepted support finding, for judge calibration."""
+
+    entry_id: str
+    claim: str
+    passage: str
+    label: VerdictLabel
+    judge_label: str | None = None
+    judge_version: str | None = None
+    created_at: datetime
+
+
+class AlreadyResolvedError(InputError):
+    """The entry already has a resolution; an entry resolves exactly once."""
+
+
+def queue_entry_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`QueueEntry` (``schemas/queue_entry.v1.json``)."""
+    return QueueEntry.model_json_schema()
+
+
+_metadata = MetaData()
+_entries = Table(
+    "citelock_queue",
+    _metadata,
+    Column("id", String(64), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("week", String(10), nullable=False, index=True),
+    Column("surface", String(200), nullable=False, index=True),
+    Column("reason", String(40), nullable=False, index=True),
+    Column("request_id", String(200), nullable=False, index=True),
+    Column("entry", Text, nullable=False),
+)
+_resolutions = Table(
+    "citelock_queue_resolutions",
+    _metadata,
+    Column("entry_id", String(64), ForeignKey("citelock_queue.id"), primary_key=True),
+    Column("outcome", String(16), nullable=False, index=True),
+    Column("category", String(16), nullable=True),
+    Column("note", Text, nullable=True),
+    Column("chunk_id", String(200), nullable=True),
+    Column("resolved_at", DateTime(timezone=True), nullable=False),
+    Column("reviewer", String(200), nullable=True),
+)
+_samples = Table(
+    "citelock_calibration_samples",
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("entry_id", String(64), ForeignKey("citelock_queue.id"), nullable=False, unique=True),
+    Column("claim", Text, nullable=False),
+    Column("passage", Text, nullable=False),
+    Column("label", String(8), nullable=False),
+    Column("judge_label", String(16), nullable=True),
+    Column("judge_version", String(200), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite returns naive datetimes; every stored time is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+class ReviewQueue:
+    """The review queue on SQLAlchemy Core.
+
+    Args:
+        target: A SQLite file path (created if missing), a database URL (``postgresql://...``) or an engine.
+    """
+
+    def __init__(self, target: str | Path | Engine) -> None:
+        self.engine = target if isinstance(target, Engine) else make_engine(target)
+        create_tables(self.engine, _metadata)
+
+    def _insert(self) -> Any:
+        if self.engine.dialect.name == "postgresql":
+            return postgresql.insert(_entries).on_conflict_do_nothing(index_elements=["id"])
+        if self.engine.dialect.name == "sqlite":
+            return sqlite.insert(_entries).on_conflict_do_nothing(index_elements=["id"])
+        return insert(_entries)  # pragma: no cover - other dialects: duplicates raise IntegrityError
+
+    def add(self, entries: Iterable[QueueEntry]) -> int:
+        """Add entries in one transaction; an entry whose id is already queued is kept as it was.
+
+        Returns:
+            How many entries were new.
+        """
+        rows = [
+            {
+                "id": e.id,
+                "created_at": e.created_at,
+                "week": e.week,
+                "surface": e.surface,
+                "reason": e.reason.value,
+                "request_id": e.request_id,
+                "entry": e.model_dump_json(),
+            }
+            for e in entries
+        ]
+        if not rows:
+            return 0
+        added = 0
+        with self.engine.begin() as conn:
+            for row in rows:
+                added += conn.execute(self._insert().values(**row)).rowcount
+        return added
+
+    def enqueue(
+        self,
+        findings: Iterable[Finding],
+        *,
+        surface: str,
+        week: str | None = None,
+        created_at: datetime | None = None,
+    ) -> list[QueueEntry]:
+        """Queue one entry per finding (in one transaction) and return the entries.
+
+        Args:
+            findings: Failing findings (a :class:`GuardReport`'s ``findings``).
+            surface: The surface the answer was served on.
+            week: The ISO week the answer counts in (default: the week it is queued).
+            created_at: When (default: now, UTC).
+        """
+        moment = created_at or datetime.now(UTC)
+        entries = [QueueEntry.from_finding(f, surface=surface, created_at=moment, week=week) for f in findings]
+        self.add(entries)
+        return entries
+
+    def get(self, entry_id: str) -> QueueEntry:
+        """The entry with this id, or with this unique id prefix (at least 4 characters).
+
+        Raises:
+            KeyError: no entry has this id.
+            InputError: the prefix matches several entries, or is shorter than 4 characters.
+        """
+        full = self.resolve_id(entry_id)
+        with self.engine.connect() as conn:
+            text = conn.execute(select(_entries.c.entry).where(_entries.c.id == full)).scalar_one()
+        return QueueEntry.model_validate_json(text)
+
+    def resolve_id(self, prefix: str) -> str:
+        """The full id of the one entry whose id is or starts with ``prefix``.
+
+        Raises:
+            KeyError: no entry matches.
+            InputError: several entries match, or the prefix is shorter than 4 characters.
+        """
+        with self.engine.connect() as conn:
+            if conn.execute(select(_entries.c.id).where(_entries.c.id == prefix)).first():
+                return prefix
+            if len(prefix) < 4:
+                raise InputError(f"entry id {prefix!r} is too short: give the id or a prefix of 4+ characters")
+            escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            found = (
+                conn.execute(select(_entries.c.id).where(_entries.c.id.like(escaped + "%", escape="\\")).limit(3))
+                .scalars()
+                .all()
+            )
+        if not found:
+            raise KeyError(prefix)
+        if len(found) > 1:
+            raise InputError(f"entry id prefix {prefix!r} matches several entries ({', '.join(found)}, ...)")
+        return str(found[0])
+
+    def resolution(self, entry_id: str) -> Resolution | None:
+        """The entry's resolution, or None while it is open."""
+        full = self.resolve_id(entry_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(select(_resolutions).where(_resolutions.c.entry_id == full)).mappings().first()
+        return None if row is None else self._resolution(row)
+
+    @staticmethod
+    def _resolution(row: Any) -> Resolution:
+        data = dict(row)
+        data["resolved_at"] = _aware(data["resolved_at"])
+        return Resolution.model_validate(data)
+
+    def items(
+        self,
+        *,
+        reason: ReasonCode | str | None = None,
+        surface: str | None = None,
+        status: Literal["open", "resolved", "all"] = "all",
+    ) -> list[tuple[QueueEntry, Resolution | None]]:
+        """Entries with their resolutions, ordered by reason then age.
+
+        Args:
+            reason: Only this reason code.
+            surface: Only this surface.
+            status: ``open`` (unresolved), ``resolved`` or ``all``.
+
+        Raises:
+            InputError: an unknown reason code or status.
+        """
+        if status not in ("open", "resolved", "all"):
+            raise InputError(f"status must be open, resolved or all, got {status!r}")
+        query = select(_entries.c.entry, _resolutions).select_from(
+            _entries.outerjoin(_resolutions, _resolutions.c.entry_id == _entries.c.id)
+        )
+        if reason is not None:
+            query = query.where(_entries.c.reason == _reason(reason).value)
+        if surface is not None:
+            query = query.where(_entries.c.surface == surface)
+        if status == "open":
+            query = query.where(_resolutions.c.entry_id.is_(None))
+        elif status == "resolved":
+            query = query.where(_resolutions.c.entry_id.is_not(None))
+        query = query.order_by(_entries.c.reason, _entries.c.created_at, _entries.c.id)
+        out: list[tuple[QueueEntry, Resolution | None]] = []
+        with self.engine.connect() as conn:
+            for row in conn.execute(query).mappings():
+                entry = QueueEntry.model_validate_json(row["entry"])
+                resolved = None
+                if row["entry_id"] is not None:
+                    resolved = self._resolution({c.name: row[c.name] for c in _resolutions.c})
+                out.append((entry, resolved))
+        return out
+
+    def grouped(
+        self,
+        *,
+        reason: ReasonCode | str | None = None,
+        surface: str | None = None,
+        status: Literal["open", "resolved", "all"] = "open",
+    ) -> dict[ReasonCode, list[QueueEntry]]:
+        """Entries grouped by reason code (open ones by default), largest group first."""
+        groups: dict[ReasonCode, list[QueueEntry]] = {}
+        for entry, _ in self.items(reason=reason, surface=surface, status=status):
+            groups.setdefault(entry.reason, []).append(entry)
+        return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0].value)))
+
+    def __len__(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(_entries)).scalar_one())
+
+    def __iter__(self) -> Iterator[QueueEntry]:
+        """Every entry, by reason then age."""
+        return iter([entry for entry, _ in self.items()])
+
+    def resolve(
+        self,
+        entry_id: str,
+        outcome: Outcome,
+        *,
+        note: str | None = None,
+        category: EscalationCategory | None = None,
+        chunk_id: str | None = None,
+        reviewer: str | None = None,
+        resolved_at: datetime | None = None,
+    ) -> Resolution:
+        """Resolve an entry, once.
+
+        Args:
+            entry_id: The entry's id (or a unique prefix).
+            outcome: ``accept`` (the finding was wrong), ``repair`` (the answer must change) or ``escalate``
+                (the cause is upstream).
+            note: Free text; required for ``repair`` (what to drop, narrow or re-cite).
+            category: For ``escalate`` (required there): ``chunking``, ``truncation`` or ``ranking``.
+            chunk_id: For ``repair``: a better chunk to cite.
+            reviewer: Who resolved it.
+            resolved_at: When (default: now, UTC).
+
+        Returns:
+            The stored :class:`Resolution`.
+
+        Raises:
+            KeyError: no such entry.
+            InputError: arguments that do not fit the outcome.
+            AlreadyResolvedError: the entry was already resolved.
+        """
+        _check_outcome(outcome, note, category, chunk_id)
+        full = self.resolve_id(entry_id)
+        entry = self.get(full)
+        resolution = Resolution(
+            entry_id=full,
+            outcome=outcome,
+            note=note,
+            category=category,
+            chunk_id=chunk_id,
+            resolved_at=resolved_at or datetime.now(UTC),
+            reviewer=reviewer,
+        )
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(_resolutions).values(**resolution.model_dump()))
+                if outcome == "accept" and entry.reason in _JUDGED_REASONS and entry.passage is not None:
+                    conn.execute(
+                        insert(_samples).values(
+                            entry_id=full,
+                            claim=entry.claim,
+                            passage=entry.passage,
+                            label="yes",
+                            judge_label=entry.verdicts.get("support"),
+                            judge_version=entry.judge_version,
+                            created_at=resolution.resolved_at,
+                        )
+                    )
+        except IntegrityError:
+            previous = self.resolution(full)
+            when = previous.resolved_at.isoformat() if previous else "earlier"
+            raise AlreadyResolvedError(
+                f"entry {full} was already resolved ({previous.outcome if previous else '?'} at {when}); "
+                "an entry resolves exactly once"
+            ) from None
+        return resolution
+
+    def outcome_counts(self, *, surface: str | None = None) -> dict[str, int]:
+        """Resolved entries per outcome, and escalations per category as ``escalate:<category>``."""
+        counts: dict[str, int] = {}
+        for _, resolved in self.items(surface=surface, status="resolved"):
+            assert resolved is not None
+            counts[resolved.outcome] = counts.get(resolved.outcome, 0) + 1
+            if resolved.category:
+                key = f"escalate:{resolved.category}"
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def calibration_samples(self) -> list[CalibrationSample]:
+        """Human-labelled (claim, passage) pairs from accepted support findings, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(_samples).order_by(_samples.c.id)).mappings().all()
+        out = []
+        for row in rows:
+            data = {k: v for k, v in row.items() if k != "id"}
+            data["created_at"] = _aware(data["created_at"])
+            out.append(CalibrationSample.model_validate(data))
+        return out
+
+
+def _reason(value: ReasonCode | str) -> ReasonCode:
+    try:
+        return ReasonCode(value)
+    except ValueError:
+        raise InputError(
+            f"unknown reason code {value!r}; expected one of {', '.join(r.value for r in ReasonCode)}"
+        ) from None
+
+
+def _check_outcome(outcome: str, note: str | None, category: str | None, chunk_id: str | None) -> None:
+    if outcome not in get_args(Outcome):
+        raise InputError(f"outcome must be accept, repair or escalate, got {outcome!r}")
+    if category is not None and category not in get_args(EscalationCategory):
+        raise InputError(f"category must be chunking, truncation or ranking, got {category!r}")
+    if outcome == "repair" and not (note and note.strip()):
+        raise InputError("a repair needs a note saying what to change (drop/narrow the claim, or re-cite)")
+    if outcome == "escalate" and category is None:
+        raise InputError("an escalation needs a category: chunking, truncation or ranking")
+    if outcome != "escalate" and category is not None:
+        raise InputError(f"a category is only for escalations, not for {outcome!r}")
+    if outcome != "repair" and chunk_id is not None:
+        raise InputError(f"a replacement chunk id is only for repairs, not for {outcome!r}")
