@@ -1,0 +1,312 @@
+"""Markdown reports and PNG charts for ``citelock eval``: every number next to its definition and the command.
+
+Tables are produced from run rows, never typed by hand. Charts use matplotlib (the ``eval`` extra) with the
+non-interactive Agg backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from citelock._errors import MissingExtraError
+from citelock.evals._defects import DEFECT_CLASSES
+from citelock.evals._harness import CHECKS, FREE_CHECKS, DefectsRun, DefectsSummary
+
+__all__ = [
+    "CHECK_DEFINITIONS",
+    "markdown_table",
+    "pct",
+    "render_defects_report",
+    "write_defects_report",
+]
+
+CHECK_DEFINITIONS: dict[str, str] = {
+    "resolve_store": "every cited id exists in the chunk store (resolution against the store)",
+    "resolve_context": "every cited id is one of the chunks assembled into this prompt (guard ① id check)",
+    "spans": "every span is verbatim in the cited chunk as sent (guard ① SPAN_* codes)",
+    "coverage": "every factual claim carries a citation (guard ② UNCITED_CLAIM)",
+    "numbers": "every number of a claim occurs in its cited passage (NUMBER_MISMATCH, free)",
+    "faithfulness": "context-scoped faithfulness grader: the claim vs the whole context, citations ignored",
+    "judge": "per-citation support judge ③ alone: the claim vs the one cited passage, on every citation "
+    "whose id is in the prompt (with best-evidence diagnosis)",
+    "production": "citelock.guard.guard in production order: ①, ②, numbers, then ③ only on survivors",
+}
+
+_SHORT = {
+    "resolve_store": "resolve@store",
+    "resolve_context": "resolve@context",
+    "spans": "spans ①",
+    "coverage": "coverage ②",
+    "numbers": "numbers",
+    "faithfulness": "faithfulness",
+    "judge": "judge ③",
+    "production": "production",
+}
+
+
+def pct(part: int, whole: int) -> str:
+    """``part/whole (xx.x%)``, or ``0/0`` when ``whole`` is zero."""
+    if whole == 0:
+        return "0/0"
+    return f"{part}/{whole} ({100 * part / whole:.1f}%)"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured markdown table (cells stringified, pipes escaped)."""
+
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _matrix(m: Mapping[str, Mapping[str, int]], what: str) -> str:
+    return markdown_table(
+        ["resolution against the assembled context", f"supported ({what})", f"unsupported ({what})"],
+        [[label, m[key]["supported"], m[key]["unsupported"]] for key, label in (("pass", "pass"), ("fail", "fail"))],
+    )
+
+
+def _per_class(s: DefectsSummary) -> str:
+    header = [
+        "class",
+        "n",
+        "resolve@context",
+        "resolve@store",
+        "faithfulness",
+        "judge ③",
+        "union (free + faithfulness)",
+        "union + judge",
+        "production guard",
+        "right reason code",
+    ]
+    rows = []
+    for c in [c for c in DEFECT_CLASSES if c in s.n]:
+        n = s.n[c]
+        rows.append(
+            [
+                f"`{c}`" + (" (false alarms)" if c == "clean" else ""),
+                n,
+                s.caught["resolve_context"][c],
+                s.caught["resolve_store"][c],
+                s.caught["faithfulness"][c],
+                s.caught["judge"][c],
+                s.union_free[c],
+                s.union_judge[c],
+                s.caught["production"][c],
+                s.codes_ok[c],
+            ]
+        )
+    return markdown_table(header, rows)
+
+
+def _alone(s: DefectsSummary) -> str:
+    defective = sum(n for c, n in s.n.items() if c != "clean")
+    clean = s.n.get("clean", 0)
+    rows = []
+    for name in CHECKS:
+        hits = sum(v for c, v in s.caught[name].items() if c != "clean")
+        rows.append(
+            [_SHORT[name], pct(hits, defective), s.caught[name].get("clean", 0), s.collateral[name],
+             CHECK_DEFINITIONS[name]]
+        )  # fmt: skip
+    union_hits = sum(v for c, v in s.union_free.items() if c != "clean")
+    judge_hits = sum(v for c, v in s.union_judge.items() if c != "clean")
+    rows.append(
+        ["union", pct(union_hits, defective), s.union_free.get("clean", 0), "-",
+         "any of " + ", ".join(_SHORT[x] for x in FREE_CHECKS) + ", faithfulness"]
+    )  # fmt: skip
+    rows.append(
+        ["union + judge", pct(judge_hits, defective), s.union_judge.get("clean", 0), "-",
+         "the union plus the per-citation judge ③"]
+    )  # fmt: skip
+    header = ["check", "seeded defects caught", f"false alarms on `clean` (of {clean})",
+              "defective items with a flag on a clean claim", "definition"]  # fmt: skip
+    return markdown_table(header, rows)
+
+
+def _calls(s: DefectsSummary) -> str:
+    all_calls, ordered = s.calls["judge_all"], s.calls["judge_ordered"]
+    saved = all_calls - ordered
+    rows: list[list[Any]] = [
+        ["judge ③ on every citation whose id is in the prompt (grade everything)", all_calls],
+        ["judge ③ only on citations that passed ①, ② and numbers (production order)", ordered],
+        ["saved by running the free checks first", pct(saved, all_calls)],
+        ["faithfulness grader (one call per factual claim, or per chunk in per_chunk mode)", s.calls["faithfulness"]],
+    ]
+    return markdown_table(["model calls (judge invocations, diagnosis included)", "count"], rows)
+
+
+def render_defects_report(run: DefectsRun, s: DefectsSummary) -> tuple[str, str]:
+    """The full markdown report and a README snippet (the headline tables)."""
+    cfg = run.config
+    stand_in = "(stand-in)" in str(cfg["judge"])
+    judge_note = (
+        "**The judge is a STAND-IN**: the seeded corpus's own entailment rule (below), not a trained judge. "
+        "Numbers in the `faithfulness`, `judge ③`, union+judge and production columns measure the pipeline's "
+        "logic, not a real judge's accuracy."
+        if stand_in
+        else f"The judge is the real judge `{cfg['judge']}`, used both per citation and as the faithfulness "
+        "grader's entailment."
+    )
+    defective = sum(n for c, n in s.n.items() if c != "clean")
+    judge_missed = s.missed.get("union_judge", [])
+    lines = [
+        "# Seeded defect benchmark",
+        "",
+        f"Reproduce: `{cfg.get('command') or 'citelock eval defects'}`",
+        "",
+        markdown_table(
+            ["setting", "value"],
+            [
+                ["seed", cfg["seed"]],
+                ["answers per class", cfg["per_class"]],
+                ["classes", len(s.n)],
+                ["chunk store", f"{cfg['store_chunks']} chunks over 5 topics; each context holds at most 5"],
+                ["judge (name version)", cfg["judge"]],
+                ["faithfulness grader mode", cfg["faithfulness_mode"]],
+                ["citelock version", cfg["citelock"]],
+                ["python", cfg["python"]],
+                ["run time", f"{run.seconds:.1f} s ({run.resumed} items resumed from the journal)"],
+            ],
+        ),
+        "",
+        judge_note,
+        "",
+        "**Entailment used by the seeded benchmark.** Every chunk sentence is a unique generated fact. A claim "
+        "is supported by a passage iff the claim is one of the passage's sentences *as visible in the prompt*. "
+        "Invented claims, a fact with one number changed, a fact with an appended clause (`X, and Y.` over `X.`: "
+        "partial) and a fact whose sentence was cut off the prompt are supported by no chunk of the context. "
+        "*Context-scoped supported* means supported by some chunk the model could see, whatever id it cited.",
+        "",
+        "A seeded defect is **caught** by a check when the check flags the claim that carries it. On `clean` "
+        "answers every flag is a **false alarm**.",
+        "",
+        "## Resolution vs context-scoped faithfulness (2×2, answers)",  # noqa: RUF001
+        "",
+        "Resolution *pass* = every cited id is a chunk of this prompt. Columns from the ground truth:",
+        "",
+        _matrix(s.matrix_truth, "ground truth"),
+        "",
+        "and from the faithfulness grader's verdict:",
+        "",
+        _matrix(s.matrix_grader, "grader"),
+        "",
+        "The two axes are independent: an answer can cite real ids and be unfaithful, or be faithful to the "
+        "context and cite ids that do not resolve.",
+        "",
+        "## Per class: what each check catches (answers)",
+        "",
+        _per_class(s),
+        "",
+        "*right reason code*: the production guard assigned every expected code to the defective claim (for "
+        "`clean`: raised nothing). `double_fault`'s invented claim has no resolvable citation, so no judge sees "
+        "it; its expected code is the id code and the faithfulness grader is what flags the invented claim.",
+        "",
+        "## Each check alone, the union, and the judge added",
+        "",
+        _alone(s),
+        "",
+        "## Model calls",
+        "",
+        _calls(s),
+        "",
+        "## Self-check: is the faithfulness grader id-blind?",
+        "",
+        f"Every citation (id and span) was replaced by nonsense and the faithfulness grader re-run: "
+        f"**{s.scramble_moved}** of {sum(s.n.values())} answers changed verdict "
+        "(must be 0 for a context-scoped grader: it cannot see citations, so it cannot check them).",
+        "",
+        "## Misses",
+        "",
+        (
+            f"The union with the per-citation judge caught all {defective} seeded defects."
+            if not judge_missed
+            else f"The union with the per-citation judge missed {len(judge_missed)} of {defective}: "
+            + ", ".join(f"`{x}`" for x in judge_missed[:40])
+            + (" …" if len(judge_missed) > 40 else "")
+        ),
+        f"Judge calls that raised: {s.judge_errors}.",
+        "",
+        "![catch rate per class](catch_rates.png)",
+        "",
+        "![model calls](model_calls.png)",
+        "",
+    ]
+    snippet = "\n".join(
+        [
+            f"Seeded defect benchmark (`{cfg.get('command') or 'citelock eval defects'}`; judge: {cfg['judge']}; "
+            f"{cfg['per_class']} answers per class, seed {cfg['seed']}):",
+            "",
+            _per_class(s),
+            "",
+            _matrix(s.matrix_truth, "ground truth"),
+            "",
+            f"Faithfulness verdicts moved by replacing every citation with nonsense: {s.scramble_moved}. "
+            f"Judge calls: {s.calls['judge_all']} grading everything vs {s.calls['judge_ordered']} with the "
+            "free checks first. Full report: docs/eval/defects/report.md.",
+            "",
+        ]
+    )
+    return "\n".join(lines), snippet
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise MissingExtraError("eval", "matplotlib") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _charts(s: DefectsSummary, out: Path) -> None:
+    plt = _pyplot()
+    classes = [c for c in DEFECT_CLASSES if c in s.n and c != "clean"]
+    series = [
+        ("resolve@store", [s.caught["resolve_store"][c] / s.n[c] for c in classes]),
+        ("resolve@context", [s.caught["resolve_context"][c] / s.n[c] for c in classes]),
+        ("faithfulness", [s.caught["faithfulness"][c] / s.n[c] for c in classes]),
+        ("judge ③", [s.caught["judge"][c] / s.n[c] for c in classes]),
+        ("union + judge", [s.union_judge[c] / s.n[c] for c in classes]),
+    ]
+    fig, ax = plt.subplots(figsize=(11, 4.8))
+    width = 0.8 / len(series)
+    for k, (label, values) in enumerate(series):
+        ax.bar([i + k * width for i in range(len(classes))], values, width, label=label)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(classes))], classes, rotation=35, ha="right")
+    ax.set_ylabel("share of seeded defects caught")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("Seeded defects caught per class, by check")
+    ax.legend(ncols=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    fig.tight_layout()
+    fig.savefig(out / "catch_rates.png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    labels = ["grade everything", "free checks first"]
+    values = [s.calls["judge_all"], s.calls["judge_ordered"]]
+    ax.barh(labels, values, color=["#999999", "#2b7bba"])
+    for i, v in enumerate(values):
+        ax.text(v, i, f" {v}", va="center")
+    ax.set_xlabel("per-citation judge calls")
+    ax.set_title("Model calls on the seeded corpus")
+    fig.tight_layout()
+    fig.savefig(out / "model_calls.png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def write_defects_report(run: DefectsRun, s: DefectsSummary, out: Path) -> tuple[Path, str]:
+    """Write ``report.md``, ``snippet.md`` and the PNG charts to ``out``; return the report path and text."""
+    out.mkdir(parents=True, exist_ok=True)
+    report, snippet = render_defects_report(run, s)
+    (out / "report.md").write_text(report, encoding="utf-8")
+    (out / "snippet.md").write_text(snippet, encoding="utf-8")
+    _charts(s, out)
+    return out / "report.md", report
