@@ -1,5 +1,6 @@
 """Evaluations: the seeded defect corpus, the naive-vs-constrained harness, reports and charts."""
 
+from citelock.evals._charts import metrics_chart
 from citelock.evals._defects import (
     DEFECT_CLASSES,
     ClaimTruth,
@@ -9,13 +10,20 @@ from citelock.evals._defects import (
     expected_guard_reasons,
     generate_corpus,
 )
+from citelock.evals._metrics import METRIC_DEFINITIONS, MetricsReport, MetricValue, compute_metrics, metrics_from_store
 
 __all__ = [
     "DEFECT_CLASSES",
+    "METRIC_DEFINITIONS",
     "ClaimTruth",
     "DefectCorpus",
     "ExpectedFinding",
+    "MetricValue",
+    "MetricsReport",
     "SeededItem",
+    "compute_metrics",
     "expected_guard_reasons",
     "generate_corpus",
+    "metrics_chart",
+    "metrics_from_store",
 ]

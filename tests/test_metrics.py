@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from citelock import MissingExtraError, PromptRecord
+from citelock.evals import METRIC_DEFINITIONS, compute_metrics, metrics_chart, metrics_from_store
+from citelock.guard import PolicyResult, SurfacePolicy, guard
+from citelock.store import ResultStore, ReviewQueue
+from test_support_fakes import REVENUE_CHUNKS, KeywordJudge, make_record
+
+WEEK1 = datetime(2025, 2, 12, 9, 0, tzinfo=UTC)  # 2025-W07
+WEEK2 = datetime(2025, 2, 19, 9, 0, tzinfo=UTC)  # 2025-W08
+HIGH = SurfacePolicy(name="chat", stakes="high")
+OFF = SurfacePolicy(name="search", stakes="low", sample_rate=0.0)
+
+
+def cite(text: str, chunk_id: str) -> dict[str, object]:
+    return {"text": text, "citations": [{"chunk_id": chunk_id}]}
+
+
+def record(request_id: str, when: datetime) -> PromptRecord:
+    return make_record("q?", REVENUE_CHUNKS, request_id=request_id).model_copy(update={"created_at": when})
+
+
+ANSWER_A = {
+    "claims": [
+        cite("Revenue grew 12%.", "c1"),  # judged yes
+        cite("Operating margins expanded.", "c1"),  # judged no -> WRONG_CHUNK (c2)
+        {"text": "Freight costs are billed to the buyer."},  # UNCITED_CLAIM
+    ]
+}
+ANSWER_B = {
+    "claims": [
+        cite("Operating margins expanded to 30%.", "c2"),  # judged yes
+        cite("Revenue grew 12%.", "c-999"),  # ID_NOT_IN_PROMPT, nothing to judge
+    ]
+}
+ANSWER_C = {"claims": [{"text": "Happy to help!"}, cite("Revenue grew 12%.", "c1")]}  # sampled out
+
+
+def results(queue: ReviewQueue | None = None, store: ResultStore | None = None) -> list[PolicyResult]:
+    judge = KeywordJudge()
+    return [
+        guard(record("a", WEEK1), ANSWER_A, policy=HIGH, judge=judge, queue=queue, results=store),
+        guard(record("b", WEEK1), ANSWER_B, policy=HIGH, judge=judge, queue=queue, results=store),
+        guard(record("c", WEEK2), ANSWER_C, policy=OFF, judge=None, queue=queue, results=store),
+    ]
+
+
+def test_hand_computed_metrics() -> None:
+    a, b, c = results()
+    assert (a.decision, b.decision, c.decision) == ("block", "block", "pass")
+    m = compute_metrics([a, b, c])
+    # precision: judged pairs A0 yes, A1 no, B0 yes
+    assert m.get("citation_precision").value == pytest.approx(2 / 3)
+    assert (m.get("citation_precision").numerator, m.get("citation_precision").denominator) == (2, 3)
+    # recall: factual claims with a supporting citation: A0, B0 of A0 A1 A2 B0 B1 (C1 is unassessed)
+    assert m.get("citation_recall").value == pytest.approx(2 / 5)
+    # faithfulness: mean of A = 1/3 and B = 1/2 (C has no assessed factual claim)
+    assert m.get("faithfulness").value == pytest.approx((1 / 3 + 1 / 2) / 2)
+    assert m.get("faithfulness").denominator == 2
+    assert m.get("pass_rate").value == pytest.approx(1 / 3)
+    assert m.get("unassessed_claims").numerator == 1
+    assert m.get("answers").numerator == 3
+    # judge calls: A0, A1 + one diagnosis call (c2 says yes), B0 = 4; saved by sampling: C1
+    assert m.get("judge_calls").numerator == 4
+    assert m.get("saved_by_sampling").numerator == 1
+    assert m.get("saved_by_ordering").numerator == 0
+    # by rank / strategy of the cited chunk: c1 (rank 1, sentence) 1 of 2; c2 (rank 2, paragraph) 1 of 1
+    assert m.get("support_rate_by_rank", key="1").value == pytest.approx(0.5)
+    assert m.get("support_rate_by_rank", key="2").value == pytest.approx(1.0)
+    assert m.get("support_rate_by_strategy", key="sentence").value == pytest.approx(0.5)
+    assert m.get("support_rate_by_strategy", key="paragraph").denominator == 1
+
+
+def test_scopes_per_surface_and_week() -> None:
+    m = compute_metrics(results())
+    assert m.surfaces == ["chat", "search"]
+    assert m.weeks == ["2025-W07", "2025-W08"]
+    assert m.get("answers", surface="chat").numerator == 2
+    assert m.get("pass_rate", surface="chat").value == 0.0
+    assert m.get("pass_rate", surface="search").value == 1.0
+    assert m.get("answers", week="2025-W08").numerator == 1
+    assert m.get("citation_recall", surface="chat", week="2025-W07").value == pytest.approx(2 / 5)
+    assert m.get("citation_precision", surface="search").value is None  # nothing judged: n/a, not 0
+    assert m.get("citation_precision", surface="search").formatted() == "n/a (0/0)"
+    with pytest.raises(KeyError):
+        m.get("answers", surface="chat", week="2025-W08")
+    only = compute_metrics(results(), surface="search")
+    assert only.surfaces == ["search"]
+    assert only.get("answers").numerator == 1
+
+
+def test_every_value_carries_its_definition() -> None:
+    m = compute_metrics(results())
+    assert {v.name for v in m.values} <= set(METRIC_DEFINITIONS)
+    assert all(v.definition == METRIC_DEFINITIONS[v.name] for v in m.values)
+    data = m.to_json()
+    assert data["definitions"]["citation_precision"].startswith("cited (claim, passage) pairs")
+    assert len(data["metrics"]) == len(m.values)
+
+
+def test_metrics_from_the_store_match_and_replays_count_once(tmp_path: Path) -> None:
+    db = tmp_path / "citelock.db"
+    queue, store = ReviewQueue(db), ResultStore(db)
+    direct = compute_metrics(results())
+    results(queue, store)
+    results(queue, store)  # a replay: appended again, counted once
+    assert len(store) == 6
+    assert len(queue) == 3  # WRONG_CHUNK, UNCITED_CLAIM, ID_NOT_IN_PROMPT, queued once each
+    stored = metrics_from_store(db)
+    for name in ("answers", "citation_precision", "citation_recall", "faithfulness", "pass_rate"):
+        assert stored.get(name).value == pytest.approx(direct.get(name).value), name
+    volume = {v.key: v.numerator for v in stored.scope() if v.name == "queue_volume"}
+    assert volume == {"WRONG_CHUNK": 1, "UNCITED_CLAIM": 1, "ID_NOT_IN_PROMPT": 1}
+    assert stored.get("queue_repair_rate").value is None
+    grouped = queue.grouped()
+    queue.resolve(grouped[next(iter(grouped))][0].id, "repair", note="re-cite c2")
+    entries = list(queue)
+    other = next(e for e in entries if queue.resolution(e.id) is None)
+    queue.resolve(other.id, "accept")
+    rate = metrics_from_store(db).get("queue_repair_rate")
+    assert (rate.numerator, rate.denominator) == (1, 2)
+    assert metrics_from_store(db, surface="search").get("answers").numerator == 1
+
+
+def test_empty_store_gives_na_not_zero(tmp_path: Path) -> None:
+    m = metrics_from_store(tmp_path / "empty.db")
+    assert m.get("answers").numerator == 0
+    assert m.get("citation_precision").value is None
+    assert m.get("pass_rate").formatted() == "n/a (0/0)"
+
+
+def test_chart_is_written(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = metrics_chart(compute_metrics(results()), tmp_path / "charts" / "metrics.png")
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 10_000
+
+
+def test_chart_without_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name: str, *args: object, **kwargs: object) -> object:
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(MissingExtraError, match=r'pip install "citelock\[eval\]"'):
+        metrics_chart(compute_metrics([]), tmp_path / "x.png")
