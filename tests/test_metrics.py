@@ -116,6 +116,9 @@ def test_metrics_from_the_store_match_and_replays_count_once(tmp_path: Path) -> 
         assert stored.get(name).value == pytest.approx(direct.get(name).value), name
     volume = {v.key: v.numerator for v in stored.scope() if v.name == "queue_volume"}
     assert volume == {"WRONG_CHUNK": 1, "UNCITED_CLAIM": 1, "ID_NOT_IN_PROMPT": 1}
+    # queue entries count in the week the answer was served, not the week they were queued
+    assert {e.week for e in queue} == {"2025-W07"}
+    assert stored.get("queue_volume", week="2025-W07", key="WRONG_CHUNK").numerator == 1
     assert stored.get("queue_repair_rate").value is None
     grouped = queue.grouped()
     queue.resolve(grouped[next(iter(grouped))][0].id, "repair", note="re-cite c2")

@@ -314,7 +314,7 @@ def _finish(
         accounting=accounting,
     )
     if queue is not None:
-        queue.enqueue(report.findings, surface=policy.name)
+        queue.enqueue(report.findings, surface=policy.name, week=result.week)
     if results is not None:
         results.append(result)
     return result

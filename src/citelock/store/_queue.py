@@ -121,6 +121,11 @@ class QueueEntry(_Record):
     judge_raw: str | None = None
     judge_version: str | None = None
 
+    @property
+    def calibratable(self) -> bool:
+        """True when accepting this entry stores a calibration sample (a judged support finding)."""
+        return self.reason in _JUDGED_REASONS and self.passage is not None
+
     @classmethod
     def from_finding(
         cls, finding: Finding, *, surface: str, created_at: datetime | None = None, week: str | None = None
@@ -456,7 +461,7 @@ class ReviewQueue:
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(_resolutions).values(**resolution.model_dump()))
-                if outcome == "accept" and entry.reason in _JUDGED_REASONS and entry.passage is not None:
+                if outcome == "accept" and entry.calibratable and entry.passage is not None:
                     conn.execute(
                         insert(_samples).values(
                             entry_id=full,

@@ -1,0 +1,74 @@
+"""``citelock metrics``: citation metrics from the stored guard results and the review queue."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from citelock._cli._app import app
+from citelock._cli._io import fail
+from citelock._cli._queue import DbOption, resolve_db
+from citelock._errors import CitelockError
+from citelock.evals._metrics import ALL, MetricsReport, metrics_from_store
+
+__all__ = ["metrics"]
+
+
+@app.command()
+def metrics(
+    db: DbOption = None,
+    surface: Annotated[str | None, typer.Option("--surface", help="only this surface")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print every metric of every scope as JSON")] = False,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="also write a PNG dashboard here (needs the eval extra)")
+    ] = None,
+    by_week: Annotated[bool, typer.Option("--by-week", help="also print a table per surface and ISO week")] = False,
+) -> None:
+    """Citation metrics overall, per surface and per ISO week, each printed beside its definition.
+
+    Precision, recall, faithfulness, pass rate, queue volume and repair rate, support by rank and strategy.
+    """
+    target = resolve_db(db)
+    try:
+        report = metrics_from_store(target, surface=surface)
+    except CitelockError as exc:
+        fail(f"cannot read metrics from {target}: {exc}")
+    if png is not None:
+        from citelock.evals._charts import metrics_chart
+
+        try:
+            metrics_chart(report, png, title=f"citelock metrics{f' — {surface}' if surface else ''}")
+        except CitelockError as exc:
+            fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        return
+    _print(report, by_week=by_week)
+    if png is not None:
+        typer.echo(f"chart written to {png}")
+
+
+def _print(report: MetricsReport, *, by_week: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    scopes = [(ALL, ALL)]
+    scopes += [(s, ALL) for s in report.surfaces]
+    scopes += [(ALL, w) for w in report.weeks]
+    if by_week:
+        scopes += [(s, w) for s in report.surfaces for w in report.weeks if report.scope(surface=s, week=w)]
+    for surface, week in scopes:
+        values = report.scope(surface=surface, week=week)
+        if not values:
+            continue
+        title = "all answers" if (surface, week) == (ALL, ALL) else f"surface {surface}, week {week}"
+        table = Table("metric", "value", "definition", title=title, show_lines=False)
+        for v in values:
+            name = v.name.replace("_", " ") + (f" [{v.key}]" if v.key is not None else "")
+            table.add_row(escape(name), escape(v.formatted()), escape(v.definition))
+        console.print(table)

@@ -1,0 +1,183 @@
+"""``citelock queue``: list the review queue grouped by reason, show an entry, resolve it (once)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from citelock._cli._app import EXIT_OK, app
+from citelock._cli._io import fail
+from citelock._errors import CitelockError
+from citelock.store import QueueEntry, Resolution, ReviewQueue
+
+__all__ = ["open_queue", "queue_app", "resolve_db"]
+
+queue_app = typer.Typer(
+    help="The review queue: one entry per failing finding, grouped by reason.", no_args_is_help=True
+)
+app.add_typer(queue_app, name="queue")
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="SQLite path or PostgreSQL URL (default: $CITELOCK_DB or ./.citelock/citelock.db)"),
+]
+
+
+def resolve_db(db: str | None) -> str:
+    """The database to use: ``--db``, else ``$CITELOCK_DB``, else ``./.citelock/citelock.db``.
+
+    A SQLite path must exist (reading a queue never creates an empty database by accident).
+    """
+    target = db or os.environ.get("CITELOCK_DB") or str(Path(".citelock") / "citelock.db")
+    if "://" not in target and not Path(target).expanduser().is_file():
+        fail(f"no citelock database at {target} (give --db PATH|URL or set CITELOCK_DB)")
+    return target
+
+
+def open_queue(db: str | None) -> ReviewQueue:
+    """Open the review queue, turning store errors into exit code 2."""
+    target = resolve_db(db)
+    try:
+        return ReviewQueue(target)
+    except CitelockError as exc:
+        fail(f"cannot open the review queue at {target}: {exc}")
+
+
+def _entry_json(entry: QueueEntry, resolution: Resolution | None) -> dict[str, Any]:
+    data = entry.model_dump(mode="json")
+    data["resolution"] = resolution.model_dump(mode="json") if resolution else None
+    return data
+
+
+def _short(text: str | None, width: int) -> str:
+    if not text:
+        return "-"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@queue_app.command("list")
+def list_entries(
+    db: DbOption = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="only this reason code")] = None,
+    surface: Annotated[str | None, typer.Option("--surface", help="only this surface")] = None,
+    status: Annotated[str, typer.Option("--status", help="open, resolved or all")] = "open",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """List queue entries grouped by reason code, largest group first, with counts."""
+    queue = open_queue(db)
+    try:
+        groups = queue.grouped(reason=reason, surface=surface, status=status)  # type: ignore[arg-type]
+    except CitelockError as exc:
+        fail(str(exc))
+    if as_json:
+        payload = {
+            "counts": {r.value: len(es) for r, es in groups.items()},
+            "total": sum(len(es) for es in groups.values()),
+            "groups": {r.value: [e.model_dump(mode="json") for e in es] for r, es in groups.items()},
+        }
+        typer.echo(json.dumps(payload, ensure_ascii=False, indent=2))
+        raise typer.Exit(EXIT_OK)
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    total = sum(len(es) for es in groups.values())
+    console.print(f"{total} {status} entr{'y' if total == 1 else 'ies'} in {len(groups)} reason group(s)")
+    for code, entries in groups.items():
+        table = Table("id", "surface", "claim", "chunk", "queued", title=escape(f"{code.value} ({len(entries)})"))
+        for e in entries:
+            cells = (e.id[:12], e.surface, _short(e.claim, 60), e.chunk_id or "-", f"{e.created_at:%Y-%m-%d %H:%M}")
+            table.add_row(*(escape(cell) for cell in cells))
+        console.print(table)
+
+
+@queue_app.command("show")
+def show(
+    entry_id: Annotated[str, typer.Argument(metavar="ID", help="entry id or a unique prefix (4+ characters)")],
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Show everything about one entry: claim, passage, every layer's verdict, the prompt pointer, resolution."""
+    queue = open_queue(db)
+    try:
+        entry = queue.get(entry_id)
+        resolution = queue.resolution(entry.id)
+    except KeyError:
+        fail(f"no queue entry with id {entry_id!r}")
+    except CitelockError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(_entry_json(entry, resolution), ensure_ascii=False, indent=2))
+        raise typer.Exit(EXIT_OK)
+    lines = [
+        ("id", entry.id),
+        ("reason", f"{entry.reason.value} ({entry.layer.value})"),
+        ("surface", entry.surface),
+        ("queued", f"{entry.created_at.isoformat()} (week {entry.week})"),
+        ("prompt", f"request {entry.request_id}, sha256 {entry.prompt_sha256}"),
+        ("claim", f"#{entry.claim_index}: {entry.claim}"),
+        ("citation", f"#{entry.citation_index} -> {entry.chunk_id}" if entry.chunk_id else "-"),
+        ("span", entry.span or "-"),
+        ("passage", entry.passage or "-"),
+        ("related chunk", entry.related_chunk_id or "-"),
+        ("detail", entry.detail or "-"),
+        ("verdicts", ", ".join(f"{k}={v}" for k, v in entry.verdicts.items()) or "-"),
+        ("judge", f"{entry.judge_version or '-'}: {entry.judge_raw or '-'}"),
+    ]
+    if resolution is None:
+        lines.append(("resolution", "open"))
+    else:
+        extra = [
+            f"category={resolution.category}" if resolution.category else "",
+            f"chunk={resolution.chunk_id}" if resolution.chunk_id else "",
+            f"by {resolution.reviewer}" if resolution.reviewer else "",
+        ]
+        summary = f"{resolution.outcome} at {resolution.resolved_at.isoformat()}"
+        lines.append(("resolution", " ".join([summary, *(x for x in extra if x)])))
+        if resolution.note:
+            lines.append(("note", resolution.note))
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        typer.echo(f"{key.rjust(width)}  {value}")
+
+
+@queue_app.command("resolve")
+def resolve(
+    entry_id: Annotated[str, typer.Argument(metavar="ID", help="entry id or a unique prefix (4+ characters)")],
+    outcome: Annotated[str, typer.Option("--outcome", help="accept | repair | escalate")],
+    note: Annotated[str | None, typer.Option("--note", help="what to change (required for repair)")] = None,
+    category: Annotated[
+        str | None, typer.Option("--category", help="chunking | truncation | ranking (escalate only)")
+    ] = None,
+    chunk: Annotated[str | None, typer.Option("--chunk", help="a better chunk id to cite (repair only)")] = None,
+    reviewer: Annotated[str | None, typer.Option("--reviewer", help="who resolved it")] = None,
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the resolution as JSON")] = False,
+) -> None:
+    """Resolve an entry once: accept (finding was wrong), repair (answer must change), escalate (upstream)."""
+    queue = open_queue(db)
+    try:
+        entry = queue.get(entry_id)
+        resolution = queue.resolve(
+            entry.id,
+            outcome,  # type: ignore[arg-type]
+            note=note,
+            category=category,  # type: ignore[arg-type]
+            chunk_id=chunk,
+            reviewer=reviewer,
+        )
+    except KeyError:
+        fail(f"no queue entry with id {entry_id!r}")
+    except CitelockError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(resolution.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    else:
+        sample = " (stored as a calibration sample, label yes)" if outcome == "accept" and entry.calibratable else ""
+        typer.echo(f"resolved {resolution.entry_id} as {resolution.outcome}{sample}")

@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from citelock._cli import app
+from citelock.guard import SurfacePolicy, guard
+from citelock.store import ReviewQueue
+from test_support_fakes import REVENUE_CHUNKS, KeywordJudge, make_record
+
+runner = CliRunner()
+
+
+def cite(text: str, chunk_id: str) -> dict[str, object]:
+    return {"text": text, "citations": [{"chunk_id": chunk_id}]}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "citelock.db"
+    queue = ReviewQueue(path)
+    policy = SurfacePolicy(name="billing", stakes="high")
+    answers = [
+        {"claims": [cite("Operating margins expanded.", "c1"), cite("Revenue grew 12%.", "c-404")]},
+        {"claims": [cite("Dividends were suspended.", "c1"), cite("Revenue grew 12%.", "c-405")]},
+    ]
+    for n, answer in enumerate(answers):
+        guard(
+            make_record("q?", REVENUE_CHUNKS, request_id=f"r{n}"),
+            answer,
+            policy=policy,
+            judge=KeywordJudge(),
+            queue=queue,
+        )
+    return path
+
+
+def entry_id(db: Path, reason: str) -> str:
+    (entries,) = ReviewQueue(db).grouped(reason=reason).values()
+    return entries[0].id
+
+
+def test_list_groups_by_reason_with_counts(db: Path) -> None:
+    result = runner.invoke(app, ["queue", "list", "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["counts"] == {"ID_NOT_IN_PROMPT": 2, "UNSUPPORTED": 1, "WRONG_CHUNK": 1}
+    assert data["total"] == 4
+    assert [e["request_id"] for e in data["groups"]["ID_NOT_IN_PROMPT"]] == ["r0", "r1"]
+    table = runner.invoke(app, ["queue", "list", "--db", str(db)])
+    assert table.exit_code == 0
+    assert "4 open entries in 3 reason group(s)" in table.output
+    assert "ID_NOT_IN_PROMPT (2)" in table.output
+    only = runner.invoke(app, ["queue", "list", "--db", str(db), "--reason", "WRONG_CHUNK", "--json"])
+    assert json.loads(only.output)["counts"] == {"WRONG_CHUNK": 1}
+
+
+def test_list_rejects_unknown_reason_and_missing_db(db: Path, tmp_path: Path) -> None:
+    bad = runner.invoke(app, ["queue", "list", "--db", str(db), "--reason", "NOPE"])
+    assert bad.exit_code == 2
+    assert "unknown reason code 'NOPE'" in bad.output
+    missing = runner.invoke(app, ["queue", "list", "--db", str(tmp_path / "nope.db")])
+    assert missing.exit_code == 2
+    assert "no citelock database at" in missing.output
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_default_db_from_env(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CITELOCK_DB", str(db))
+    result = runner.invoke(app, ["queue", "list", "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.output)["total"] == 4
+
+
+def test_show_has_everything_a_reviewer_needs(db: Path) -> None:
+    wid = entry_id(db, "WRONG_CHUNK")
+    result = runner.invoke(app, ["queue", "show", wid[:8], "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    for expected in (
+        "WRONG_CHUNK (support)",
+        "Operating margins expanded.",
+        "Revenue grew 12% in 2024.",
+        "related chunk  c2",
+        "support=no",
+        "keyword-test 1",
+        "request r0, sha256",
+        "resolution  open",
+    ):
+        assert expected in result.output, expected
+    as_json = json.loads(runner.invoke(app, ["queue", "show", wid, "--db", str(db), "--json"]).output)
+    assert as_json["id"] == wid and as_json["resolution"] is None
+    missing = runner.invoke(app, ["queue", "show", "ffff0000", "--db", str(db)])
+    assert missing.exit_code == 2
+    assert "no queue entry with id 'ffff0000'" in missing.output
+
+
+def test_resolve_accept_repair_escalate_once(db: Path) -> None:
+    uid = entry_id(db, "UNSUPPORTED")
+    ok = runner.invoke(app, ["queue", "resolve", uid, "--outcome", "accept", "--db", str(db)])
+    assert ok.exit_code == 0, ok.output
+    assert "as accept (stored as a calibration sample, label yes)" in ok.output
+    again = runner.invoke(app, ["queue", "resolve", uid, "--outcome", "repair", "--note", "x", "--db", str(db)])
+    assert again.exit_code == 2
+    assert "already resolved" in again.output and "exactly once" in again.output
+
+    ids = [
+        e["id"]
+        for e in json.loads(runner.invoke(app, ["queue", "list", "--db", str(db), "--json"]).output)["groups"][
+            "ID_NOT_IN_PROMPT"
+        ]
+    ]
+    repair = runner.invoke(
+        app,
+        [
+            "queue",
+            "resolve",
+            ids[0],
+            "--outcome",
+            "repair",
+            "--note",
+            "cite c1",
+            "--chunk",
+            "c1",
+            "--db",
+            str(db),
+            "--json",
+        ],
+    )
+    assert repair.exit_code == 0, repair.output
+    assert json.loads(repair.output)["chunk_id"] == "c1"
+    no_category = runner.invoke(app, ["queue", "resolve", ids[1], "--outcome", "escalate", "--db", str(db)])
+    assert no_category.exit_code == 2
+    assert "needs a category" in no_category.output
+    escalate = runner.invoke(
+        app, ["queue", "resolve", ids[1], "--outcome", "escalate", "--category", "ranking", "--db", str(db)]
+    )
+    assert escalate.exit_code == 0
+    queue = ReviewQueue(db)
+    assert queue.outcome_counts() == {"accept": 1, "repair": 1, "escalate": 1, "escalate:ranking": 1}
+    assert len(queue.calibration_samples()) == 1
+    shown = runner.invoke(app, ["queue", "show", ids[0], "--db", str(db)])
+    assert "repair at" in shown.output and "chunk=c1" in shown.output and "note  cite c1" in shown.output
+    remaining = json.loads(runner.invoke(app, ["queue", "list", "--db", str(db), "--json"]).output)
+    assert remaining["counts"] == {"WRONG_CHUNK": 1}
