@@ -102,7 +102,7 @@ class JudgeAccounting(BaseModel):
             already failed them.
         saved_by_sampling: Surviving citations the low-stakes sample left out.
         no_passage: Citations whose id is not in the prompt (nothing to judge).
-        cache_hits: Verdicts the judge served from its cache (when the judge reports ``cache_hits``).
+        cache_hits: Verdicts the judge served from its cache (a judge that counts ``hits`` or ``cache_hits``).
         errors: Judge calls that raised.
     """
 
@@ -160,8 +160,12 @@ def iso_week(record: PromptRecord) -> str:
 
 
 def _cache_hits(judge: Judge | None) -> int | None:
-    value = getattr(judge, "cache_hits", None)
-    return value if isinstance(value, int) else None
+    """The judge's running cache-hit counter (``hits`` as ``CachedJudge`` keeps it, or ``cache_hits``)."""
+    for attribute in ("hits", "cache_hits"):
+        value = getattr(judge, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def guard(
