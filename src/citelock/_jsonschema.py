@@ -23,6 +23,7 @@ RECORD_SCHEMAS: dict[str, tuple[str, str, str]] = {
     "finding": ("citelock._records", "Finding", "1"),
     "guard_report": ("citelock._records", "GuardReport", "1"),
     "verdict": ("citelock._records", "Verdict", "1"),
+    "queue_entry": ("citelock.store._queue", "QueueEntry", "1"),
 }
 
 _PACKAGE_SCHEMAS = Path(__file__).parent / "schemas"
