@@ -5,13 +5,24 @@ constrained by llguidance) and ``NaiveBackend`` (the same model writing free tex
 baseline). SDKs and models load lazily: importing this package imports none of them.
 """
 
+from citelock.backends._factory import BACKEND_NAMES, make_backend
 from citelock.backends._fake import FakeBackend, FakeCall
+from citelock.backends._llama import MODELS, ModelSpec, locate_model
+from citelock.backends._local import LOCAL_LIMITS, LocalBackend, NaiveBackend
 from citelock.backends._protocol import AsyncBackend, Backend, Generation
 
 __all__ = [
+    "BACKEND_NAMES",
+    "LOCAL_LIMITS",
+    "MODELS",
     "AsyncBackend",
     "Backend",
     "FakeBackend",
     "FakeCall",
     "Generation",
+    "LocalBackend",
+    "ModelSpec",
+    "NaiveBackend",
+    "locate_model",
+    "make_backend",
 ]

@@ -1,0 +1,187 @@
+"""``citelock answer``: answer a question from a chunks file with constrained, guarded citations."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from pydantic import ValidationError
+
+from citelock._answer import GuardedAnswer, RenderStyle, UnparsedAnswerError
+from citelock._answer import answer as run_answer
+from citelock._cli._app import EXIT_FINDINGS, EXIT_OK, app
+from citelock._cli._io import fail, read_text
+from citelock._errors import CitelockError, UsageError
+from citelock._records import Chunk
+from citelock._schema import SpanPolicy
+
+__all__ = ["answer", "default_db", "lexical_top_k", "read_chunks"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def default_db() -> Path:
+    """The prompt log database: ``$CITELOCK_DB`` or ``./.citelock/citelock.db``."""
+    return Path(os.environ.get("CITELOCK_DB") or Path(".citelock") / "citelock.db")
+
+
+def read_chunks(path: Path) -> list[Chunk]:
+    """Read a JSON-lines file of chunk records (``{"id", "text", optional source/rank/strategy/metadata}``)."""
+    chunks: list[Chunk] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(read_text(path, "chunks").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            chunk = Chunk.model_validate_json(line)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "(row)"
+            fail(f'chunks file {path} line {number}: {where}: {err["msg"]}; expected {{"id": "...", "text": "..."}}')
+        if chunk.id in seen:
+            fail(f"chunks file {path} line {number}: id {chunk.id!r} already used on line {seen[chunk.id]}")
+        seen[chunk.id] = number
+        chunks.append(chunk)
+    if not chunks:
+        fail(f"chunks file {path} has no chunks")
+    return chunks
+
+
+def lexical_top_k(question: str, chunks: list[Chunk], k: int) -> list[Chunk]:
+    """The ``k`` chunks scoring highest for ``question`` under BM25 (k1=1.2, b=0.75) over lowercased words.
+
+    Ties keep file order; chunks that share no word with the question are still ranked (score 0) so the result
+    always has ``min(k, len(chunks))`` chunks. Returned best first, with ``rank`` set.
+    """
+    docs = [[w.lower() for w in _WORD.findall(c.text)] for c in chunks]
+    average = sum(len(d) for d in docs) / len(docs) or 1.0
+    frequency = Counter(w for d in docs for w in set(d))
+    terms = {w.lower() for w in _WORD.findall(question)}
+
+    def score(doc: list[str]) -> float:
+        counts = Counter(doc)
+        total = 0.0
+        for term in terms:
+            tf = counts.get(term, 0)
+            if tf:
+                idf = math.log(1 + (len(docs) - frequency[term] + 0.5) / (frequency[term] + 0.5))
+                total += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(doc) / average))
+        return total
+
+    order = sorted(range(len(chunks)), key=lambda i: (-score(docs[i]), i))[:k]
+    return [chunks[i].model_copy(update={"rank": n}) for n, i in enumerate(order, start=1)]
+
+
+@app.command()
+def answer(
+    question: Annotated[str, typer.Option("--question", "-q", help="the question to answer")],
+    chunks_path: Annotated[
+        Path,
+        typer.Option(
+            "--chunks",
+            help="CHUNKS.jsonl, one chunk record per line. Without --top-k the file IS the retrieved set: every "
+            "chunk goes into the prompt, in file order.",
+        ),
+    ],
+    backend: Annotated[
+        Literal["local", "naive"],
+        typer.Option(help="local: constrained decoding; naive: the same model writing \\[id] markers (baseline)"),
+    ] = "local",
+    policy: Annotated[
+        Literal["substring", "sentence", "id"],
+        typer.Option(help="span policy requested (downgraded, with the reason, if the backend cannot take it)"),
+    ] = "substring",
+    model: Annotated[
+        Literal["smollm2", "gemma3"],
+        typer.Option(help="bundled model: smollm2 (SmolLM2-135M-Instruct, default) or gemma3 (270M base)"),
+    ] = "smollm2",
+    top_k: Annotated[
+        int | None,
+        typer.Option(
+            "--top-k",
+            min=1,
+            help="treat --chunks as a corpus: keep the K chunks ranked best by a simple lexical BM25 retriever",
+        ),
+    ] = None,
+    render: Annotated[
+        Literal["footnotes", "links", "none"], typer.Option(help="how citation markers are shown")
+    ] = "footnotes",
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="generation budget (default: the schema's bound)")
+    ] = None,
+    db: Annotated[
+        Path | None, typer.Option(help="prompt log database (default: $CITELOCK_DB or ./.citelock/citelock.db)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the GuardedAnswer record as JSON")] = False,
+) -> None:
+    """Answer a question from chunks with citations constrained by construction and checked by the guard.
+
+    Exit 0 when the guard finds nothing, 1 on findings or a failed generation, 2 on unusable input.
+    """
+    if not question.strip():
+        fail("--question is empty")
+    chunks = read_chunks(chunks_path)
+    if top_k is not None:
+        chunks = lexical_top_k(question, chunks, top_k)
+    try:
+        from citelock.backends._factory import make_backend
+
+        chosen = make_backend(backend, model=model)
+        result = run_answer(
+            question,
+            chunks,
+            backend=chosen,
+            policy=_policy(policy),
+            log=db or default_db(),
+            render=_render(render),
+            max_tokens=max_tokens,
+        )
+    except UnparsedAnswerError as exc:
+        typer.echo(f"citelock: the answer could not be parsed: {exc}", err=True)
+        raise typer.Exit(EXIT_FINDINGS) from None
+    except UsageError as exc:
+        fail(str(exc))
+    except CitelockError as exc:
+        typer.echo(f"citelock: generation failed: {exc}", err=True)
+        raise typer.Exit(EXIT_FINDINGS) from None
+    if as_json:
+        typer.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    else:
+        _print(result)
+    raise typer.Exit(EXIT_OK if result.ok else EXIT_FINDINGS)
+
+
+def _policy(value: str) -> SpanPolicy:
+    return "substring" if value == "substring" else "sentence" if value == "sentence" else "id"
+
+
+def _render(value: str) -> RenderStyle:
+    return "footnotes" if value == "footnotes" else "links" if value == "links" else "none"
+
+
+def _print(result: GuardedAnswer) -> None:
+    typer.echo(result.rendered)
+    typer.echo("")
+    policy = result.span_policy or "none (free text)"
+    line = f"policy: {policy}"
+    if result.downgrade_reason:
+        line += f" (requested {result.requested_policy}: {result.downgrade_reason})"
+    gen = result.generation
+    speed = f", {gen.tokens_per_s:.0f} tok/s" if gen.tokens_per_s else ""
+    typer.echo(
+        f"{line} · {result.backend}/{result.model} · {gen.completion_tokens or 0} tokens in {gen.latency_s:.1f}s"
+        f"{speed} · request {result.request_id}"
+    )
+    if result.ok:
+        typer.echo("guard: OK (every citation is in the prompt and verbatim in its chunk; every claim is cited)")
+        return
+    typer.echo(f"guard: {len(result.findings)} finding(s)")
+    for f in result.findings:
+        cited = f" [{f.chunk_id}]" if f.chunk_id else ""
+        typer.echo(f"  {f.reason.value}{cited}: {f.claim[:80]!r} — {f.detail}")

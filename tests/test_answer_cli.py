@@ -1,0 +1,109 @@
+"""``citelock answer`` with a scripted backend: input handling, retrieval, output shapes and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import citelock
+from citelock import BackendLimits, FakeBackend
+from citelock._cli import app
+from citelock._cli._answer import lexical_top_k, read_chunks
+from citelock.backends import _factory
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+runner = CliRunner()
+
+
+def _quote_first(record: citelock.PromptRecord, schema: citelock.CitationSchema | None) -> dict[str, Any]:
+    assert schema is not None
+    chunk_id = schema.ids[0]
+    span = schema.bodies[chunk_id].split(". ")[0]
+    return {"claims": [{"text": "The bridge is long.", "citations": [{"chunk_id": chunk_id, "span": span}]}]}
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch) -> list[FakeBackend]:
+    made: list[FakeBackend] = []
+
+    def make(kind: str, *, model: str | None = None, **_: Any) -> FakeBackend:
+        if kind == "naive":
+            fake = FakeBackend(["It spans 880 meters [c-1]. It is blue [c-999]."], limits=BackendLimits(policies=()))
+        else:
+            fake = FakeBackend(_quote_first, name=kind, model=model or "default")
+        made.append(fake)
+        return fake
+
+    monkeypatch.setattr(_factory, "make_backend", make)
+    return made
+
+
+def _run(tmp_path: Path, *args: str) -> Any:
+    return runner.invoke(app, ["answer", "--db", str(tmp_path / "log.db"), *args])
+
+
+def test_json_output_has_the_guarded_answer_fields(tmp_path: Path, fakes: list[FakeBackend]) -> None:
+    result = _run(
+        tmp_path, "-q", "How long is the Aurora Bridge?", "--chunks", str(EXAMPLES / "corpus.jsonl"), "--json"
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["ok"] is True and data["findings"] == []
+    assert data["span_policy"] == "substring" and data["requested_policy"] == "substring"
+    citation = data["answer"]["claims"][0]["citations"][0]
+    assert citation == {"chunk_id": "c-1", "span": "The Aurora Bridge opened to traffic in 1932"}
+    # without --top-k the file is the retrieved set: every chunk went into the prompt
+    assert len(fakes[0].calls[0].record.chunks) == 12
+    assert citelock.PromptLog(tmp_path / "log.db").get(data["request_id"]).sha256 == data["prompt_sha256"]
+
+
+def test_top_k_retrieves_lexically(tmp_path: Path, fakes: list[FakeBackend]) -> None:
+    result = _run(
+        tmp_path,
+        "-q",
+        "How many vehicle crossings per day?",
+        "--chunks",
+        str(EXAMPLES / "corpus.jsonl"),
+        "--top-k",
+        "2",
+    )
+    assert result.exit_code == 0, result.output
+    sent = fakes[0].calls[0].record.chunks
+    assert sent[0].id == "c-100" and len(sent) == 2
+    assert "[1] c-100 (reports/traffic-2018.md)" in result.output
+    assert "guard: OK" in result.output
+
+
+def test_naive_findings_exit_1_and_are_listed(tmp_path: Path, fakes: list[FakeBackend]) -> None:
+    result = _run(tmp_path, "-q", "How long?", "--chunks", str(EXAMPLES / "corpus.jsonl"), "--backend", "naive")
+    assert result.exit_code == 1
+    assert "ID_NOT_IN_PROMPT [c-999]" in result.output
+    assert "policy: none (free text)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"id": "c-1"}\n', "line 1: text: Field required"),
+        ('{"id": "c-1", "text": "a"}\n{"id": "c-1", "text": "b"}\n', "already used on line 1"),
+        ("not json\n", "line 1"),
+        ("\n\n", "has no chunks"),
+    ],
+)
+def test_bad_chunk_files_exit_2(tmp_path: Path, fakes: list[FakeBackend], content: str, message: str) -> None:
+    path = tmp_path / "chunks.jsonl"
+    path.write_text(content, encoding="utf-8")
+    result = _run(tmp_path, "-q", "Q?", "--chunks", str(path))
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_lexical_top_k_ranks_and_sets_rank() -> None:
+    chunks = read_chunks(EXAMPLES / "corpus.jsonl")
+    top = lexical_top_k("ferry crossing minutes", chunks, 3)
+    assert top[0].id == "c-8" and [c.rank for c in top] == [1, 2, 3]
+    assert len(lexical_top_k("zzz", chunks, 50)) == len(chunks)
