@@ -104,3 +104,122 @@ def defects(
     missed = summary.missed.get("union_judge", [])
     clean_alarms = summary.union_judge.get("clean", 0)
     raise typer.Exit(EXIT_FINDINGS if missed or clean_alarms else EXIT_OK)
+
+
+def _shared_data() -> Path:
+    import os
+
+    env = os.environ.get("CITELOCK_SHARED_DATA")
+    return Path(env) if env else Path.cwd().parent / "shared" / "data"
+
+
+MODES = ("naive", "substring", "sentence", "id")
+
+
+def local_modes(names: list[str], *, model: str, max_chars: int, max_tokens: int) -> dict[str, Any]:
+    """Mode callables on the bundled local model: ``naive`` (free text) and the constrained span policies."""
+    import citelock
+    from citelock._schema import SchemaOptions
+    from citelock.backends._local import LocalBackend, NaiveBackend
+
+    options = SchemaOptions(max_claims=2, max_citations=1, max_text_chars=100, max_span_chars=60)
+    constrained = LocalBackend(model)
+    naive = NaiveBackend(model)
+
+    def make(name: str) -> Any:
+        backend = naive if name == "naive" else constrained
+        policy = "id" if name == "naive" else name
+
+        def run(question: str, chunks: Any) -> Any:
+            return citelock.answer(
+                question,
+                chunks,
+                backend=backend,
+                policy=policy,  # type: ignore[arg-type]
+                max_chars=max_chars,
+                on_overflow="drop",
+                max_tokens=max_tokens,
+                options=options,
+                store=[c.id for c in chunks],
+                render="none",
+            )
+
+        return run
+
+    return {name: make(name) for name in names}
+
+
+@eval_app.command("compare")
+def compare(
+    out: Annotated[Path, typer.Option("--out", help="folder for report.md, chart and the run journal")] = Path(
+        "docs/eval/compare"
+    ),
+    data: Annotated[Path | None, typer.Option("--data", help="ExpertQA val.jsonl (default: shared data)")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="first N questions (CI subset)")] = None,
+    kinds: Annotated[str, typer.Option("--kinds", help="system kinds, in order: rr,post_hoc")] = "rr,post_hoc",
+    modes: Annotated[str, typer.Option("--modes", help=f"comma list of {', '.join(MODES)}")] = ",".join(MODES),
+    model: Annotated[str, typer.Option("--model", help="local model: smollm2 or gemma3")] = "smollm2",
+    max_chars: Annotated[int, typer.Option("--max-chars", help="prompt character budget")] = 3000,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="generation cap per answer")] = 120,
+    judge: Annotated[str, typer.Option("--judge", help="offline, lexical or none")] = "offline",
+    fresh: Annotated[bool, typer.Option("--fresh", help="discard the journal instead of resuming")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show a progress bar")] = True,
+) -> None:
+    """Answer ExpertQA questions naively and under each span policy on the same model; write a report."""
+    import time
+
+    import citelock
+    from citelock.evals._compare import human_support, load_expertqa, run_compare, summarize_compare
+    from citelock.evals._harness import judge_label
+    from citelock.evals._report import write_compare_report
+
+    names = [m.strip() for m in modes.split(",") if m.strip()]
+    bad = [m for m in names if m not in MODES]
+    if bad or not names:
+        fail(f"--modes must name some of {', '.join(MODES)}, got {modes!r}")
+    kind_list = [k.strip() for k in kinds.split(",") if k.strip()]
+    if any(k not in ("rr", "post_hoc") for k in kind_list) or not kind_list:
+        fail(f"--kinds must be a comma list of rr, post_hoc; got {kinds!r}")
+    path = data or _shared_data() / "expertqa" / "val.jsonl"
+    chosen = None if judge == "none" else make_judge(judge)
+    try:
+        items = load_expertqa(path, kinds=kind_list, limit=limit)
+    except CitelockError as exc:
+        fail(str(exc))
+    config: dict[str, Any] = {
+        "benchmark": "compare",
+        "questions": len(items),
+        "kinds": ",".join(kind_list),
+        "modes": ",".join(names),
+        "model": model,
+        "max_chars": max_chars,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "judge": judge_label(chosen) if chosen is not None else "none (support not estimated)",
+        "citelock": citelock.__version__,
+    }
+    command = _command(
+        "compare", "--out", out, *(["--limit", limit] if limit else []), "--kinds", kinds, "--modes", modes,
+        "--model", model, "--max-chars", max_chars, "--max-tokens", max_tokens, "--judge", judge,
+    )  # fmt: skip
+    started = time.perf_counter()
+    try:
+        fns = local_modes(names, model=model, max_chars=max_chars, max_tokens=max_tokens)
+        rows, resumed = run_compare(
+            items, fns, chosen, journal_path=out / "answers.jsonl", header=config, fresh=fresh, progress=progress
+        )
+    except CitelockError as exc:
+        fail(str(exc))
+    summary = summarize_compare(rows, names)
+    systems = sorted({i.system for i in items})
+    report_path, text = write_compare_report(
+        out,
+        {**config, "command": command},
+        summary,
+        human_support(path, systems),
+        seconds=time.perf_counter() - started,
+        resumed=resumed,
+    )
+    typer.echo(text)
+    typer.echo(f"report written to {report_path}", err=True)
+    raise typer.Exit(EXIT_OK)

@@ -16,9 +16,12 @@ from citelock.evals._harness import CHECKS, FREE_CHECKS, DefectsRun, DefectsSumm
 
 __all__ = [
     "CHECK_DEFINITIONS",
+    "COMPARE_DEFINITIONS",
     "markdown_table",
     "pct",
+    "render_compare_report",
     "render_defects_report",
+    "write_compare_report",
     "write_defects_report",
 ]
 
@@ -310,3 +313,145 @@ def write_defects_report(run: DefectsRun, s: DefectsSummary, out: Path) -> tuple
     (out / "snippet.md").write_text(snippet, encoding="utf-8")
     _charts(s, out)
     return out / "report.md", report
+
+
+COMPARE_DEFINITIONS: dict[str, str] = {
+    "parsed": "answers that came back parseable (the rest failed: error type counted)",
+    "fabricated ids": "citations whose id is not one of this question's chunks (FABRICATED_ID) / citations",
+    "stale ids": "citations of a chunk the budget dropped from the prompt (STALE_ID) / citations",
+    "non-verbatim spans": "spans not verbatim in the cited chunk as sent (SPAN_* codes) / citations with a span",
+    "uncited claims": "factual claims without a citation (UNCITED_CLAIM) / factual claims",
+    "judge support": "citations that passed provenance and the judge said yes / citations judged",
+    "clean answers": "parsed answers with no fabricated/stale id, non-verbatim span or uncited claim",
+    "latency": "mean generation wall time per answer (p50 in brackets)",
+    "tokens": "mean prompt / completion tokens per answer",
+}
+
+
+def _rate(part: int, whole: int) -> str:
+    return pct(part, whole)
+
+
+def render_compare_report(
+    config: Mapping[str, Any],
+    summary: Mapping[str, Mapping[str, Any]],
+    human: Mapping[str, Mapping[str, int]],
+    *,
+    seconds: float,
+    resumed: int,
+) -> str:
+    """The naive-vs-constrained markdown report."""
+    modes = list(summary)
+    header = ["metric", *modes, "definition"]
+
+    def line(name: str, cells: list[Any]) -> list[Any]:
+        return [name, *cells, COMPARE_DEFINITIONS.get(name, "")]
+
+    s = summary
+    rows = [
+        line("answers", [s[m]["answers"] for m in modes]),
+        line("parsed", [_rate(s[m]["parsed"], s[m]["answers"]) for m in modes]),
+        line("failures", [", ".join(f"{k}: {v}" for k, v in s[m]["failures"].items()) or "0" for m in modes]),
+        line("claims (factual)", [f"{s[m]['claims']} ({s[m]['factual']})" for m in modes]),
+        line("fabricated ids", [_rate(s[m]["fabricated"], s[m]["citations"]) for m in modes]),
+        line("stale ids", [_rate(s[m]["stale"], s[m]["citations"]) for m in modes]),
+        line("non-verbatim spans", [_rate(s[m]["non_verbatim"], s[m]["spans"]) for m in modes]),
+        line("uncited claims", [_rate(s[m]["uncited"], s[m]["factual"]) for m in modes]),
+        line("judge support", [_rate(s[m]["supported"], s[m]["judged"]) for m in modes]),
+        line("clean answers", [_rate(s[m]["clean_answers"], s[m]["parsed"]) for m in modes]),
+        line(
+            "latency",
+            [
+                "-"
+                if s[m]["latency_mean_s"] is None
+                else f"{s[m]['latency_mean_s']:.1f} s ({s[m]['latency_p50_s']:.1f})"
+                for m in modes
+            ],
+        ),
+        line(
+            "tokens",
+            [
+                "-"
+                if s[m]["prompt_tokens_mean"] is None
+                else f"{s[m]['prompt_tokens_mean']:.0f} / {s[m]['completion_tokens_mean'] or 0:.0f}"
+                for m in modes
+            ],
+        ),
+        line("hit max_tokens", [s[m]["hit_max_tokens"] for m in modes]),
+        line("span policy used", [", ".join(f"{k}: {v}" for k, v in s[m]["span_policies"].items()) for m in modes]),
+    ]
+    human_rows = []
+    for system, counts in human.items():
+        total = sum(counts.values())
+        complete = counts.get("Complete", 0)
+        partial = counts.get("Partial", 0) + counts.get("Incomplete", 0)
+        human_rows.append(
+            [system, total, pct(complete, total), pct(partial, total), pct(counts.get("Missing", 0), total)]
+        )
+    return "\n".join(
+        [
+            "# Naive vs constrained on real passages (ExpertQA val)",
+            "",
+            f"Reproduce: `{config.get('command', 'citelock eval compare')}`",
+            "",
+            markdown_table(["setting", "value"], [[k, v] for k, v in config.items() if k != "command"]),
+            "",
+            f"Run time: {seconds:.0f} s in this invocation ({resumed} answers resumed from the journal).",
+            "",
+            "Chunks are each question's distinct ExpertQA evidence passages (`e1..eN`, first-seen order); the "
+            'context is assembled under the character budget with `on_overflow="drop"` (whole chunks dropped and '
+            "recorded). The chunk store for STALE vs FABRICATED is the question's own passages.",
+            "",
+            "## Per mode",
+            "",
+            markdown_table(header, rows),
+            "",
+            "## ExpertQA's human support labels per system (reference)",
+            "",
+            "Claims of each system's answers as ExpertQA's annotators labeled their support "
+            "(Complete = supported; Partial/Incomplete = partly; Missing = no evidence given). These are other "
+            "systems (GPT-4 based) on the same questions: a reference point, not the same answers.",
+            "",
+            markdown_table(["system", "claims", "Complete", "Partial/Incomplete", "Missing"], human_rows),
+            "",
+            "![per-mode rates](compare_rates.png)",
+            "",
+        ]
+    )
+
+
+def write_compare_report(
+    out: Path,
+    config: Mapping[str, Any],
+    summary: Mapping[str, Mapping[str, Any]],
+    human: Mapping[str, Mapping[str, int]],
+    *,
+    seconds: float,
+    resumed: int,
+) -> tuple[Path, str]:
+    """Write ``report.md`` and ``compare_rates.png`` to ``out``; return the report path and text."""
+    out.mkdir(parents=True, exist_ok=True)
+    text = render_compare_report(config, summary, human, seconds=seconds, resumed=resumed)
+    (out / "report.md").write_text(text, encoding="utf-8")
+    plt = _pyplot()
+    modes = list(summary)
+    metrics = [
+        ("fabricated ids", "fabricated", "citations"),
+        ("non-verbatim spans", "non_verbatim", "spans"),
+        ("uncited claims", "uncited", "factual"),
+        ("judge support", "supported", "judged"),
+    ]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / max(1, len(modes))
+    for k, mode in enumerate(modes):
+        values = [(summary[mode][num] / summary[mode][den]) if summary[mode][den] else 0.0 for _, num, den in metrics]
+        ax.bar([i + k * width for i in range(len(metrics))], values, width, label=mode)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(metrics))], [m[0] for m in metrics])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("rate")
+    ax.set_title("Naive vs constrained on ExpertQA passages")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "compare_rates.png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return out / "report.md", text

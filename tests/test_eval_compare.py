@@ -1,0 +1,129 @@
+"""The naive-vs-constrained harness: loading ExpertQA passages, per-mode accounting, resume, the report."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import citelock
+from citelock._records import Chunk, Verdict
+from citelock._schema import BackendLimits
+from citelock.backends import FakeBackend
+from citelock.evals._compare import QAItem, load_expertqa, run_compare, summarize_compare
+from citelock.evals._report import write_compare_report
+
+
+def _expertqa_file(tmp_path: Path) -> Path:
+    rows = [
+        {
+            "question": "Why is the sky blue?",
+            "answers": {
+                "rr_gs_gpt4": {
+                    "claims": [
+                        {
+                            "claim_string": "a",
+                            "evidence": [
+                                "[1] http://x\n\nRayleigh scattering & air.",
+                                "[2] http://y\n\nShort waves scatter more.",
+                            ],
+                            "support": "Complete",
+                        },  # noqa: E501
+                        {
+                            "claim_string": "b",
+                            "evidence": ["[1] http://x\n\nRayleigh scattering & air."],
+                            "support": "Partial",
+                        },  # noqa: E501
+                    ]
+                }
+            },
+        },
+        {
+            "question": "Q2?",
+            "answers": {"post_hoc_gs_gpt4": {"claims": [{"evidence": ["[1] u\n\nP one."], "support": "Missing"}]}},
+        },  # noqa: E501
+        {
+            "question": "Q3?",
+            "answers": {"bing_chat": {"claims": [{"evidence": ["[1] u\n\nP."], "support": "Complete"}]}},
+        },
+    ]
+    path = tmp_path / "val.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_load_expertqa_dedupes_passages_and_orders_rr_first(tmp_path: Path) -> None:
+    items = load_expertqa(_expertqa_file(tmp_path))
+    assert [i.system for i in items] == ["rr_gs_gpt4", "post_hoc_gs_gpt4"]
+    first = items[0]
+    assert [c.id for c in first.chunks] == ["e1", "e2"]
+    assert first.chunks[0].text == "Rayleigh scattering & air." and first.chunks[0].source == "http://x"
+    assert load_expertqa(_expertqa_file(tmp_path), kinds=["rr"], limit=1) == items[:1]
+
+
+class _YesIfVerbatim:
+    name = "test-judge"
+    version = "0"
+
+    def judge(self, claim: str, passage: str) -> Verdict:
+        label = "yes" if claim.rstrip(".") in passage else "no"
+        return Verdict(label=label, raw=label, judge=self.name, version=self.version)
+
+
+def _modes() -> dict[str, object]:
+    naive = FakeBackend(
+        lambda record, schema: "Rayleigh scattering makes it blue [e9]. Short waves scatter more [e2]. Air is thin.",
+        limits=BackendLimits(policies=()),
+    )
+    constrained = FakeBackend(
+        lambda record, schema: {
+            "claims": [{"text": "Short waves scatter more.", "citations": [{"chunk_id": "e2", "span": "Short waves"}]}]
+        }
+    )
+    broken = FakeBackend(lambda record, schema: "{not json", limits=BackendLimits(policies=()), enforced=False)
+
+    def run(backend: FakeBackend, policy: str):  # type: ignore[no-untyped-def]
+        return lambda q, chunks: citelock.answer(q, chunks, backend=backend, policy=policy, render="none")  # type: ignore[arg-type]
+
+    return {"naive": run(naive, "id"), "substring": run(constrained, "substring"), "broken": run(broken, "id")}
+
+
+def test_per_mode_accounting_and_resume(tmp_path: Path) -> None:
+    item = QAItem(
+        "q001",
+        "Why is the sky blue?",
+        "rr_x",
+        (Chunk(id="e1", text="Rayleigh scattering & air."), Chunk(id="e2", text="Short waves scatter more.")),
+    )
+    modes = _modes()
+    journal = tmp_path / "answers.jsonl"
+    rows, resumed = run_compare([item], modes, _YesIfVerbatim(), journal_path=journal, header={"t": 1}, progress=False)  # type: ignore[arg-type]
+    assert resumed == 0 and len(rows) == 3
+    s = summarize_compare(rows, list(modes))
+    assert s["naive"]["fabricated"] == 1 and s["naive"]["citations"] == 2
+    assert s["naive"]["uncited"] == 1
+    assert s["naive"]["judged"] == 1 and s["naive"]["supported"] == 1
+    assert s["substring"]["fabricated"] == 0 and s["substring"]["non_verbatim"] == 0
+    assert s["substring"]["clean_answers"] == 1
+    assert s["broken"]["parsed"] == 0 and sum(s["broken"]["failures"].values()) == 1
+    again, resumed = run_compare([item], modes, None, journal_path=journal, header={"t": 1}, progress=False)  # type: ignore[arg-type]
+    assert resumed == 3 and again == rows
+    path, text = write_compare_report(
+        tmp_path / "out", {"command": "citelock eval compare"}, s, {}, seconds=1, resumed=0
+    )
+    assert path.is_file() and (tmp_path / "out" / "compare_rates.png").stat().st_size > 0
+    assert "fabricated ids" in text and "1/2 (50.0%)" in text
+
+
+@pytest.mark.shared_data
+def test_expertqa_val_has_at_least_100_questions_with_passages() -> None:
+    root = Path(os.environ.get("CITELOCK_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+    path = root / "expertqa" / "val.jsonl"
+    if not path.is_file():
+        pytest.skip(f"ExpertQA not found under {root} (set CITELOCK_SHARED_DATA)")
+    items = load_expertqa(path)
+    assert len(items) >= 100
+    assert sum(i.system.startswith("rr_") for i in items) >= 70
+    assert all(c.id == f"e{k + 1}" for i in items for k, c in enumerate(i.chunks))
