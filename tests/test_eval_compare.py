@@ -30,12 +30,12 @@ def _expertqa_file(tmp_path: Path) -> Path:
                                 "[2] http://y\n\nShort waves scatter more.",
                             ],
                             "support": "Complete",
-                        },  # noqa: E501
+                        },
                         {
                             "claim_string": "b",
                             "evidence": ["[1] http://x\n\nRayleigh scattering & air."],
                             "support": "Partial",
-                        },  # noqa: E501
+                        },
                     ]
                 }
             },
@@ -43,7 +43,7 @@ def _expertqa_file(tmp_path: Path) -> Path:
         {
             "question": "Q2?",
             "answers": {"post_hoc_gs_gpt4": {"claims": [{"evidence": ["[1] u\n\nP one."], "support": "Missing"}]}},
-        },  # noqa: E501
+        },
         {
             "question": "Q3?",
             "answers": {"bing_chat": {"claims": [{"evidence": ["[1] u\n\nP."], "support": "Complete"}]}},
