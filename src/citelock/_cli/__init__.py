@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from citelock._cli import _answer  # noqa: F401  (registers `citelock answer`)
+from citelock._cli import _calibrate  # noqa: F401  (registers `citelock calibrate`)
 from citelock._cli import _check  # noqa: F401  (registers `citelock check`)
 from citelock._cli import _eval  # noqa: F401  (registers `citelock eval`)
 from citelock._cli import _metrics  # noqa: F401  (registers `citelock metrics`)

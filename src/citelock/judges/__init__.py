@@ -1,5 +1,35 @@
 """Support judges: the protocol, an LLM judge over any backend, and a competent offline judge."""
 
+from citelock.judges._cache import CachedJudge, MemoryVerdictCache, SqlVerdictCache, VerdictCache, cache_key
+from citelock.judges._lexical import LexicalJudge, lexical_overlap
+from citelock.judges._llm import (
+    JudgeOutputError,
+    LlamaCppCompleter,
+    LLMJudge,
+    TextCompleter,
+    choices_grammar,
+    load_judge_prompt,
+    locate_smollm2,
+)
+from citelock.judges._offline import OfflineJudge, default_judge
 from citelock.judges._protocol import Judge
 
-__all__ = ["Judge"]
+__all__ = [
+    "CachedJudge",
+    "Judge",
+    "JudgeOutputError",
+    "LLMJudge",
+    "LexicalJudge",
+    "LlamaCppCompleter",
+    "MemoryVerdictCache",
+    "OfflineJudge",
+    "SqlVerdictCache",
+    "TextCompleter",
+    "VerdictCache",
+    "cache_key",
+    "choices_grammar",
+    "default_judge",
+    "lexical_overlap",
+    "load_judge_prompt",
+    "locate_smollm2",
+]

@@ -1,0 +1,270 @@
+"""Calibration of a support judge against human labels: confusion, macro-F1, pass rates, bootstrap CIs.
+
+Definitions (printed beside every number by the CLI):
+
+- **false pass rate**: of the pairs humans did *not* call supported (partial, no or not-yes), the share the
+  judge called ``yes``. This is the number that lets unsupported citations through.
+- **yes pass rate**: of the pairs humans called supported, the share the judge called ``yes``.
+- **accuracy** and **macro-F1**: over the dataset's own label granularity — three-way (yes/partial/no) where
+  the gold labels are three-way, two-way (yes / not-yes) where the dataset only has that (AttributionBench);
+  there the judge's partial and no both count as not-yes.
+
+A judge that raises an error on a pair is counted as ``error``: not a pass (the policy layer fails closed).
+Items with several passages (WiCE oracle chunks) take the best verdict over their passages.
+Confidence intervals are percentile bootstrap intervals over items, seeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from citelock._errors import CitelockError, UsageError
+from citelock.evals._datasets import LabeledItem
+from citelock.judges._protocol import Judge
+
+__all__ = [
+    "CALIBRATION_DEFINITIONS",
+    "PREDICTED_LABELS",
+    "CalibrationReport",
+    "Metric",
+    "bootstrap_ci",
+    "calibrate",
+    "calibration_metrics",
+    "confusion_matrix",
+    "predict_item",
+]
+
+PREDICTED_LABELS = ("yes", "partial", "no", "error")
+_GOLD_ORDER = ("yes", "partial", "no", "not_yes")
+_RANK = {"no": 0, "partial": 1, "yes": 2}
+
+CALIBRATION_DEFINITIONS = {
+    "false_pass_rate": "judge says yes where humans said partial/no/not-yes (lower is better)",
+    "yes_pass_rate": "judge says yes where humans said yes (higher is better)",
+    "accuracy": "exact agreement at the dataset's label granularity",
+    "macro_f1": "mean F1 over the dataset's classes (3-way, or yes/not-yes)",
+}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A point estimate with its bootstrap 95% interval (``None`` when undefined, e.g. no gold yes)."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+
+    def as_dict(self) -> dict[str, float | None]:
+        """JSON-friendly form."""
+        return {"value": self.value, "low": self.low, "high": self.high}
+
+
+@dataclass
+class CalibrationReport:
+    """Everything one calibration run measured."""
+
+    judge: str
+    judge_version: str
+    dataset: str
+    n: int
+    granularity: str
+    confusion: dict[str, dict[str, int]]
+    metrics: dict[str, Metric]
+    seed: int
+    n_bootstrap: int
+    skipped: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form: ``n``, the four metrics (value + CI), ``confusion`` and run details."""
+        out: dict[str, Any] = {
+            "judge": self.judge,
+            "judge_version": self.judge_version,
+            "dataset": self.dataset,
+            "n": self.n,
+            "granularity": self.granularity,
+        }
+        for name, metric in self.metrics.items():
+            out[name] = metric.value
+            out[f"{name}_ci95"] = [metric.low, metric.high]
+        out["confusion"] = self.confusion
+        out["definitions"] = CALIBRATION_DEFINITIONS
+        out["seed"] = self.seed
+        out["n_bootstrap"] = self.n_bootstrap
+        out["skipped"] = self.skipped
+        out["errors"] = len(self.errors)
+        return out
+
+
+def predict_item(judge: Judge, item: LabeledItem) -> str:
+    """The judge's label for one item: the best verdict over its passages, ``error`` if the judge failed."""
+    best = -1
+    for passage in item.passages:
+        verdict = judge.judge(item.claim, passage)
+        best = max(best, _RANK[verdict.label])
+        if best == _RANK["yes"]:
+            break
+    return ("no", "partial", "yes")[best]
+
+
+def _granularity(gold: Sequence[str]) -> str:
+    return "binary" if "not_yes" in gold else "three-way"
+
+
+def confusion_matrix(gold: Sequence[str], predicted: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Counts of (gold label, predicted label), rows only for gold labels present.
+
+    Raises:
+        UsageError: ``gold`` and ``predicted`` differ in length or hold unknown labels.
+    """
+    if len(gold) != len(predicted):
+        raise UsageError(f"gold has {len(gold)} labels but predicted has {len(predicted)}")
+    unknown = (set(gold) - set(_GOLD_ORDER)) | (set(predicted) - set(PREDICTED_LABELS))
+    if unknown:
+        raise UsageError(f"unknown labels {sorted(unknown)}; gold: {_GOLD_ORDER}, predicted: {PREDICTED_LABELS}")
+    columns = [p for p in PREDICTED_LABELS if p != "error" or "error" in predicted]
+    matrix = {g: dict.fromkeys(columns, 0) for g in _GOLD_ORDER if g in gold}
+    for g, p in zip(gold, predicted, strict=True):
+        matrix[g][p] += 1
+    return matrix
+
+
+def _encode(gold: Sequence[str], predicted: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """Integer classes at the dataset's granularity: 3-way yes/partial/no(+error) or yes/not-yes."""
+    if _granularity(gold) == "binary":
+        g = np.array([0 if x == "yes" else 1 for x in gold], dtype=np.int64)
+        p = np.array([0 if x == "yes" else 1 for x in predicted], dtype=np.int64)
+        return g, p, 2
+    to_int = {"yes": 0, "partial": 1, "no": 2, "error": 3}
+    return (
+        np.array([to_int[x] for x in gold], dtype=np.int64),
+        np.array([to_int[x] for x in predicted], dtype=np.int64),
+        3,
+    )
+
+
+def _metrics_batch(g: npt.NDArray[np.int64], p: npt.NDArray[np.int64], k: int) -> dict[str, npt.NDArray[np.float64]]:
+    """Metrics for a batch of resamples: ``g`` and ``p`` have shape (B, n)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gold_yes = g == 0
+        pred_yes = p == 0
+        n_yes = gold_yes.sum(axis=1)
+        n_not = (~gold_yes).sum(axis=1)
+        fpr = np.where(n_not > 0, (pred_yes & ~gold_yes).sum(axis=1) / n_not, np.nan)
+        ypr = np.where(n_yes > 0, (pred_yes & gold_yes).sum(axis=1) / n_yes, np.nan)
+        acc = (g == p).mean(axis=1)
+        f1s = []
+        present = np.zeros(g.shape[0])
+        for c in range(k):
+            tp = ((g == c) & (p == c)).sum(axis=1)
+            fp = ((g != c) & (p == c)).sum(axis=1)
+            fn = ((g == c) & (p != c)).sum(axis=1)
+            denom = 2 * tp + fp + fn
+            in_play = (g == c).any(axis=1) | (p == c).any(axis=1)
+            f1s.append(np.where(in_play, np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0), 0.0))
+            present = present + in_play
+        macro = np.where(present > 0, np.sum(f1s, axis=0) / np.maximum(present, 1), np.nan)
+    return {"false_pass_rate": fpr, "yes_pass_rate": ypr, "accuracy": acc, "macro_f1": macro}
+
+
+def calibration_metrics(gold: Sequence[str], predicted: Sequence[str]) -> dict[str, float | None]:
+    """Point estimates of the four metrics (``None`` where undefined)."""
+    g, p, k = _encode(gold, predicted)
+    batch = _metrics_batch(g[None, :], p[None, :], k)
+    return {name: (None if np.isnan(v[0]) else float(v[0])) for name, v in batch.items()}
+
+
+def bootstrap_ci(
+    gold: Sequence[str],
+    predicted: Sequence[str],
+    *,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> dict[str, Metric]:
+    """The four metrics with percentile bootstrap intervals (resampling items; deterministic for a seed).
+
+    Raises:
+        UsageError: no items, or ``n_bootstrap`` < 1.
+    """
+    if not gold:
+        raise UsageError("cannot calibrate on zero items")
+    if n_bootstrap < 1:
+        raise UsageError(f"n_bootstrap must be at least 1, got {n_bootstrap}")
+    g, p, k = _encode(gold, predicted)
+    point = calibration_metrics(gold, predicted)
+    rng = np.random.default_rng(seed)
+    results: dict[str, list[npt.NDArray[np.float64]]] = {name: [] for name in point}
+    chunk = 200
+    for start in range(0, n_bootstrap, chunk):
+        size = min(chunk, n_bootstrap - start)
+        idx = rng.integers(0, len(g), size=(size, len(g)))
+        for name, values in _metrics_batch(g[idx], p[idx], k).items():
+            results[name].append(values)
+    out: dict[str, Metric] = {}
+    for name, value in point.items():
+        samples = np.concatenate(results[name])
+        samples = samples[~np.isnan(samples)]
+        if value is None or samples.size == 0:
+            out[name] = Metric(value, None, None)
+            continue
+        low, high = np.quantile(samples, [alpha / 2, 1 - alpha / 2])
+        out[name] = Metric(value, float(low), float(high))
+    return out
+
+
+def calibrate(
+    items: Sequence[LabeledItem],
+    judge: Judge,
+    *,
+    dataset: str = "",
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+    skipped: dict[str, int] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> CalibrationReport:
+    """Run ``judge`` on every item and compare with the human labels.
+
+    Args:
+        items: Labeled items (see :mod:`citelock.evals._datasets`).
+        judge: Any :class:`~citelock.judges.Judge`.
+        dataset: A label for the report (format and file).
+        seed: Bootstrap seed.
+        n_bootstrap: Bootstrap resamples.
+        skipped: What the reader skipped, carried into the report.
+        progress: Called with 1 after each item (e.g. a progress bar's ``update``).
+
+    Returns:
+        The report. Judge errors are counted as ``error`` (not a pass) and listed in ``errors``.
+    """
+    gold: list[str] = []
+    predicted: list[str] = []
+    errors: list[str] = []
+    for item in items:
+        try:
+            label = predict_item(judge, item)
+        except CitelockError as exc:
+            label = "error"
+            errors.append(f"{item.id}: {exc}")
+        gold.append(item.label)
+        predicted.append(label)
+        if progress is not None:
+            progress(1)
+    return CalibrationReport(
+        judge=judge.name,
+        judge_version=judge.version,
+        dataset=dataset,
+        n=len(gold),
+        granularity=_granularity(gold) if gold else "three-way",
+        confusion=confusion_matrix(gold, predicted),
+        metrics=bootstrap_ci(gold, predicted, n_bootstrap=n_bootstrap, seed=seed),
+        seed=seed,
+        n_bootstrap=n_bootstrap,
+        skipped=dict(skipped or {}),
+        errors=errors,
+    )
