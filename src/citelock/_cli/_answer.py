@@ -20,6 +20,7 @@ from citelock._cli._io import fail, read_text
 from citelock._errors import CitelockError, UsageError
 from citelock._records import Chunk
 from citelock._schema import SpanPolicy
+from citelock.backends._protocol import Backend
 
 __all__ = ["answer", "default_db", "lexical_top_k", "read_chunks"]
 
@@ -90,9 +91,20 @@ def answer(
         ),
     ],
     backend: Annotated[
-        Literal["local", "naive"],
-        typer.Option(help="local: constrained decoding; naive: the same model writing \\[id] markers (baseline)"),
+        Literal["local", "naive", "openai"],
+        typer.Option(
+            help="local: constrained decoding; naive: the same model writing \\[id] markers (baseline); "
+            "openai: an OpenAI-compatible server (--base-url)"
+        ),
     ] = "local",
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="--backend openai: the server's base URL, e.g. http://127.0.0.1:8080/v1"),
+    ] = None,
+    server_kind: Annotated[
+        str | None,
+        typer.Option("--server", help="--backend openai: server kind (openai, vllm, llama.cpp, llama-cpp-python)"),
+    ] = None,
     policy: Annotated[
         Literal["substring", "sentence", "id"],
         typer.Option(help="span policy requested (downgraded, with the reason, if the backend cannot take it)"),
@@ -132,7 +144,12 @@ def answer(
     try:
         from citelock.backends._factory import make_backend
 
-        chosen = make_backend(backend, model=model)
+        if backend == "openai":
+            from citelock.backends._openai import OpenAIBackend
+
+            chosen: Backend = OpenAIBackend(base_url=base_url, server=server_kind)
+        else:
+            chosen = make_backend(backend, model=model)
         result = run_answer(
             question,
             chunks,

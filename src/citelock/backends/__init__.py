@@ -5,24 +5,55 @@ constrained by llguidance) and ``NaiveBackend`` (the same model writing free tex
 baseline). SDKs and models load lazily: importing this package imports none of them.
 """
 
+from citelock.backends._errors import (
+    BackendConnectionError,
+    BackendError,
+    BackendHTTPError,
+    BackendRefusalError,
+    BackendTimeoutError,
+    SchemaRejectedError,
+    TruncatedOutputError,
+)
 from citelock.backends._factory import BACKEND_NAMES, make_backend
 from citelock.backends._fake import FakeBackend, FakeCall
+from citelock.backends._instructor import InstructorBackend, InstructorGeneration
 from citelock.backends._llama import MODELS, ModelSpec, locate_model
 from citelock.backends._local import LOCAL_LIMITS, LocalBackend, NaiveBackend
+from citelock.backends._openai import OpenAIBackend, OpenAIGeneration
+from citelock.backends._profiles import PROFILES, Delivery, ServerProfile, fit_for_profile, get_profile
 from citelock.backends._protocol import AsyncBackend, Backend, Generation
+from citelock.backends._server import ManagedServer, ServerStartError
 
 __all__ = [
     "BACKEND_NAMES",
     "LOCAL_LIMITS",
     "MODELS",
+    "PROFILES",
     "AsyncBackend",
     "Backend",
+    "BackendConnectionError",
+    "BackendError",
+    "BackendHTTPError",
+    "BackendRefusalError",
+    "BackendTimeoutError",
+    "Delivery",
     "FakeBackend",
     "FakeCall",
     "Generation",
+    "InstructorBackend",
+    "InstructorGeneration",
     "LocalBackend",
+    "ManagedServer",
     "ModelSpec",
     "NaiveBackend",
+    "OpenAIBackend",
+    "OpenAIGeneration",
+    "SchemaRejectedError",
+    "ServerProfile",
+    "ServerStartError",
+    "TruncatedOutputError",
+    "fit_for_profile",
+    "get_profile",
     "locate_model",
     "make_backend",
 ]

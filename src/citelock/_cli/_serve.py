@@ -1,0 +1,66 @@
+"""``citelock serve``: run a local OpenAI-compatible server (llama.cpp) with the bundled model."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from citelock._cli._app import EXIT_FINDINGS, app
+from citelock._cli._io import fail
+from citelock._errors import CitelockError, UsageError
+
+__all__ = ["serve"]
+
+
+@app.command()
+def serve(
+    model: Annotated[
+        Path | None, typer.Option(help="a GGUF model file (default: the bundled SmolLM2-135M-Instruct)")
+    ] = None,
+    host: Annotated[str, typer.Option(help="interface to bind; 127.0.0.1 keeps it on this machine")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port (0: pick a free one)")] = 8080,
+    n_ctx: Annotated[int, typer.Option("--n-ctx", min=256, help="context size in tokens")] = 2048,
+    threads: Annotated[int | None, typer.Option(min=1, help="CPU threads (default: half the cores)")] = None,
+    repack: Annotated[
+        bool, typer.Option(help="enable llama.cpp weight repacking (off: it crashes on some AMX CPUs)")
+    ] = False,
+) -> None:
+    """Start llama.cpp's OpenAI-compatible server on HOST:PORT and keep it running until Ctrl-C.
+
+    Same as ``python -m llama_cpp.server --model MODEL --host HOST --port PORT``. Then, for example:
+    ``citelock answer --backend openai --base-url http://127.0.0.1:8080/v1 -q ... --chunks ...``.
+    """
+    from citelock.backends._server import ManagedServer
+
+    try:
+        server = ManagedServer(model, host=host, port=port or None, n_ctx=n_ctx, n_threads=threads, repack=repack)
+    except UsageError as exc:
+        fail(str(exc))
+    stop = False
+
+    def _stop(_signum: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        server.start()
+    except CitelockError as exc:
+        typer.echo(f"citelock: the server did not start: {exc}", err=True)
+        raise typer.Exit(EXIT_FINDINGS) from None
+    typer.echo(f"serving {server.model.name} at {server.base_url} (log: {server.log_path}); Ctrl-C stops it")
+    try:
+        while not stop and server.running:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        stop = True
+    finally:
+        crashed = not stop and not server.running
+        server.stop()
+    if crashed:
+        typer.echo(f"citelock: the server exited; log tail:\n{server.log_tail()}", err=True)
+        raise typer.Exit(EXIT_FINDINGS)
