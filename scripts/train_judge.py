@@ -214,7 +214,7 @@ def train(
 
     offline = {
         "name": "offline",
-        "version": f"1.0+f{FEATURE_SET_VERSION}",
+        "version": f"1.1+f{FEATURE_SET_VERSION}",
         "feature_set_version": FEATURE_SET_VERSION,
         "features": list(FEATURE_NAMES),
         "excluded_features": list(EXCLUDED_FEATURES),

@@ -28,6 +28,7 @@ __all__ = [
     "extract_features",
     "numbers_in",
     "split_passage",
+    "verbatim_in",
 ]
 
 FEATURE_SET_VERSION = "1"
@@ -154,6 +155,18 @@ def content_tokens(text: str) -> list[str]:
         else:
             out.append(_stem(tok.replace("'", "")))
     return out
+
+
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def verbatim_in(claim: str, passage: str) -> bool:
+    """True when the claim, up to case, punctuation and citation markers, occurs verbatim in the passage."""
+    norm_claim = _NON_WORD.sub(" ", _MARKER.sub(" ", claim).lower()).strip()
+    if not norm_claim:
+        return False
+    norm_passage = " " + _NON_WORD.sub(" ", passage.lower()).strip() + " "
+    return f" {norm_claim} " in norm_passage
 
 
 def _entities(text: str) -> set[str]:

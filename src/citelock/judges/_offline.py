@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from citelock._errors import RuntimeFailure
 from citelock._records import Verdict
-from citelock.judges._features import FEATURE_NAMES, FEATURE_SET_VERSION, extract_features
+from citelock.judges._features import FEATURE_NAMES, FEATURE_SET_VERSION, extract_features, verbatim_in
 from citelock.judges._params import load_params
 
 __all__ = ["VETO_FEATURES", "OfflineJudge", "default_judge"]
@@ -31,8 +31,9 @@ _INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 class OfflineJudge:
     """The offline three-way judge (yes / partial / no).
 
-    Yes when P(yes) >= the fitted threshold and no veto applies; else no when P(no) >= its threshold; else
-    partial. Vetoes: a claim number missing from the passage, a negation mismatch.
+    Yes when the claim is verbatim in the passage, or when P(yes) >= the fitted threshold and no veto
+    applies; else no when P(no) >= its threshold; else partial. Vetoes: a claim number missing from the
+    passage, a negation mismatch.
 
     Args:
         yes_threshold: Override the shipped yes threshold (changes the version string).
@@ -71,7 +72,13 @@ class OfflineJudge:
         return {"yes": float(p[0]), "partial": float(p[1]), "no": float(p[2])}
 
     def judge(self, claim: str, passage: str) -> Verdict:
-        """Judge one pair; ``score`` is P(yes), ``raw`` records all three probabilities."""
+        """Judge one pair; ``score`` is P(yes), ``raw`` records all three probabilities.
+
+        A claim found verbatim in the passage (up to case, punctuation and citation markers) is ``yes``
+        whatever the model says: a quote is entailed by its source.
+        """
+        if verbatim_in(claim, passage):
+            return Verdict(label="yes", raw="verbatim", judge=self.name, version=self.version, score=1.0)
         x = extract_features(claim, passage, self._idf, self._default_idf).values
         p = self._model(x)
         vetoes = [name for name in VETO_FEATURES if x[_INDEX[name]] > 0]
