@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest_server import llama_server  # noqa: F401  (the real-server fixture)
+
 REPO = Path(__file__).resolve().parents[1]
 
 
