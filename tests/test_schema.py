@@ -257,3 +257,11 @@ def test_a_thousand_chunks_build_and_downgrade_instead_of_hanging() -> None:
     schema = fit_schema(context, "substring", BackendLimits(max_grammar_chars=100_000))
     assert schema.policy == "id"
     assert schema.stats.enum_values == 1000
+
+
+def test_substring_downgrades_past_the_engines_chunk_budget() -> None:
+    chunks = [{"id": f"c-{i}", "text": f"Fact {i} is here."} for i in range(12)]
+    context = citelock.assemble("Which fact?", chunks)
+    schema = fit_schema(context, "substring", BackendLimits(max_substring_chunks=10))
+    assert schema.policy == "sentence"
+    assert "12 quotable chunks, over the backend's limit of 10" in (schema.downgrade_reason or "")

@@ -124,6 +124,8 @@ class BackendLimits:
         max_nesting: Deepest schema nesting.
         max_properties: Most object properties in one schema.
         max_grammar_chars: Largest grammar the engine compiles in reasonable time.
+        max_substring_chunks: Most chunks a ``substring`` grammar may offer: each chunk's substrings are one
+            lexeme, and grammar engines pay per lexeme (llguidance's lexer budget runs out between 400 and 600).
         json_schema: The backend is sent :attr:`CitationSchema.json_schema` (else the grammar).
     """
 
@@ -133,6 +135,7 @@ class BackendLimits:
     max_nesting: int | None = None
     max_properties: int | None = None
     max_grammar_chars: int | None = None
+    max_substring_chunks: int | None = None
     json_schema: bool = False
 
     def __post_init__(self) -> None:
@@ -158,6 +161,8 @@ class BackendLimits:
         ]
         if not self.json_schema or schema.policy == "substring":
             checks.append(("grammar characters", stats.grammar_chars, self.max_grammar_chars))
+        if schema.policy == "substring":
+            checks.append(("quotable chunks", stats.chunks, self.max_substring_chunks))
         for what, value, limit in checks:
             if limit is not None and value > limit:
                 return f"{schema.policy} schema has {value:,} {what}, over the backend's limit of {limit:,}"

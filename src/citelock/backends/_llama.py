@@ -239,11 +239,22 @@ class LlamaRuntime:
         Raises:
             UsageError: the grammar does not compile (names the error).
         """
+        import numpy as np
+
         llguidance = _import_llguidance()
         serialized = llguidance.LLMatcher.grammar_from_lark(grammar)
         is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(serialized, self.tokenizer())
         if is_error:
             raise UsageError(f"the citation grammar does not compile: {messages[0][:500]}")
+        # Resource limits (lexer budget) surface only when the first mask is computed: do it now, before decoding.
+        trial = llguidance.LLMatcher(self.tokenizer(), serialized, log_level=0)
+        bits = np.zeros((self.tokenizer().vocab_size + 31) // 32, dtype=np.int32)
+        trial.unsafe_compute_mask_ptr(bits.ctypes.data, bits.nbytes)
+        if trial.is_error():
+            raise UsageError(
+                f"the citation grammar is too complex for llguidance ({trial.get_error()[:300]}); "
+                "lower the backend's limits (max_substring_chunks, max_grammar_chars) or use the sentence policy"
+            )
         return str(serialized)
 
     def decode(
