@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, model_validator
 
@@ -78,8 +78,8 @@ def citation_model(record: PromptRecord, schema: CitationSchema, profile: Server
             create_model(
                 f"Cite{n}",
                 __config__=_CONFIG,
-                chunk_id=(Literal.__getitem__((chunk_id,)), ...),
-                span=(Literal.__getitem__(tuple(spans)), ...),
+                chunk_id=(cast(Any, Literal.__getitem__((chunk_id,))), ...),
+                span=(cast(Any, Literal.__getitem__(tuple(spans))), ...),
             )
             for n, (chunk_id, spans) in enumerate(schema.sentences.items())
             if chunk_id in prompt_ids
@@ -94,7 +94,7 @@ def citation_model(record: PromptRecord, schema: CitationSchema, profile: Server
         citation = create_model(
             "Cite",
             __config__=_CONFIG,
-            chunk_id=(Literal.__getitem__(ids), ...),
+            chunk_id=(cast(Any, Literal.__getitem__(ids)), ...),
             span=(_string(opts.max_span_chars, profile), ...),
         )
     claim = create_model(
