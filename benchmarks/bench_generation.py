@@ -165,9 +165,15 @@ def bench_speed(
         grammar = rt.compile(schema.grammar)
         modes: dict[str, list[Any]] = {"unconstrained": [], "constrained": [], "constrained+ff": []}
         for _ in range(reps):
-            modes["unconstrained"].append(rt.decode(tokens, None, max_tokens=max_tokens))
-            modes["constrained"].append(rt.decode(tokens, grammar, max_tokens=max_tokens, fast_forward=False))
-            modes["constrained+ff"].append(rt.decode(tokens, grammar, max_tokens=max_tokens, fast_forward=True))
+            modes["unconstrained"].append(
+                rt.decode(tokens, None, max_tokens=max_tokens, stop_at_eog=False, reuse_prefix=False)
+            )
+            modes["constrained"].append(
+                rt.decode(tokens, grammar, max_tokens=max_tokens, fast_forward=False, reuse_prefix=False)
+            )
+            modes["constrained+ff"].append(
+                rt.decode(tokens, grammar, max_tokens=max_tokens, fast_forward=True, reuse_prefix=False)
+            )
         base = statistics.median(r.tokens_per_s or 0.0 for r in modes["unconstrained"])
         for mode, results in modes.items():
             tps = statistics.median(r.tokens_per_s or 0.0 for r in results)

@@ -32,6 +32,7 @@ __all__ = [
     "LlamaRuntime",
     "ModelName",
     "ModelSpec",
+    "default_threads",
     "locate_model",
     "runtime",
 ]
@@ -111,6 +112,7 @@ class DecodeResult:
     tokens: tuple[int, ...]
     prompt_tokens: int
     forced_tokens: int
+    cached_tokens: int
     first_token_s: float
     total_s: float
     mask_s: float
@@ -147,6 +149,21 @@ def _import_llguidance() -> Any:
 
 
 _load_lock = threading.Lock()
+
+
+def default_threads() -> int:
+    """Decode threads: ``$CITELOCK_LLAMA_THREADS``, else half the CPUs (at least one).
+
+    llama.cpp's worker threads spin while they wait; with as many threads as CPUs on a busy machine they
+    starve each other (measured on 2 shared cores: ~1 s per token with 2 threads, ~0.09 s with 1).
+    """
+    configured = os.environ.get("CITELOCK_LLAMA_THREADS")
+    if configured:
+        try:
+            return max(1, int(configured))
+        except ValueError:
+            raise UsageError(f"CITELOCK_LLAMA_THREADS must be an integer, got {configured!r}") from None
+    return max(1, (os.cpu_count() or 2) // 2)
 
 
 @contextlib.contextmanager
@@ -191,7 +208,7 @@ class LlamaRuntime:
             self.llm = llama_cpp.Llama(
                 model_path=str(path),
                 n_ctx=n_ctx,
-                n_threads=n_threads or os.cpu_count() or 1,
+                n_threads=n_threads or default_threads(),
                 n_batch=512,
                 verbose=False,
             )
@@ -267,8 +284,15 @@ class LlamaRuntime:
         seed: int = 0,
         fast_forward: bool = True,
         stop: Sequence[str] = (),
+        stop_at_eog: bool = True,
+        reuse_prefix: bool = True,
     ) -> DecodeResult:
         """Generate up to ``max_tokens`` tokens, masked by ``grammar`` (a serialized llguidance grammar) if given.
+
+        ``stop_at_eog=False`` keeps unconstrained decoding going past end-of-generation tokens (benchmarks use it
+        to time equal numbers of tokens). ``reuse_prefix`` keeps the KV cache of the longest prefix this prompt
+        shares with the previous one (the system message and template, or the same prompt under another policy)
+        instead of evaluating the whole prompt again; ``cached_tokens`` on the result says how many were reused.
 
         Raises:
             InputError: the prompt does not fit the context window.
@@ -297,8 +321,14 @@ class LlamaRuntime:
                 as_bytes = bits.view(np.uint8)
             llm = self.llm
             started = time.perf_counter()
-            llm.reset()
-            llm.eval(list(prompt_tokens))
+            prompt = list(prompt_tokens)
+            cached = self._shared_prefix(prompt) if reuse_prefix else 0
+            if cached and not llm._ctx.kv_cache_seq_rm(-1, cached, -1):
+                cached = 0  # this cache cannot drop a tail (e.g. sliding-window attention): start over
+            if not cached:
+                llm._ctx.kv_cache_clear()
+            llm.n_tokens = cached
+            llm.eval(prompt[cached:])
             out: list[int] = []
             forced = 0
             mask_s = 0.0
@@ -338,7 +368,7 @@ class LlamaRuntime:
                         out += [t for t in batch if not llama_cpp.llama_vocab_is_eog(self._vocab, t)]
                         finish = "stop"
                         break
-                elif llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                elif stop_at_eog and llama_cpp.llama_vocab_is_eog(self._vocab, token):
                     finish = "stop"
                     break
                 out += batch
@@ -357,12 +387,25 @@ class LlamaRuntime:
             text=text,
             tokens=tuple(out),
             prompt_tokens=len(prompt_tokens),
+            cached_tokens=cached,
             forced_tokens=forced,
             first_token_s=first_token_s if first_token_s is not None else total,
             total_s=total,
             mask_s=mask_s,
             finish_reason=finish,
         )
+
+    def _shared_prefix(self, prompt: list[int]) -> int:
+        """Tokens at the start of ``prompt`` whose KV cache the model already holds.
+
+        At most all but one: the last prompt token is always evaluated again, so its logits are fresh.
+        """
+        held = self.llm.input_ids[: self.llm.n_tokens].tolist()
+        limit = min(len(held), len(prompt) - 1)
+        same = 0
+        while same < limit and held[same] == prompt[same]:
+            same += 1
+        return same
 
     def _detokenize(self, tokens: Sequence[int]) -> bytes:
         return bytes(self.llm.detokenize(list(tokens)))
