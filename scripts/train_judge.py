@@ -45,6 +45,7 @@ from citelock.judges._features import (
     FEATURE_SET_VERSION,
     content_tokens,
     extract_features,
+    quote_addition,
     split_passage,
 )
 from citelock.judges._offline import VETO_FEATURES
@@ -106,15 +107,16 @@ def fit_idf(items: list[LabeledItem]) -> tuple[dict[str, float], float]:
 
 
 def _rows(items: list[LabeledItem], idf: dict[str, float], default_idf: float):
-    """One row per (item, passage); returns X, y, group ids and the item index of each row."""
-    xs, ys, groups, owners = [], [], [], []
+    """One row per (item, passage); returns X, y, group ids, the item index of each row, the rule vetoes."""
+    xs, ys, groups, owners, rules = [], [], [], [], []
     for k, item in enumerate(items):
         for passage in item.passages:
             xs.append(extract_features(item.claim, passage, idf, default_idf).values)
+            rules.append(quote_addition(item.claim, passage, idf, default_idf))
             ys.append(LABELS[item.label])
             groups.append(f"{item.source.split('/')[0]}:{item.group}")
             owners.append(k)
-    return np.array(xs), np.array(ys), np.array(groups), np.array(owners)
+    return np.array(xs), np.array(ys), np.array(groups), np.array(owners), np.array(rules, dtype=bool)
 
 
 def _standardize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -172,7 +174,7 @@ def train(
 ) -> tuple[dict, dict, dict]:
     items, counts = load_training(data, with_expertqa)
     idf, default_idf = fit_idf(items)
-    x, y, groups, owners = _rows(items, idf, default_idf)
+    x, y, groups, owners, rule_vetoed = _rows(items, idf, default_idf)
     mean, scale = _standardize(x)
     used = np.array([name not in EXCLUDED_FEATURES for name in FEATURE_NAMES])
     mean[~used], scale[~used] = 0.0, 1.0
@@ -180,6 +182,7 @@ def train(
     xs[:, ~used] = 0.0
     vetoed = np.zeros(len(y), dtype=bool)
     if use_vetoes:
+        vetoed |= rule_vetoed
         for name in VETO_FEATURES:
             vetoed |= x[:, FEATURE_NAMES.index(name)] > 0
     wice_items = np.array([i.source.startswith(select_on) for i in items])
@@ -214,7 +217,7 @@ def train(
 
     offline = {
         "name": "offline",
-        "version": f"1.1+f{FEATURE_SET_VERSION}",
+        "version": f"1.2+f{FEATURE_SET_VERSION}",
         "feature_set_version": FEATURE_SET_VERSION,
         "features": list(FEATURE_NAMES),
         "excluded_features": list(EXCLUDED_FEATURES),

@@ -243,3 +243,24 @@ def test_choices_grammar_and_prompt_file() -> None:
     prompt = load_judge_prompt("1")
     assert prompt.choices == ("yes", "partial", "no")
     assert "Does the PASSAGE alone entail the CLAIM?" in prompt.user
+
+
+# --- quote plus addition (partial support) -------------------------------------------------------------
+
+
+def test_offline_quote_with_added_clause_is_not_yes() -> None:
+    from citelock.judges._features import quote_addition
+
+    claim = "The company opened a new plant in Ohio, and its margins expanded sharply."
+    assert quote_addition(claim, PASSAGE)
+    verdict = OfflineJudge().judge(claim, PASSAGE)
+    assert verdict.label != "yes" and not verdict.passed
+    assert "quote_addition" in verdict.raw
+
+
+def test_quote_addition_needs_a_quoted_sentence_and_an_uncovered_rest() -> None:
+    from citelock.judges._features import quote_addition
+
+    assert not quote_addition("The company opened a new plant in Ohio.", PASSAGE)  # the quote alone
+    assert not quote_addition("The company opened a new plant in Ohio, driven by demand for robots.", PASSAGE)
+    assert not quote_addition("Acme built a factory in Ohio and sells industrial robots.", PASSAGE)  # no whole quote

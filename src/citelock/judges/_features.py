@@ -27,6 +27,7 @@ __all__ = [
     "content_tokens",
     "extract_features",
     "numbers_in",
+    "quote_addition",
     "split_passage",
     "verbatim_in",
 ]
@@ -356,3 +357,67 @@ def extract_features(
         1.0 if claim_neg != sent1_neg else 0.0,
     ]
     return PairFeatures(np.asarray(values, dtype=np.float64))
+
+
+def _longest_run_span(claim: list[str], sentence: list[str]) -> tuple[int, int]:
+    """``(start, end)`` in ``claim`` of the longest run of consecutive tokens that occurs in ``sentence``."""
+    positions: dict[str, list[int]] = {}
+    for i, tok in enumerate(sentence):
+        positions.setdefault(tok, []).append(i)
+    best, best_end = 0, 0
+    prev: dict[int, int] = {}
+    for ci, tok in enumerate(claim):
+        cur: dict[int, int] = {}
+        for j in positions.get(tok, ()):
+            cur[j] = prev.get(j - 1, 0) + 1
+            if cur[j] > best:
+                best, best_end = cur[j], ci + 1
+        prev = cur
+    return best_end - best, best_end
+
+
+QUOTE_SENTENCE_SHARE = 0.9
+"""A passage sentence counts as quoted when the claim holds this share of its content words as one run."""
+QUOTE_ADDITION_MAX_COVER = 0.5
+"""The rest of the claim is an addition when at most this share of its IDF weight occurs in the passage."""
+
+
+def quote_addition(claim: str, passage: str, idf: Mapping[str, float] | None = None, default_idf: float = 1.0) -> bool:
+    """True when the claim quotes a whole passage sentence and adds a clause the passage does not contain.
+
+    "Revenue grew 12%, and margins expanded." over "Revenue grew 12%.": the passage supports only a part.
+    A passage sentence (at least 3 content words) is quoted when the claim holds at least 90% of its content
+    words as one consecutive run; the rest of the claim must hold at least two other content words, at most
+    half of their IDF weight found anywhere in the passage. Measured on the training data: it fires on none
+    of the WiCE train claims and on about 1% of AttributionBench pairs (as often on supported as on
+    unsupported ones), so it is a rule for a clear pattern, not a statistical signal.
+
+    Args:
+        claim: The claim text.
+        passage: The cited passage.
+        idf: Inverse document frequency per stemmed token; ``None`` weighs all alike.
+        default_idf: The weight of a token missing from ``idf``.
+    """
+    c_tokens = content_tokens(claim)
+    if len(c_tokens) < 5:
+        return False
+    sent_tokens = [content_tokens(s) for s in split_passage(passage)]
+    p_set: set[str] = set().union(*(set(t) for t in sent_tokens))
+
+    def weight(tok: str) -> float:
+        return default_idf if idf is None else idf.get(tok, default_idf)
+
+    for toks in sent_tokens:
+        if len(toks) < 3:
+            continue
+        start, end = _longest_run_span(c_tokens, toks)
+        if end - start < QUOTE_SENTENCE_SHARE * len(toks):
+            continue
+        quoted = set(c_tokens[start:end])
+        rest = {t for t in c_tokens[:start] + c_tokens[end:] if t not in quoted}
+        if len(rest) < 2:
+            continue
+        total = sum(weight(t) for t in rest)
+        if total > 0 and sum(weight(t) for t in rest & p_set) / total <= QUOTE_ADDITION_MAX_COVER:
+            return True
+    return False

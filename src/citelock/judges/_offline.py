@@ -16,15 +16,23 @@ import numpy.typing as npt
 
 from citelock._errors import RuntimeFailure
 from citelock._records import Verdict
-from citelock.judges._features import FEATURE_NAMES, FEATURE_SET_VERSION, extract_features, verbatim_in
+from citelock.judges._features import (
+    FEATURE_NAMES,
+    FEATURE_SET_VERSION,
+    extract_features,
+    quote_addition,
+    verbatim_in,
+)
 from citelock.judges._params import load_params
 
-__all__ = ["VETO_FEATURES", "OfflineJudge", "default_judge"]
+__all__ = ["VETO_FEATURES", "VETO_RULES", "OfflineJudge", "default_judge"]
 
 # Deterministic vetoes: a pair with one of these can be partial or no, never yes, whatever the model says.
 # A number of the claim that the passage does not contain; a negation in the claim but not in the passage's
 # best-matching sentence, or the reverse.
 VETO_FEATURES = ("num_missing", "neg_mismatch_win1")
+# Deterministic rules outside the feature vector, applied like the vetoes (see _features.quote_addition).
+VETO_RULES = ("quote_addition",)
 _INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 
 
@@ -33,7 +41,7 @@ class OfflineJudge:
 
     Yes when the claim is verbatim in the passage, or when P(yes) >= the fitted threshold and no veto
     applies; else no when P(no) >= its threshold; else partial. Vetoes: a claim number missing from the
-    passage, a negation mismatch.
+    passage, a negation mismatch, a quoted passage sentence plus a clause the passage lacks (partial).
 
     Args:
         yes_threshold: Override the shipped yes threshold (changes the version string).
@@ -82,6 +90,8 @@ class OfflineJudge:
         x = extract_features(claim, passage, self._idf, self._default_idf).values
         p = self._model(x)
         vetoes = [name for name in VETO_FEATURES if x[_INDEX[name]] > 0]
+        if quote_addition(claim, passage, self._idf, self._default_idf):
+            vetoes.append("quote_addition")
         if p["yes"] >= self.yes_threshold and not vetoes:
             label = "yes"
         elif p["no"] >= self.no_threshold:
