@@ -38,7 +38,7 @@ import citelock
 from citelock import ReasonCode, SchemaOptions
 from citelock._schema import build_schema, clear_schema_cache, fit_schema
 from citelock.backends import LOCAL_LIMITS, LocalBackend, NaiveBackend
-from citelock.backends._llama import LlamaRuntime, runtime
+from citelock.backends._llama import LlamaRuntime, parser_limits, runtime
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 POLICIES = ("substring", "sentence", "id")
@@ -93,7 +93,7 @@ def engine_cost(rt: LlamaRuntime, schema: citelock.CitationSchema) -> tuple[floa
 
     started = time.perf_counter()
     grammar = rt.compile(schema.grammar)
-    matcher = llguidance.LLMatcher(rt.tokenizer(), grammar, log_level=0)
+    matcher = llguidance.LLMatcher(rt.tokenizer(), grammar, log_level=0, limits=parser_limits())
     compile_ms = (time.perf_counter() - started) * 1000
     tokens = rt.llm.tokenize(valid_output(schema).encode("utf-8"), add_bos=False, special=False)
     bits = np.zeros((rt.tokenizer().vocab_size + 31) // 32, dtype=np.int32)

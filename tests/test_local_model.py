@@ -77,7 +77,7 @@ def test_decoding_is_actually_constrained_token_by_token(local: citelock.Backend
     """Replay the generated tokens through a fresh matcher: every one was allowed and the grammar completed."""
     import llguidance
 
-    from citelock.backends._llama import runtime
+    from citelock.backends._llama import parser_limits, runtime
 
     rt = runtime("smollm2")
     case = CASES[2]
@@ -88,7 +88,7 @@ def test_decoding_is_actually_constrained_token_by_token(local: citelock.Backend
     prompt = rt.format_prompt([(m.role, m.content) for m in record.messages], structured=True)
     result = rt.decode(rt.tokenize(prompt), grammar, max_tokens=schema.max_output_chars())
     assert result.finish_reason == "stop"
-    matcher = llguidance.LLMatcher(rt.tokenizer(), grammar, log_level=0)
+    matcher = llguidance.LLMatcher(rt.tokenizer(), grammar, log_level=0, limits=parser_limits())
     assert matcher.validate_tokens(list(result.tokens)) == len(result.tokens)
     assert matcher.consume_tokens(list(result.tokens)) and matcher.is_accepting()
     schema.parse_output(result.text)
@@ -139,3 +139,40 @@ def test_cli_answers_from_the_example_corpus(tmp_path: Path) -> None:
     assert isinstance(data["findings"], list) and data["ok"] == (done.returncode == 0)
     logged = citelock.PromptLog(tmp_path / "log.db").get(data["request_id"])
     assert logged.sha256 == data["prompt_sha256"]
+
+
+def test_canary_id_proves_the_mask_is_applied(local: citelock.Backend) -> None:
+    """An id no model would write on its own: only an enforced constraint produces it."""
+    chunks = [{"id": "zq-canary-7", "text": "The Aurora Bridge opened to traffic in 1932."}]
+    result = citelock.answer("When did the bridge open?", chunks, backend=local, policy="id", options=CI_OPTIONS)
+    assert {c.chunk_id for claim in result.answer.claims for c in claim.citations} == {"zq-canary-7"}
+    assert '"chunk_id":"zq-canary-7"' in (result.answer.raw or "")
+
+
+def test_a_thousand_chunks_complete_with_the_recorded_policy(local: citelock.Backend) -> None:
+    """1,000 chunks of ~300 characters: the substring grammar is over the local limits, so the answer is
+    decoded under the sentence policy, says why, and completes. The prompt is assembled to fit the model's
+    window, so whole chunks are dropped (recorded) — the schema covers exactly the chunks that were sent."""
+    from citelock.backends._llama import runtime
+
+    rt = runtime("smollm2")
+    chunks = [
+        {"id": f"c-{i}", "text": f"Record {i} describes the bridge. " * 9 + f"Its value is {i * 7 % 1000} units."}
+        for i in range(1000)
+    ]
+    context = citelock.assemble("What value does record 3 note?", chunks)
+    fitted = citelock.fit_schema(context, "substring", local.limits)
+    assert fitted.policy == "sentence" and "grammar characters" in (fitted.downgrade_reason or "")
+    rt.compile(fitted.grammar)  # the 1,000-chunk grammar compiles
+    result = citelock.answer(
+        "What value does record 3 note?",
+        chunks,
+        backend=local,
+        policy="substring",
+        options=CI_OPTIONS,
+        max_chars=12_000,
+        on_overflow="drop",
+    )
+    assert result.dropped and len(result.dropped) < 1000
+    assert result.span_policy in ("substring", "sentence") and result.answer.claims
+    assert all(c.passed for c in result.report.citations)
