@@ -156,3 +156,36 @@ def test_log_replay_and_failing_call_leaves_log_intact(tmp_path) -> None:
     assert replay.exit_code == 0 and json.loads(replay.stdout)["request_id"] == "req-42"
     missing = _run("check", "--request-id", "nope", "--db", db, "--answer", tmp_path / "a.json")
     assert missing.exit_code == 2 and "not in the prompt log" in missing.stderr
+
+
+def test_surface_policy_judges_queues_and_feeds_metrics(tmp_path) -> None:
+    db = tmp_path / "team.db"
+    wrong = {
+        "claims": [
+            {"text": "Revenue grew 12% in 2023.", "citations": [{"chunk_id": "c-1", "span": "Revenue grew 12%"}]},
+            {"text": "Freight is paid by the buyer.", "citations": [{"chunk_id": "c-1"}]},
+        ]
+    }
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", wrong)]
+    result = _run(*args, "--judge", "lexical", "--surface", "legal", "--db", db, "--json")
+    assert result.exit_code == 1, result.output
+    out = json.loads(result.stdout)
+    assert out["decision"] == "block" and out["surface"] == "legal"
+    assert out["accounting"]["judge_calls"] == 2
+    wrong_chunk = [f for f in out["findings"] if f["reason"] == "WRONG_CHUNK"]
+    assert len(wrong_chunk) == 1 and wrong_chunk[0]["related_chunk_id"] == "c-2"
+    listed = _run("queue", "list", "--db", db, "--json")
+    assert listed.exit_code == 0, listed.output
+    assert "WRONG_CHUNK" in listed.stdout
+    metrics = _run("metrics", "--db", db, "--json")
+    assert metrics.exit_code == 0, metrics.output
+    assert "legal" in metrics.stdout
+
+
+def test_surface_policy_bad_options(tmp_path) -> None:
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", GOOD)]
+    assert "unknown judge" in _run(*args, "--judge", "oracle").stderr
+    result = _run(*args, "--judge", "lexical", "--stakes", "high", "--sample-rate", "0.5")
+    assert result.exit_code == 2 and "sample_rate must be 1.0" in result.stderr
+    ok = _run(*args, "--judge", "lexical", "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["decision"] == "pass"

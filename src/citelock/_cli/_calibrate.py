@@ -15,35 +15,26 @@ from typing import Annotated, Any
 
 import typer
 
+from citelock import judges
 from citelock._cli._app import EXIT_OK, app
 from citelock._cli._io import fail
-from citelock._errors import CitelockError
+from citelock._errors import CitelockError, UsageError
 from citelock.evals._calibration import CALIBRATION_DEFINITIONS, CalibrationReport, calibrate
 from citelock.evals._datasets import DATASET_FORMATS, read_dataset, read_pairs, wice_split
-from citelock.judges._lexical import LexicalJudge
-from citelock.judges._llm import LlamaCppCompleter, LLMJudge
-from citelock.judges._offline import OfflineJudge
 from citelock.judges._protocol import Judge
 
 __all__ = ["calibrate_command", "make_judge", "render_report"]
 
-JUDGE_NAMES = ("offline", "lexical", "llm")
+
 _KEYS = {"y": "yes", "p": "partial", "n": "no", "s": "skip"}
 
 
 def make_judge(name: str, model: Path | None = None) -> Judge:
-    """Build a judge by CLI name: ``offline`` (default), ``lexical``, ``llm`` (local GGUF via llama.cpp).
-
-    Raises:
-        UsageError: an unknown name; MissingExtraError for ``llm`` without the ``local`` extra.
-    """
-    if name == "offline":
-        return OfflineJudge()
-    if name == "lexical":
-        return LexicalJudge()
-    if name == "llm":
-        return LLMJudge(LlamaCppCompleter(model))
-    fail(f"--judge {name!r}: expected one of {', '.join(JUDGE_NAMES)}")
+    """Build a judge by CLI name (see :func:`citelock.judges.make_judge`); exit 2 on an unknown name."""
+    try:
+        return judges.make_judge(name, model=model)
+    except UsageError as exc:
+        fail(f"--judge: {exc}")
 
 
 def _fmt(value: float | None) -> str:
@@ -118,7 +109,7 @@ def calibrate_command(
         typer.Argument(help="FILE to calibrate on, or: label PAIRS.jsonl (with --out) to hand-label pairs"),
     ] = None,
     fmt: Annotated[str | None, typer.Option("--format", help=f"dataset format: {', '.join(DATASET_FORMATS)}")] = None,
-    judge: Annotated[str, typer.Option("--judge", help=f"judge: {', '.join(JUDGE_NAMES)}")] = "offline",
+    judge: Annotated[str, typer.Option("--judge", help=f"judge: {', '.join(judges.JUDGE_NAMES)}")] = "offline",
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="judge a seeded random sample of N items")] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of the sample and the bootstrap")] = 0,

@@ -7,14 +7,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from citelock._cli._app import EXIT_FINDINGS, EXIT_OK, app
 from citelock._cli._io import fail, load_prompt, load_store_ids, read_json, read_text
-from citelock._errors import ParseError
+from citelock._errors import ParseError, UsageError
 from citelock._parse import parse_answer
-from citelock._records import GuardReport
+from citelock._records import Answer, GuardReport, PromptRecord
+from citelock.guard import PolicyResult, SurfacePolicy, guard
 from citelock.guard import check as run_guard
-from citelock.store import PromptLog
+from citelock.judges import CachedJudge, make_judge
+from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = ["check", "report_json"]
 
@@ -54,9 +57,33 @@ def check(
             "the prompt is appended to it (once)",
         ),
     ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option("--judge", help="also run the support judge ③ (offline, lexical or llm) under --surface/--stakes"),
+    ] = None,
+    surface: Annotated[
+        str | None,
+        typer.Option(
+            "--surface",
+            help="surface name; with --db, findings go to the review queue and results are "
+            "stored for `citelock metrics`",
+        ),
+    ] = None,
+    stakes: Annotated[
+        str, typer.Option("--stakes", help="high: judge every surviving citation, fail closed; low: sample")
+    ] = "high",
+    sample_rate: Annotated[
+        float | None, typer.Option("--sample-rate", min=0.0, max=1.0, help="low stakes: fraction judged")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
-    """Check an answer's citations against the prompt exactly as sent (exit 0 ok, 1 findings, 2 bad input)."""
+    """Check an answer's citations against the prompt exactly as sent (exit 0 ok, 1 findings, 2 bad input).
+
+    Without --judge/--surface only the free deterministic checks run (provenance, coverage, numbers). With them,
+    the tiered surface policy runs: the support judge on citations that survived the free checks (all of them on
+    a high-stakes surface, a deterministic sample on a low-stakes one); with --db every finding is queued for
+    review and the result stored for metrics.
+    """
     if (prompt is None) == (request_id is None):
         fail("give exactly one of --prompt PROMPT.json or --request-id ID (with --db)")
     if request_id is not None and db is None:
@@ -78,12 +105,50 @@ def check(
             record = log.get(request_id)
         except KeyError:
             fail(f"request id {request_id!r} is not in the prompt log {db}")
-    report = run_guard(record, parsed, store=ids)
+    if judge is None and surface is None:
+        report = run_guard(record, parsed, store=ids)
+        out = report_json(report)
+        passed = report.ok
+    else:
+        result = _run_policy(record, parsed, ids, judge, surface or "default", stakes, sample_rate, db)
+        report = result.report
+        out = {
+            **report_json(report),
+            "surface": result.surface,
+            "decision": result.decision,
+            "accounting": result.accounting.model_dump(mode="json"),
+        }
+        passed = result.decision == "pass"
     if as_json:
-        typer.echo(json.dumps(report_json(report), ensure_ascii=False, indent=2))
+        typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
     else:
         _print_table(report)
-    raise typer.Exit(EXIT_OK if report.ok else EXIT_FINDINGS)
+        if "decision" in out:
+            typer.echo(f"surface {out['surface']}: {out['decision']}; judge accounting: {out['accounting']}")
+    raise typer.Exit(EXIT_OK if passed else EXIT_FINDINGS)
+
+
+def _run_policy(
+    record: PromptRecord,
+    parsed: Answer,
+    ids: set[str] | None,
+    judge_name: str | None,
+    surface: str,
+    stakes: str,
+    sample_rate: float | None,
+    db: str | None,
+) -> PolicyResult:
+    if stakes not in ("high", "low"):
+        fail(f"--stakes must be high or low, got {stakes!r}")
+    rate = sample_rate if sample_rate is not None else (1.0 if judge_name else 0.0)
+    try:
+        policy = SurfacePolicy.model_validate({"name": surface, "stakes": stakes, "sample_rate": rate})
+        judge = CachedJudge(make_judge(judge_name)) if judge_name else None
+        queue = ReviewQueue(db) if db is not None else None
+        results = ResultStore(db) if db is not None else None
+        return guard(record, parsed, policy=policy, judge=judge, store=ids, queue=queue, results=results)
+    except (ValidationError, UsageError) as exc:
+        fail(exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc))
 
 
 def _print_table(report: GuardReport) -> None:

@@ -10,7 +10,7 @@ import typer
 
 from citelock._cli._app import EXIT_FINDINGS, EXIT_OK, app
 from citelock._cli._io import fail
-from citelock._errors import CitelockError
+from citelock._errors import CitelockError, UsageError
 
 __all__ = ["eval_app", "make_judge"]
 
@@ -37,13 +37,10 @@ def make_judge(name: str) -> Any:
         return SeededEntailmentJudge()
     import citelock.judges as judges
 
-    cls_name = {"offline": "OfflineJudge", "lexical": "LexicalJudge"}.get(name)
-    if cls_name is None:
-        fail(f"--judge must be one of {', '.join(JUDGES)}, got {name!r}")
-    cls = getattr(judges, cls_name, None)
-    if cls is None:
-        fail(f"--judge {name}: citelock.judges.{cls_name} is not available in this installation")
-    return cls()
+    try:
+        return judges.make_judge(name)
+    except UsageError as exc:
+        fail(f"--judge: {exc}; or seeded-entailment (a labeled stand-in)")
 
 
 def _command(*words: object) -> str:

@@ -13,8 +13,10 @@ from citelock.judges._llm import (
 )
 from citelock.judges._offline import OfflineJudge, default_judge
 from citelock.judges._protocol import Judge
+from citelock.judges._registry import JUDGE_NAMES, make_judge
 
 __all__ = [
+    "JUDGE_NAMES",
     "CachedJudge",
     "Judge",
     "JudgeOutputError",
@@ -32,4 +34,5 @@ __all__ = [
     "lexical_overlap",
     "load_judge_prompt",
     "locate_smollm2",
+    "make_judge",
 ]
