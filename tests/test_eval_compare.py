@@ -127,3 +127,26 @@ def test_expertqa_val_has_at_least_100_questions_with_passages() -> None:
     assert len(items) >= 100
     assert sum(i.system.startswith("rr_") for i in items) >= 70
     assert all(c.id == f"e{k + 1}" for i in items for k, c in enumerate(i.chunks))
+
+
+@pytest.mark.local_model
+@pytest.mark.shared_data
+def test_compare_subset_on_real_expertqa_with_the_bundled_model(shared_data: Path, tmp_path: Path) -> None:
+    """The CI subset of `citelock eval compare`: real ExpertQA passages, the real local model, every mode."""
+    from typer.testing import CliRunner
+
+    from citelock._cli import app
+
+    out = tmp_path / "compare"
+    args = ["eval", "compare", "--out", str(out), "--limit", "3", "--max-tokens", "80", "--no-progress"]
+    result = CliRunner().invoke(app, [*args, "--data", str(shared_data / "expertqa" / "val.jsonl")])
+    assert result.exit_code in (0, 1), result.output
+    lines = (out / "answers.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [row for row in map(json.loads, lines) if "_header" not in row]
+    assert sorted(row["mode"] for row in rows) == sorted(["naive", "substring", "sentence", "id"] * 3)
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "fabricated ids" in report and "ExpertQA's human support labels" in report
+    # Constrained modes can never cite outside the prompt: read it off the report's own table.
+    fabricated = next(line for line in report.splitlines() if line.startswith("| fabricated ids"))
+    cells = [c.strip() for c in fabricated.strip("|").split("|")]
+    assert all(cell.startswith("0/") for cell in cells[2:5]), fabricated
