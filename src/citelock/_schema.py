@@ -24,6 +24,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Literal
@@ -126,6 +127,10 @@ class BackendLimits:
         max_grammar_chars: Largest grammar the engine compiles in reasonable time.
         max_substring_chunks: Most chunks a ``substring`` grammar may offer: each chunk's substrings are one
             lexeme, and grammar engines pay per lexeme (llguidance's lexer budget runs out between 400 and 600).
+        large_enum_values: A string enum with more than this many values is "large" ...
+        large_enum_chars: ... and may total at most this many characters (OpenAI strict mode: 250 / 15,000).
+        max_schema_chars: Most characters of property names, enum values and const values in one schema
+            (OpenAI's "total string size").
         json_schema: The backend is sent :attr:`CitationSchema.json_schema` (else the grammar).
     """
 
@@ -136,6 +141,9 @@ class BackendLimits:
     max_properties: int | None = None
     max_grammar_chars: int | None = None
     max_substring_chunks: int | None = None
+    large_enum_values: int | None = None
+    large_enum_chars: int | None = None
+    max_schema_chars: int | None = None
     json_schema: bool = False
 
     def __post_init__(self) -> None:
@@ -166,7 +174,40 @@ class BackendLimits:
         for what, value, limit in checks:
             if limit is not None and value > limit:
                 return f"{schema.policy} schema has {value:,} {what}, over the backend's limit of {limit:,}"
+        if self.large_enum_values is not None and self.large_enum_chars is not None:
+            for chunk_id, spans in schema.sentences.items():
+                chars = sum(len(s) for s in spans)
+                if len(spans) > self.large_enum_values and chars > self.large_enum_chars:
+                    return (
+                        f"chunk {chunk_id!r} has {len(spans)} sentences totalling {chars:,} characters; the "
+                        f"backend allows at most {self.large_enum_chars:,} characters in an enum of more than "
+                        f"{self.large_enum_values} values"
+                    )
+        if self.max_schema_chars is not None and schema.policy != "substring":
+            chars = _schema_chars(schema.json_schema)
+            if chars > self.max_schema_chars:
+                return (
+                    f"{schema.policy} schema has {chars:,} characters of names and enum/const values, over "
+                    f"the backend's limit of {self.max_schema_chars:,}"
+                )
         return None
+
+
+def _schema_chars(node: Any) -> int:
+    """Characters of property names and enum/const values (OpenAI's "total string size")."""
+    if isinstance(node, Mapping):
+        total = 0
+        props = node.get("properties")
+        if isinstance(props, Mapping):
+            total += sum(len(str(k)) for k in props)
+        if isinstance(node.get("enum"), list):
+            total += sum(len(str(v)) for v in node["enum"])
+        if isinstance(node.get("const"), str):
+            total += len(node["const"])
+        return total + sum(_schema_chars(v) for v in node.values())
+    if isinstance(node, list):
+        return sum(_schema_chars(v) for v in node)
+    return 0
 
 
 @dataclass(frozen=True, eq=False)

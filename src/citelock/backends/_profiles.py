@@ -31,7 +31,6 @@ from typing import Any, Literal
 from citelock._errors import UsageError
 from citelock._records import Context
 from citelock._schema import (
-    POLICY_ORDER,
     BackendLimits,
     CitationSchema,
     SchemaOptions,
@@ -154,9 +153,6 @@ class ServerProfile:
             unenforced, and checked after the fact.
         anchored_patterns_only: The server's converter needs ``pattern`` anchored with ``^...$`` (otherwise the
             whole schema silently becomes "any JSON"): unanchored patterns are removed and recorded.
-        large_enum_values: A string enum with more than this many values is "large" ...
-        large_enum_chars: ... and may total at most this many characters.
-        max_schema_chars: Most characters of property names, enum values and const values in one schema.
         max_tokens_field: The request field that bounds generation (OpenAI: ``max_completion_tokens``).
         string_chars: A regex character class the server's grammar should allow in free strings. When set, each
             free string's ``minLength``/``maxLength``/``pattern`` is sent as one anchored pattern
@@ -170,9 +166,6 @@ class ServerProfile:
     limits: BackendLimits
     drop_keywords: frozenset[str] = frozenset()
     anchored_patterns_only: bool = False
-    large_enum_values: int | None = None
-    large_enum_chars: int | None = None
-    max_schema_chars: int | None = None
     max_tokens_field: str = "max_tokens"
     string_chars: str | None = None
     notes: str = ""
@@ -238,47 +231,11 @@ class ServerProfile:
 
     def violation(self, schema: CitationSchema) -> str | None:
         """Why ``schema`` would be refused or mis-enforced by this server, or None when it fits."""
-        problem = self.limits.violation(schema)
-        if problem is not None:
-            return problem
-        if self.large_enum_values is not None and self.large_enum_chars is not None:
-            for chunk_id, spans in schema.sentences.items():
-                chars = sum(len(s) for s in spans)
-                if len(spans) > self.large_enum_values and chars > self.large_enum_chars:
-                    return (
-                        f"chunk {chunk_id!r} has {len(spans)} sentences totalling {chars:,} characters; "
-                        f"{self.kind} allows at most {self.large_enum_chars:,} characters in an enum of more "
-                        f"than {self.large_enum_values} values"
-                    )
-        if self.max_schema_chars is not None:
-            chars = _schema_chars(schema.json_schema)
-            if chars > self.max_schema_chars:
-                return (
-                    f"{schema.policy} schema has {chars:,} characters of names and enum/const values, over "
-                    f"{self.kind}'s limit of {self.max_schema_chars:,}"
-                )
-        return None
+        return self.limits.violation(schema)
 
 
 def _anchored(pattern: Any) -> bool:
     return isinstance(pattern, str) and pattern.startswith("^") and pattern.endswith("$")
-
-
-def _schema_chars(node: Any) -> int:
-    """Characters of property names and enum/const values (OpenAI's "total string size")."""
-    if isinstance(node, Mapping):
-        total = 0
-        props = node.get("properties")
-        if isinstance(props, Mapping):
-            total += sum(len(str(k)) for k in props)
-        if isinstance(node.get("enum"), list):
-            total += sum(len(str(v)) for v in node["enum"])
-        if isinstance(node.get("const"), str):
-            total += len(node["const"])
-        return total + sum(_schema_chars(v) for v in node.values())
-    if isinstance(node, list):
-        return sum(_schema_chars(v) for v in node)
-    return 0
 
 
 def fit_for_profile(
@@ -289,35 +246,14 @@ def fit_for_profile(
 ) -> CitationSchema:
     """The strongest schema at or below ``policy`` that ``profile``'s server takes, with any downgrade recorded.
 
-    Uses :func:`citelock._schema.fit_schema` for the generic limits, then this profile's own rules (OpenAI's large
-    enum quota, total schema characters), stepping down ``sentence`` → ``id`` when they are broken.
+    Every rule of a profile is part of its :class:`BackendLimits` (OpenAI's large-enum quota and total schema
+    characters included), so this is :func:`citelock._schema.fit_schema` with the profile's limits: the same
+    downgrade ``citelock.answer`` applies to any backend.
 
     Raises:
         UsageError: even the ``id`` schema does not fit (assemble fewer chunks).
     """
-    reasons: list[str] = []
-    current = policy
-    while True:
-        floor = POLICY_ORDER.index(current)
-        allowed = tuple(p for p in profile.limits.policies if POLICY_ORDER.index(p) >= floor)
-        if not allowed:
-            break
-        schema = fit_schema(context, current, replace(profile.limits, policies=allowed), options)
-        if schema.downgrade_reason:
-            reasons.append(schema.downgrade_reason)
-        problem = profile.violation(schema)
-        if problem is None:
-            return replace(
-                schema,
-                requested_policy=policy,
-                downgrade_reason="; ".join(reasons) if reasons else None,
-            )
-        reasons.append(problem)
-        step = POLICY_ORDER.index(schema.policy) + 1
-        if step >= len(POLICY_ORDER):
-            break
-        current = POLICY_ORDER[step]
-    raise UsageError(f"no span policy fits {profile.kind}'s limits ({'; '.join(reasons)}); assemble fewer chunks")
+    return fit_schema(context, policy, profile.limits, options)
 
 
 _JSON_SAFE_CHARS = r'[^\x00-\x1f"\\]'
@@ -341,12 +277,12 @@ PROFILES: dict[str, ServerProfile] = {
             max_enum_chars=120_000,
             max_nesting=10,
             max_properties=5_000,
+            large_enum_values=250,
+            large_enum_chars=15_000,
+            max_schema_chars=120_000,
             json_schema=True,
         ),
         drop_keywords=frozenset({"minLength", "maxLength", "$schema"}),
-        large_enum_values=250,
-        large_enum_chars=15_000,
-        max_schema_chars=120_000,
         max_tokens_field="max_completion_tokens",
         notes="Structured Outputs strict mode; limits from OpenAI's 'Supported schemas' section.",
     ),
