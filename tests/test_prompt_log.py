@@ -54,3 +54,20 @@ def test_tampering_is_reported_on_read(tmp_path) -> None:
         log.get("r1")
     assert log.verify() == ["r1"]
     assert log.get("r2").request_id == "r2"
+
+
+def test_append_only_on_every_backend(target) -> None:
+    """SQLite and PostgreSQL alike: round trip, no replacing, UPDATE/DELETE refused by the database."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    log = PromptLog(target)
+    rec = _record("r-pg")
+    log.append(rec)
+    assert log.get("r-pg") == rec and len(log) == 1
+    with pytest.raises(InputError):
+        log.append(_record("r-pg"))
+    for statement in ("UPDATE citelock_prompt_log SET sha256 = 'x'", "DELETE FROM citelock_prompt_log"):
+        with pytest.raises(DBAPIError, match="append-only"), log.engine.begin() as conn:
+            conn.execute(text(statement))
+    assert log.verify() == [] and len(PromptLog(target)) == 1

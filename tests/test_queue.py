@@ -6,49 +6,14 @@ import os
 import signal
 import sqlite3
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from citelock import Finding, InputError, Layer, ReasonCode
 from citelock.guard import SurfacePolicy, guard
-from citelock.store import AlreadyResolvedError, QueueEntry, ReviewQueue, make_engine, queue_entry_schema
+from citelock.store import AlreadyResolvedError, QueueEntry, ReviewQueue, queue_entry_schema
 from test_support_fakes import REVENUE_CHUNKS, KeywordJudge, make_record
-
-PG_URL = os.environ.get("CITELOCK_TEST_POSTGRES_URL")
-
-
-def _pg_schema_url(base: str, schema: str) -> str:
-    sep = "&" if "?" in base else "?"
-    return f"{base}{sep}options=-csearch_path%3D{schema}"
-
-
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh queue database: a SQLite file, or a fresh schema on CITELOCK_TEST_POSTGRES_URL."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "queue.db")
-        return
-    if not PG_URL:
-        pytest.skip("CITELOCK_TEST_POSTGRES_URL is not set (scripts/start_postgres.sh starts a server)")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = make_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    try:
-        yield _pg_schema_url(PG_URL, schema)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
 
 
 def finding(n: int, reason: ReasonCode = ReasonCode.UNSUPPORTED, passage: str = "Revenue grew 12%.") -> Finding:
