@@ -80,7 +80,10 @@ def test_offline_beats_lexical_on_wice_heldout(
     assert offline_wice[0] < lexical_wice[0] and offline_wice[1] > lexical_wice[1]
 
 
-@pytest.mark.xfail(strict=True, reason="goal not reached: higher yes pass (0.377 vs 0.336) but higher FPR (0.112 vs 0.092) than lexical")
+@pytest.mark.xfail(
+    strict=True,
+    reason="goal not reached: higher yes pass (0.377 vs 0.336) but higher FPR (0.112 vs 0.092) than lexical",
+)
 def test_offline_beats_lexical_on_attributionbench(
     offline_ab: tuple[float, float], lexical_ab: tuple[float, float]
 ) -> None:
