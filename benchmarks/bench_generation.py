@@ -373,9 +373,11 @@ def main() -> None:
     console.print(f"model {rt.spec.label}, n_ctx {rt.n_ctx}, vocab {rt.n_vocab}")
     started = time.perf_counter()
     build = [] if args.skip_build else bench_build(rt, sizes, args.reps)
+    print_tables(build, [], [])  # each table as soon as it is measured
     speed = [] if args.skip_speed else bench_speed(rt, sizes, args.reps, args.max_tokens, args.outlines)
+    print_tables([], speed, [])
     quality = [] if args.skip_quality else bench_quality(args.model, args.questions)
-    print_tables(build, speed, quality)
+    print_tables([], [], quality)
     console.print(f"total {time.perf_counter() - started:.0f} s")
     if args.json:
         args.json.write_text(json.dumps({"build": build, "speed": speed, "quality": quality}, indent=1, default=str))
