@@ -34,3 +34,17 @@ def test_records_validate_against_their_schemas() -> None:
     jsonschema.validate(json.loads(report.findings[0].model_dump_json()), schemas["finding.v1.json"])
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"claims": [{"text": 1}]}, schemas["answer.v1.json"])
+
+
+def test_guarded_answer_validates_against_its_schema() -> None:
+    import citelock
+    from citelock.backends import FakeBackend
+
+    output = '{"claims":[{"text":"Revenue grew 12%.","citations":[{"chunk_id":"c-1","span":"Revenue grew 12%"}]}]}'
+    result = citelock.answer(
+        "Did revenue grow?", [{"id": "c-1", "text": "Revenue grew 12% in 2023."}], backend=FakeBackend([output])
+    )
+    data = json.loads(result.model_dump_json())
+    jsonschema.validate(data, record_schemas()["guarded_answer.v1.json"])
+    assert data["ok"] is True and data["answer"]["claims"][0]["citations"][0]["chunk_id"] == "c-1"
+    assert data["span_policy"] == "substring"

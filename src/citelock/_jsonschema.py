@@ -24,6 +24,8 @@ RECORD_SCHEMAS: dict[str, tuple[str, str, str]] = {
     "guard_report": ("citelock._records", "GuardReport", "1"),
     "verdict": ("citelock._records", "Verdict", "1"),
     "queue_entry": ("citelock.store._queue", "QueueEntry", "1"),
+    "guarded_answer": ("citelock._answer", "GuardedAnswer", "1"),
+    "policy_result": ("citelock.guard._policy", "PolicyResult", "1"),
 }
 
 _PACKAGE_SCHEMAS = Path(__file__).parent / "schemas"
