@@ -45,7 +45,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from citelock._errors import InputError
-from citelock._records import Finding, Layer, ReasonCode, VerdictLabel
+from citelock._records import Finding, ReasonCode, VerdictLabel
 from citelock.store._engine import make_engine
 from citelock.store._tables import create_tables
 
@@ -75,29 +75,18 @@ def _week(moment: datetime) -> str:
     return f"{year}-W{week:02d}"
 
 
-class QueueEntry(_Record):
-    """One failing finding waiting for a reviewer.
+class QueueEntry(Finding):
+    """One failing finding waiting for a reviewer: the :class:`Finding` itself plus where and when it was queued.
 
     Attributes:
         id: Stable id: a hash of request, prompt, surface, reason, layer, claim and citation.
         created_at: When it was queued (UTC).
         week: ISO week the answer counts in (the guard passes the prompt's week; default: ``created_at``'s).
         surface: The surface the answer was served on.
-        reason: The reason code.
-        layer: The guard layer that produced the finding.
-        request_id: The logged prompt's request id.
-        prompt_sha256: The logged prompt's sha256 (with ``request_id``, the pointer to the prompt).
-        claim_index: Position of the claim in the answer (-1: the whole answer).
-        claim: The claim text.
-        citation_index: Position of the citation in the claim, if the finding is about one.
-        chunk_id: The cited chunk id.
-        span: The cited span.
-        passage: The cited chunk's body as sent.
-        related_chunk_id: Another chunk the finding points at (the span's real chunk, the supporting chunk).
-        detail: What is wrong, in words.
-        verdicts: The verdict of every layer that ran.
-        judge_raw: The support judge's raw answer.
-        judge_version: The support judge's name and version.
+
+    Every other field is the finding's (reason, layer, the pointer to the logged prompt, claim, cited chunk,
+    span, passage, every layer's verdict, the judge's raw answer and version); ``claim_index`` -1 means the
+    whole answer.
     """
 
     schema_version: Literal["1"] = "1"
@@ -105,21 +94,6 @@ class QueueEntry(_Record):
     created_at: datetime
     week: str
     surface: str
-    reason: ReasonCode
-    layer: Layer
-    request_id: str
-    prompt_sha256: str
-    claim_index: int
-    claim: str
-    citation_index: int | None = None
-    chunk_id: str | None = None
-    span: str | None = None
-    passage: str | None = None
-    related_chunk_id: str | None = None
-    detail: str = ""
-    verdicts: dict[str, str] = Field(default_factory=dict)
-    judge_raw: str | None = None
-    judge_version: str | None = None
 
     @property
     def calibratable(self) -> bool:
