@@ -10,9 +10,10 @@ pytestmark = pytest.mark.local_model
 
 
 def test_smollm2_judge_answers_one_of_three_words() -> None:
-    from citelock.judges import LlamaCppCompleter, locate_smollm2
+    from citelock.backends import locate_model
+    from citelock.judges import LlamaCppCompleter
 
-    path = locate_smollm2()
+    path = locate_model("smollm2")
     assert path.suffix == ".gguf" and path.is_file()
     completer = LlamaCppCompleter(path, n_ctx=2048)
     judge = LLMJudge(completer)

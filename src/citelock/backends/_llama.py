@@ -180,7 +180,7 @@ def default_threads() -> int:
 
 
 @contextlib.contextmanager
-def _without_extra_buffer_types(llama_cpp: Any) -> Iterator[None]:
+def without_extra_buffer_types(llama_cpp: Any) -> Iterator[None]:
     """Load weights without llama.cpp's "extra" (AMX / repacked) buffer types.
 
     Some prebuilt llama.cpp binaries compiled for the build host's CPU crash (general protection fault in the
@@ -217,7 +217,7 @@ class LlamaRuntime:
         self.spec = spec
         self.path = path
         self._llama_cpp = llama_cpp
-        with _load_lock, _without_extra_buffer_types(llama_cpp):
+        with _load_lock, without_extra_buffer_types(llama_cpp):
             self.llm = llama_cpp.Llama(
                 model_path=str(path),
                 n_ctx=n_ctx,

@@ -234,20 +234,17 @@ def _run_llama_server(argv: list[str]) -> None:
     """Run ``llama_cpp.server`` with ``argv``; without ``--repack``, llama.cpp weight repacking is turned off."""
     repack = "--repack" in argv
     argv = [arg for arg in argv if arg != "--repack"]
-    import llama_cpp.llama_cpp as low_level
+    import llama_cpp
     from llama_cpp.server.__main__ import main
 
-    if not repack:
-        default_params = low_level.llama_model_default_params
+    from citelock.backends._llama import without_extra_buffer_types
 
-        def params_without_repack() -> object:
-            params = default_params()
-            params.use_extra_bufts = False
-            return params
-
-        low_level.llama_model_default_params = params_without_repack
     sys.argv = ["llama_cpp.server", *argv]
-    main()  # type: ignore[no-untyped-call]
+    if repack:
+        main()  # type: ignore[no-untyped-call]
+        return
+    with without_extra_buffer_types(llama_cpp):
+        main()  # type: ignore[no-untyped-call]
 
 
 if __name__ == "__main__":

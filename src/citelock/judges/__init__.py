@@ -9,7 +9,6 @@ from citelock.judges._llm import (
     TextCompleter,
     choices_grammar,
     load_judge_prompt,
-    locate_smollm2,
 )
 from citelock.judges._offline import OfflineJudge, default_judge
 from citelock.judges._protocol import Judge
@@ -33,6 +32,5 @@ __all__ = [
     "default_judge",
     "lexical_overlap",
     "load_judge_prompt",
-    "locate_smollm2",
     "make_judge",
 ]

