@@ -196,3 +196,32 @@ def test_fake_backend_script_exhaustion_and_function_scripts() -> None:
 def test_not_a_backend_is_a_usage_error() -> None:
     with pytest.raises(citelock.UsageError, match=r"citelock\.Backend"):
         citelock.answer(QUESTION, CHUNKS, backend=object())  # type: ignore[arg-type]
+
+
+def test_answer_runs_the_tiered_surface_guard_and_queues(tmp_path) -> None:
+    from citelock.backends import FakeBackend
+    from citelock.guard import SurfacePolicy
+    from citelock.judges import LexicalJudge
+    from citelock.store import ResultStore, ReviewQueue
+
+    chunks = [
+        {"id": "c-1", "text": "Revenue grew 12% in 2023."},
+        {"id": "c-2", "text": "Freight is paid by the buyer under clause 7."},
+    ]
+    cite = {"chunk_id": "c-1", "span": "Revenue grew"}
+    claim = {"text": "Freight is paid by the buyer.", "citations": [cite]}
+    wrong = json.dumps({"claims": [claim]}, separators=(",", ":"))
+    db = tmp_path / "team.db"
+    plain = citelock.answer("Who pays freight?", chunks, backend=FakeBackend([wrong]))
+    assert plain.ok and plain.decision is None and plain.accounting is None  # ①② alone cannot see it
+    result = citelock.answer(
+        "Who pays freight?", chunks, backend=FakeBackend([wrong]),
+        surface=SurfacePolicy(name="legal", stakes="high"), judge=LexicalJudge(),
+        queue=ReviewQueue(db), results=ResultStore(db),
+    )  # fmt: skip
+    assert not result.ok and result.decision == "block" and result.surface == "legal"
+    assert [(f.reason.value, f.related_chunk_id) for f in result.findings] == [("WRONG_CHUNK", "c-2")]
+    assert result.accounting is not None and result.accounting.judge_calls == 1
+    assert [e.reason.value for e in ReviewQueue(db)] == ["WRONG_CHUNK"]
+    with pytest.raises(citelock.UsageError, match="surface="):
+        citelock.answer("Who pays freight?", chunks, backend=FakeBackend([wrong]), judge=LexicalJudge())

@@ -25,8 +25,9 @@ from citelock._records import Answer, Chunk, Context, DroppedChunk, Finding, Gua
 from citelock._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock._templates import PromptTemplate
 from citelock.backends._protocol import Backend, Generation
-from citelock.guard import check
-from citelock.store import PromptLog
+from citelock.guard import JudgeAccounting, SurfacePolicy, check, guard
+from citelock.judges import Judge
+from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = [
     "GUARDED_ANSWER_SCHEMA_VERSION",
@@ -98,6 +99,9 @@ class GuardedAnswer(_Record):
         generation: The generation's accounting.
         render_style: How ``rendered`` shows citations.
         rendered: The answer text with its citation markers rendered.
+        surface: The surface policy's name, when the tiered guard ran (``surface=``).
+        decision: ``pass`` or ``block`` under that policy (None without one).
+        accounting: Support-judge calls made and saved under that policy (None without one).
     """
 
     schema_version: Literal["1"] = GUARDED_ANSWER_SCHEMA_VERSION
@@ -118,6 +122,9 @@ class GuardedAnswer(_Record):
     generation: GenerationStats
     render_style: RenderStyle
     rendered: str = Field(description="the answer text with citation markers rendered per render_style")
+    surface: str | None = None
+    decision: Literal["pass", "block"] | None = None
+    accounting: JudgeAccounting | None = None
 
 
 def guarded_answer_json_schema() -> dict[str, Any]:
@@ -215,6 +222,7 @@ def _finish(
     *,
     render: RenderStyle,
     store: Collection[str] | None,
+    tiered: _Tiered | None = None,
 ) -> GuardedAnswer:
     record, schema = prep.record, prep.schema
     if schema is not None and generation.enforced:
@@ -230,7 +238,15 @@ def _finish(
             parsed = parse_answer(generation.text)
         except ParseError as exc:
             raise UnparsedAnswerError(str(exc), record=record, generation=generation) from None
-    report = check(record, parsed, store=store)
+    policy_result = None
+    if tiered is None:
+        report = check(record, parsed, store=store)
+    else:
+        policy_result = guard(
+            record, parsed, policy=tiered.surface, judge=tiered.judge, store=store,
+            queue=tiered.queue, results=tiered.results,
+        )  # fmt: skip
+        report = policy_result.report
     speed = None
     if generation.completion_tokens and generation.latency_s > 0:
         decode_s = generation.latency_s - (generation.first_token_s or 0.0)
@@ -253,7 +269,7 @@ def _finish(
         answer=parsed,
         report=report,
         findings=report.findings,
-        ok=report.ok,
+        ok=report.ok if policy_result is None else policy_result.decision == "pass",
         span_policy=schema.policy if schema is not None else None,
         requested_policy=prep.requested,
         downgrade_reason=schema.downgrade_reason if schema is not None else None,
@@ -265,7 +281,32 @@ def _finish(
         generation=stats,
         render_style=render,
         rendered=render_answer(parsed, report, prep.context, style=render),
+        surface=policy_result.surface if policy_result else None,
+        decision=policy_result.decision if policy_result else None,
+        accounting=policy_result.accounting if policy_result else None,
     )
+
+
+@dataclass(frozen=True)
+class _Tiered:
+    surface: SurfacePolicy
+    judge: Judge | None
+    queue: ReviewQueue | None
+    results: ResultStore | None
+
+
+def _tiered(
+    surface: SurfacePolicy | None, judge: Judge | None, queue: ReviewQueue | None, results: ResultStore | None
+) -> _Tiered | None:
+    if surface is None:
+        if judge is not None or queue is not None or results is not None:
+            raise UsageError("judge=, queue= and results= take effect with surface=SurfacePolicy(...); pass one")
+        return None
+    if judge is None and (surface.stakes == "high" or surface.sample_rate > 0):
+        from citelock.judges import default_judge
+
+        judge = default_judge()
+    return _Tiered(surface, judge, queue, results)
 
 
 def answer(
@@ -284,6 +325,10 @@ def answer(
     store: Collection[str] | None = None,
     request_id: str | None = None,
     metadata: Mapping[str, Any] | None = None,
+    surface: SurfacePolicy | None = None,
+    judge: Judge | None = None,
+    queue: ReviewQueue | None = None,
+    results: ResultStore | None = None,
 ) -> GuardedAnswer:
     """Answer ``question`` from ``chunks`` with citations constrained by construction and checked by the guard.
 
@@ -307,9 +352,15 @@ def answer(
         store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         request_id: Request id to use (default: a fresh one).
         metadata: Values recorded on the logged prompt (surface, user, trace ids).
+        surface: Run the tiered guard of this surface (:class:`citelock.guard.SurfacePolicy`): the support
+            judge ③ on citations that survived ①② and the number check, all of them on a high-stakes surface, a
+            deterministic sample on a low-stakes one; ``ok`` is then the policy's decision.
+        judge: The support judge for ``surface`` (default: :func:`citelock.judges.default_judge`).
+        queue: With ``surface``: every finding is enqueued for review.
+        results: With ``surface``: the result is stored for ``citelock metrics``.
 
     Returns:
-        A :class:`GuardedAnswer`; ``ok`` is True when the guard found nothing.
+        A :class:`GuardedAnswer`; ``ok`` is True when the guard found nothing (or the surface passed it).
 
     Raises:
         InputError: malformed chunks, an empty question, duplicate ids.
@@ -319,6 +370,7 @@ def answer(
         UnparsedAnswerError: an unconstrained backend's output is not a parseable answer.
         RuntimeFailure: the backend failed, or generation hit ``max_tokens`` mid-answer.
     """
+    tiered = _tiered(surface, judge, queue, results)
     chosen = backend if backend is not None else default_backend()
     prep = _prepare(
         question, chunks, chosen, policy, log=log, template=template, max_chars=max_chars,
@@ -326,7 +378,7 @@ def answer(
         metadata=metadata,
     )  # fmt: skip
     generation = chosen.generate(prep.record, prep.schema, max_tokens=prep.max_tokens)
-    return _finish(prep, generation, render=render, store=store)
+    return _finish(prep, generation, render=render, store=store, tiered=tiered)
 
 
 async def answer_async(
@@ -345,6 +397,10 @@ async def answer_async(
     store: Collection[str] | None = None,
     request_id: str | None = None,
     metadata: Mapping[str, Any] | None = None,
+    surface: SurfacePolicy | None = None,
+    judge: Judge | None = None,
+    queue: ReviewQueue | None = None,
+    results: ResultStore | None = None,
 ) -> GuardedAnswer:
     """The async variant of :func:`answer` (same arguments, same result).
 
@@ -352,6 +408,7 @@ async def answer_async(
     :class:`citelock.backends.AsyncBackend`) is awaited; any other backend runs in a worker thread so the
     event loop is never blocked by decoding.
     """
+    tiered = _tiered(surface, judge, queue, results)
     chosen = backend if backend is not None else await asyncio.to_thread(default_backend)
     prep = await asyncio.to_thread(
         _prepare, question, chunks, chosen, policy, log=log, template=template, max_chars=max_chars,
@@ -363,7 +420,7 @@ async def answer_async(
         generation = await agenerate(prep.record, prep.schema, max_tokens=prep.max_tokens)
     else:
         generation = await asyncio.to_thread(chosen.generate, prep.record, prep.schema, max_tokens=prep.max_tokens)
-    return _finish(prep, generation, render=render, store=store)
+    return _finish(prep, generation, render=render, store=store, tiered=tiered)
 
 
 def render_answer(answer: Answer, report: GuardReport, context: Context, *, style: RenderStyle = "footnotes") -> str:
