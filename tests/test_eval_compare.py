@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import citelock
 from citelock._records import Chunk, Verdict
 from citelock._schema import BackendLimits
-from citelock.backends import FakeBackend
+from citelock.backends import FakeBackend, Generation
 from citelock.evals._compare import QAItem, load_expertqa, run_compare, summarize_compare
-from citelock.evals._report import write_compare_report
+from citelock.evals._report import render_compare_report, write_compare_report
 
 
 def _expertqa_file(tmp_path: Path) -> Path:
@@ -115,6 +117,51 @@ def test_per_mode_accounting_and_resume(tmp_path: Path) -> None:
     )
     assert path.is_file() and (tmp_path / "out" / "compare_rates.png").stat().st_size > 0
     assert "fabricated ids" in text and "1/2 (50.0%)" in text
+
+
+class _CutAtMaxTokens(FakeBackend):
+    """A scripted backend whose every generation reports it stopped at max_tokens."""
+
+    def generate(self, record: Any, schema: Any, *, max_tokens: int) -> Generation:
+        return dataclasses.replace(super().generate(record, schema, max_tokens=max_tokens), finish_reason="length")
+
+
+def _answer_with(backend: FakeBackend) -> Any:
+    return lambda q, chunks: citelock.answer(q, chunks, backend=backend, policy="id", render="none")
+
+
+def test_hit_max_tokens_counts_answers_that_did_not_parse(tmp_path: Path) -> None:
+    item = QAItem("q001", "Why is the sky blue?", "rr_x", (Chunk(id="e1", text="Rayleigh scattering & air."),))
+    naive = BackendLimits(policies=())
+    backends = {
+        # Prose cut short still parses: counted before the fix too.
+        "naive_parsed": _CutAtMaxTokens(lambda record, schema: "Rayleigh scattering [e1]. And", limits=naive),
+        # Truncated output that does not parse (UnparsedAnswerError carries the generation).
+        "naive_unparsed": _CutAtMaxTokens(lambda record, schema: '{"claims": [{"text": "Ray', limits=naive),
+        # A constrained answer cut short: citelock.answer refuses it (RuntimeFailure) before parsing.
+        "constrained_cut": _CutAtMaxTokens(lambda record, schema: '{"claims":[{"text":"Ray'),
+        # A parse failure that did not hit max_tokens is not counted.
+        "broken_stop": FakeBackend(lambda record, schema: "{not json", limits=naive, enforced=False),
+    }
+    modes = {name: _answer_with(backend) for name, backend in backends.items()}
+    rows, _ = run_compare([item], modes, None, journal_path=tmp_path / "a.jsonl", header={}, progress=False)
+    by_mode = {row["mode"]: row for row in rows}
+    assert by_mode["naive_parsed"]["ok"] is True
+    assert by_mode["naive_unparsed"]["error_type"] == "UnparsedAnswerError"
+    assert by_mode["constrained_cut"]["error_type"] == "RuntimeFailure"
+    assert by_mode["naive_unparsed"]["finish_reason"] == by_mode["constrained_cut"]["finish_reason"] == "length"
+    s = summarize_compare(rows, list(modes))
+    assert {m: (s[m]["parsed"], s[m]["hit_max_tokens"]) for m in modes} == {
+        "naive_parsed": (1, 1),
+        "naive_unparsed": (0, 1),
+        "constrained_cut": (0, 1),
+        "broken_stop": (0, 0),
+    }
+    # A failed row journaled before failures recorded finish_reason is read off its error message.
+    legacy = {"mode": "id", "ok": False, "error_type": "RuntimeFailure", "error": by_mode["constrained_cut"]["error"]}
+    assert summarize_compare([legacy], ["id"])["id"]["hit_max_tokens"] == 1
+    report = render_compare_report({}, s, {}, seconds=1, resumed=0)
+    assert "| hit max_tokens (all answers) | 1 | 1 | 1 | 0 |" in report
 
 
 @pytest.mark.shared_data

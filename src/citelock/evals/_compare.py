@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from citelock._answer import GuardedAnswer
+from citelock._answer import GuardedAnswer, UnparsedAnswerError
 from citelock._errors import CitelockError, InputError
 from citelock._records import Chunk, ReasonCode
+from citelock.backends._errors import TruncatedOutputError
 from citelock.evals._journal import Journal
 from citelock.judges import Judge
 
@@ -48,6 +49,9 @@ _SPAN_CODES = {
     ReasonCode.SPAN_ONLY_IN_QUESTION.value,
     ReasonCode.SPAN_IN_OTHER_CHUNK.value,
 }
+# What every citelock error for an output cut at max_tokens says (citelock.answer's check of a constrained
+# generation raises a plain RuntimeFailure with it; the backends raise TruncatedOutputError).
+_STOPPED_AT_MAX_TOKENS = "stopped at max_tokens"
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,25 @@ def human_support(path: Path, systems: Iterable[str] | None = None) -> dict[str,
     return {system: dict(counts) for system, counts in sorted(out.items())}
 
 
+def _failure_finish_reason(exc: CitelockError) -> str | None:
+    """Why generation stopped for an answer that failed, when the error says (``length``: cut at max_tokens)."""
+    if isinstance(exc, UnparsedAnswerError):
+        return exc.generation.finish_reason
+    if isinstance(exc, TruncatedOutputError) or _STOPPED_AT_MAX_TOKENS in str(exc):
+        return "length"
+    return None
+
+
+def _hit_max_tokens(row: Mapping[str, Any]) -> bool:
+    """The answer's generation stopped at max_tokens, whether or not it parsed.
+
+    Failed rows journaled before ``finish_reason`` was recorded for failures are read off their error message.
+    """
+    if row.get("finish_reason") == "length":
+        return True
+    return not row.get("ok") and _STOPPED_AT_MAX_TOKENS in str(row.get("error") or "")
+
+
 def evaluate_answer(item: QAItem, mode: str, fn: ModeFn, judge: Judge | None) -> dict[str, Any]:
     """Answer one question in one mode, guard it, judge the surviving citations; return the journal row."""
     row: dict[str, Any] = {
@@ -140,7 +163,13 @@ def evaluate_answer(item: QAItem, mode: str, fn: ModeFn, judge: Judge | None) ->
     try:
         result = fn(item.question, item.chunks)
     except CitelockError as exc:
-        row.update(ok=False, error_type=type(exc).__name__, error=str(exc)[:300], wall_s=time.perf_counter() - started)
+        row.update(
+            ok=False,
+            error_type=type(exc).__name__,
+            error=str(exc)[:300],
+            finish_reason=_failure_finish_reason(exc),
+            wall_s=time.perf_counter() - started,
+        )
         return row
     texts = {c.id: c.text for c in item.chunks}
     report = result.report
@@ -216,7 +245,11 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Per mode: answers, failures by type, and rates with their numerators and denominators."""
+    """Per mode: answers, failures by type, and rates with their numerators and denominators.
+
+    ``hit_max_tokens`` counts every answer of the mode whose generation stopped at max_tokens, parsed or not
+    (a constrained answer cut short fails to parse, so counting parsed answers only would miss it).
+    """
     out: dict[str, dict[str, Any]] = {}
     for mode in modes:
         mine = [r for r in rows if r["mode"] == mode]
@@ -250,7 +283,7 @@ def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -
             "completion_tokens_mean": _mean(
                 [r["completion_tokens"] for r in ok if r.get("completion_tokens") is not None]
             ),
-            "hit_max_tokens": sum(1 for r in ok if r.get("finish_reason") == "length"),
+            "hit_max_tokens": sum(1 for r in mine if _hit_max_tokens(r)),
             "span_policies": dict(Counter(str(r.get("span_policy")) for r in ok)),
         }
     return out

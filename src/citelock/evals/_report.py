@@ -325,6 +325,7 @@ COMPARE_DEFINITIONS: dict[str, str] = {
     "clean answers": "parsed answers with no fabricated/stale id, non-verbatim span or uncited claim",
     "latency": "mean generation wall time per answer (p50 in brackets)",
     "tokens": "mean prompt / completion tokens per answer",
+    "hit max_tokens (all answers)": "answers whose generation stopped at max_tokens, parsed or failed",
 }
 
 
@@ -377,7 +378,7 @@ def render_compare_report(
                 for m in modes
             ],
         ),
-        line("hit max_tokens", [s[m]["hit_max_tokens"] for m in modes]),
+        line("hit max_tokens (all answers)", [s[m]["hit_max_tokens"] for m in modes]),
         line("span policy used", [", ".join(f"{k}: {v}" for k, v in s[m]["span_policies"].items()) for m in modes]),
     ]
     human_rows = []
