@@ -145,6 +145,43 @@ def test_chart_is_written(tmp_path: Path) -> None:
     assert len(data) > 10_000
 
 
+def test_chart_labels_an_undefined_rate_na_and_a_zero_rate_0_percent() -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from citelock.evals._charts import _metrics_figure
+    from citelock.evals._metrics import MetricsReport, MetricValue
+
+    def value(name: str, v: float | None, num: float, den: int, key: str | None = None) -> MetricValue:
+        return MetricValue(
+            name=name, key=key, value=v, numerator=num, denominator=den, definition=METRIC_DEFINITIONS[name]
+        )
+
+    report = MetricsReport(
+        (
+            value("citation_precision", 0.0, 0, 4),  # a real zero: nothing supported out of 4
+            value("citation_recall", None, 0, 0),  # undefined: nothing to measure
+            value("faithfulness", 0.5, 1.0, 2),
+            value("pass_rate", 1.0, 3, 3),
+            value("support_rate_by_rank", 0.0, 0, 2, key="1"),
+            value("support_rate_by_rank", None, 0, 0, key="2"),
+            value("support_rate_by_strategy", 0.25, 1, 4, key="sentence"),
+            *(value(n, 2.0, 2, 1) for n in ("judge_calls", "saved_by_ordering", "saved_by_sampling", "cache_hits")),
+        )
+    )
+    fig = _metrics_figure(report, "t")
+    try:
+        headline, rank = fig.axes[0], fig.axes[3]
+        # One label per bar, in _HEADLINE order: precision 0, recall undefined, faithfulness, pass rate.
+        assert [t.get_text() for t in headline.texts] == ["0%", "n/a", "50%", "100%"]
+        zero, na = headline.texts[0], headline.texts[1]
+        assert zero.get_position()[1] == na.get_position()[1] == 0.0  # both at the axis, told apart by the label
+        assert [t.get_text() for t in rank.texts] == ["0%\nn=2", "n/a\nn=0"]
+        assert [t.get_text() for t in fig.axes[4].texts] == ["25%\nn=4"]
+    finally:
+        plt.close(fig)
+
+
 def test_chart_without_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import builtins
 
