@@ -10,7 +10,7 @@ import pytest
 
 import citelock
 from citelock import BackendLimits, ConstraintViolationError, FakeBackend, GuardedAnswer, ReasonCode, SchemaOptions
-from citelock.backends import Generation
+from citelock.backends import Generation, TruncatedOutputError
 
 CHUNKS = [
     {
@@ -109,8 +109,10 @@ def test_truncated_constrained_output_is_a_runtime_failure() -> None:
             gen = super().generate(record, schema, max_tokens=max_tokens)
             return Generation(text=gen.text[:20], backend="fake", model="m", enforced=True, finish_reason="length")
 
-    with pytest.raises(citelock.RuntimeFailure, match="max_tokens"):
+    with pytest.raises(TruncatedOutputError, match="max_tokens") as caught:
         citelock.answer(QUESTION, CHUNKS, backend=Truncating(["{}"]), max_tokens=5)
+    assert isinstance(caught.value, citelock.RuntimeFailure)  # still caught by `except RuntimeFailure`
+    assert caught.value.max_tokens == 5 and caught.value.partial == "{}"
 
 
 def test_prompt_is_logged_exactly_as_sent(tmp_path: Path) -> None:

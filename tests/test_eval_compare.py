@@ -148,7 +148,7 @@ def test_hit_max_tokens_counts_answers_that_did_not_parse(tmp_path: Path) -> Non
     by_mode = {row["mode"]: row for row in rows}
     assert by_mode["naive_parsed"]["ok"] is True
     assert by_mode["naive_unparsed"]["error_type"] == "UnparsedAnswerError"
-    assert by_mode["constrained_cut"]["error_type"] == "RuntimeFailure"
+    assert by_mode["constrained_cut"]["error_type"] == "TruncatedOutputError"
     assert by_mode["naive_unparsed"]["finish_reason"] == by_mode["constrained_cut"]["finish_reason"] == "length"
     s = summarize_compare(rows, list(modes))
     assert {m: (s[m]["parsed"], s[m]["hit_max_tokens"]) for m in modes} == {

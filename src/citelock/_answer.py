@@ -18,12 +18,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from citelock._context import assemble
-from citelock._errors import ParseError, RuntimeFailure, UsageError
+from citelock._errors import ParseError, UsageError
 from citelock._parse import parse_answer
 from citelock._prompt import serialize
 from citelock._records import Answer, Chunk, Context, DroppedChunk, Finding, GuardReport, PromptRecord
 from citelock._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock._templates import PromptTemplate
+from citelock.backends._errors import TruncatedOutputError
 from citelock.backends._protocol import Backend, Generation
 from citelock.guard import JudgeAccounting, SurfacePolicy, check, guard
 from citelock.judges import Judge
@@ -227,10 +228,14 @@ def _finish(
     record, schema = prep.record, prep.schema
     if schema is not None and generation.enforced:
         if generation.finish_reason == "length":
-            raise RuntimeFailure(
+            raise TruncatedOutputError(
                 f"request {record.request_id}: generation stopped at max_tokens={prep.max_tokens} before the "
                 f"constrained answer was complete; raise max_tokens (the schema allows up to "
-                f"{schema.max_output_chars()} characters) or lower the SchemaOptions bounds"
+                f"{schema.max_output_chars()} characters) or lower the SchemaOptions bounds",
+                partial=generation.text,
+                max_tokens=prep.max_tokens,
+                provider=generation.backend,
+                citelock_request_id=record.request_id,
             )
         parsed = schema.parse_output(generation.text)  # ConstraintViolationError if the constraint broke
     else:

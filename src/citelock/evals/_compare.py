@@ -135,7 +135,7 @@ def _failure_finish_reason(exc: CitelockError) -> str | None:
     """Why generation stopped for an answer that failed, when the error says (``length``: cut at max_tokens)."""
     if isinstance(exc, UnparsedAnswerError):
         return exc.generation.finish_reason
-    if isinstance(exc, TruncatedOutputError) or _STOPPED_AT_MAX_TOKENS in str(exc):
+    if isinstance(exc, TruncatedOutputError):
         return "length"
     return None
 
