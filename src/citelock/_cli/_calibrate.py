@@ -29,10 +29,12 @@ __all__ = ["calibrate_command", "make_judge", "render_report"]
 _KEYS = {"y": "yes", "p": "partial", "n": "no", "s": "skip"}
 
 
-def make_judge(name: str, model: Path | None = None) -> Judge:
+def make_judge(
+    name: str, model: Path | None = None, base_url: str | None = None, api_model: str | None = None
+) -> Judge:
     """Build a judge by CLI name (see :func:`citelock.judges.make_judge`); exit 2 on an unknown name."""
     try:
-        return judges.make_judge(name, model=model)
+        return judges.make_judge(name, model=model, base_url=base_url, api_model=api_model)
     except UsageError as exc:
         fail(f"--judge: {exc}")
 
@@ -120,6 +122,13 @@ def calibrate_command(
     model: Annotated[
         Path | None, typer.Option("--model", help="GGUF file for --judge llm (default: bundled SmolLM2-135M)")
     ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="--judge llm on an OpenAI-compatible server at this /v1 URL (not in-process)"),
+    ] = None,
+    api_model: Annotated[
+        str | None, typer.Option("--api-model", help="with --base-url: the server's model (default: first listed)")
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="label mode: where labels are appended")] = None,
 ) -> None:
     """Calibrate a support judge on human-labeled data, or hand-label pairs (``calibrate label``)."""
@@ -150,7 +159,7 @@ def calibrate_command(
     if not items:
         fail(f"{path}: no labeled items to calibrate on (format {fmt}, split {split})")
     try:
-        the_judge = make_judge(judge, model)
+        the_judge = make_judge(judge, model, base_url, api_model)
     except CitelockError as exc:
         fail(str(exc))
     bar: Any = None

@@ -11,6 +11,7 @@ from citelock.judges._llm import (
     load_judge_prompt,
 )
 from citelock.judges._offline import OfflineJudge, default_judge
+from citelock.judges._openai_completer import OpenAICompleter
 from citelock.judges._protocol import Judge
 from citelock.judges._registry import JUDGE_NAMES, make_judge
 
@@ -24,6 +25,7 @@ __all__ = [
     "LlamaCppCompleter",
     "MemoryVerdictCache",
     "OfflineJudge",
+    "OpenAICompleter",
     "SqlVerdictCache",
     "TextCompleter",
     "VerdictCache",

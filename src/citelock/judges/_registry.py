@@ -12,17 +12,23 @@ __all__ = ["JUDGE_NAMES", "make_judge"]
 JUDGE_NAMES = ("offline", "lexical", "llm")
 
 
-def make_judge(name: str, *, model: Path | None = None) -> Judge:
+def make_judge(
+    name: str, *, model: Path | None = None, base_url: str | None = None, api_model: str | None = None
+) -> Judge:
     """Build a judge by name: ``offline`` (the default judge), ``lexical`` (the baseline) or ``llm``.
 
     Args:
         name: One of :data:`JUDGE_NAMES`.
-        model: For ``llm``: a GGUF file (default: the bundled SmolLM2-135M-Instruct).
+        model: For ``llm`` run in-process: a GGUF file (default: the bundled SmolLM2-135M-Instruct).
+        base_url: For ``llm`` on an OpenAI-compatible server (its ``/v1`` URL) instead of in-process.
+        api_model: With ``base_url``: the server's model name (default: the first model it lists).
 
     Raises:
         UsageError: an unknown name.
         MissingExtraError: ``llm`` without the ``local`` extra.
     """
+    if name != "llm" and (base_url is not None or api_model is not None):
+        raise UsageError(f"base_url and api_model are for the llm judge, not {name!r}")
     if name == "offline":
         from citelock.judges._offline import OfflineJudge
 
@@ -34,5 +40,13 @@ def make_judge(name: str, *, model: Path | None = None) -> Judge:
     if name == "llm":
         from citelock.judges._llm import LlamaCppCompleter, LLMJudge
 
+        if base_url is not None:
+            if model is not None:
+                raise UsageError("give either a GGUF model (in-process) or a base_url (a server), not both")
+            from citelock.judges._openai_completer import OpenAICompleter
+
+            return LLMJudge(OpenAICompleter(base_url=base_url, model=api_model))
+        if api_model is not None:
+            raise UsageError("api_model names a server's model: give base_url too")
         return LLMJudge(LlamaCppCompleter(model))
     raise UsageError(f"unknown judge {name!r}; expected one of {', '.join(JUDGE_NAMES)}")
