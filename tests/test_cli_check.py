@@ -189,3 +189,22 @@ def test_surface_policy_bad_options(tmp_path) -> None:
     assert result.exit_code == 2 and "sample_rate must be 1.0" in result.stderr
     ok = _run(*args, "--judge", "lexical", "--json")
     assert ok.exit_code == 0 and json.loads(ok.stdout)["decision"] == "pass"
+
+
+def test_judge_server_options_need_the_llm_judge(tmp_path) -> None:
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", GOOD)]
+    result = _run(*args, "--judge", "lexical", "--judge-base-url", "http://127.0.0.1:9/v1")
+    assert result.exit_code == 2 and "need --judge llm" in result.stderr
+    result = _run(*args, "--judge-model", "m.gguf")
+    assert result.exit_code == 2 and "need --judge llm" in result.stderr
+
+
+@pytest.mark.server
+def test_llm_judge_on_a_real_server_runs_under_the_surface_policy(tmp_path, llama_server) -> None:
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", GOOD)]
+    result = _run(*args, "--judge", "llm", "--judge-base-url", llama_server.base_url, "--surface", "legal", "--json")
+    assert result.exit_code in (0, 1), result.output  # the tiny model may or may not say yes: both are verdicts
+    out = json.loads(result.stdout)
+    cited = sum(len(c["citations"]) for c in GOOD["claims"])
+    assert out["surface"] == "legal" and out["accounting"]["judge_calls"] == cited
+    assert out["decision"] == ("pass" if result.exit_code == 0 else "block")

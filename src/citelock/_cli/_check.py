@@ -16,7 +16,7 @@ from citelock._parse import parse_answer
 from citelock._records import Answer, GuardReport, PromptRecord
 from citelock.guard import PolicyResult, SurfacePolicy, guard
 from citelock.guard import check as run_guard
-from citelock.judges import CachedJudge, make_judge
+from citelock.judges import CachedJudge, Judge, make_judge
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = ["check", "report_json"]
@@ -60,6 +60,14 @@ def check(
     judge: Annotated[
         str | None,
         typer.Option("--judge", help="also run the support judge ③ (offline, lexical or llm) under --surface/--stakes"),
+    ] = None,
+    judge_base_url: Annotated[
+        str | None,
+        typer.Option("--judge-base-url", help="--judge llm on an OpenAI-compatible server at this /v1 URL"),
+    ] = None,
+    judge_model: Annotated[
+        str | None,
+        typer.Option("--judge-model", help="--judge llm: a GGUF file, or with --judge-base-url the server's model"),
     ] = None,
     surface: Annotated[
         str | None,
@@ -105,12 +113,15 @@ def check(
             record = log.get(request_id)
         except KeyError:
             fail(f"request id {request_id!r} is not in the prompt log {db}")
+    if judge != "llm" and (judge_base_url is not None or judge_model is not None):
+        fail("--judge-base-url and --judge-model need --judge llm")
     if judge is None and surface is None:
         report = run_guard(record, parsed, store=ids)
         out = report_json(report)
         passed = report.ok
     else:
-        result = _run_policy(record, parsed, ids, judge, surface or "default", stakes, sample_rate, db)
+        judge_spec = (judge, judge_base_url, judge_model) if judge else None
+        result = _run_policy(record, parsed, ids, judge_spec, surface or "default", stakes, sample_rate, db)
         report = result.report
         out = {
             **report_json(report),
@@ -132,7 +143,7 @@ def _run_policy(
     record: PromptRecord,
     parsed: Answer,
     ids: set[str] | None,
-    judge_name: str | None,
+    judge_spec: tuple[str, str | None, str | None] | None,
     surface: str,
     stakes: str,
     sample_rate: float | None,
@@ -140,15 +151,22 @@ def _run_policy(
 ) -> PolicyResult:
     if stakes not in ("high", "low"):
         fail(f"--stakes must be high or low, got {stakes!r}")
-    rate = sample_rate if sample_rate is not None else (1.0 if judge_name else 0.0)
+    rate = sample_rate if sample_rate is not None else (1.0 if judge_spec else 0.0)
     try:
         policy = SurfacePolicy.model_validate({"name": surface, "stakes": stakes, "sample_rate": rate})
-        judge = CachedJudge(make_judge(judge_name)) if judge_name else None
+        judge = CachedJudge(_make_judge(*judge_spec)) if judge_spec else None
         queue = ReviewQueue(db) if db is not None else None
         results = ResultStore(db) if db is not None else None
         return guard(record, parsed, policy=policy, judge=judge, store=ids, queue=queue, results=results)
     except (ValidationError, UsageError) as exc:
         fail(exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc))
+
+
+def _make_judge(name: str, base_url: str | None, model: str | None) -> Judge:
+    """The judge named on the command line: a server's model with a base URL, else a GGUF file for ``llm``."""
+    if base_url is not None:
+        return make_judge(name, base_url=base_url, api_model=model)
+    return make_judge(name, model=Path(model) if model is not None else None)
 
 
 def _print_table(report: GuardReport) -> None:
