@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -121,3 +122,23 @@ def test_cli_writes_report_and_charts(tmp_path: Path) -> None:
 def test_cli_rejects_unknown_judge(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["eval", "defects", "--out", str(tmp_path), "--judge", "psychic"])
     assert result.exit_code == 2
+
+
+def test_cli_judge_base_url_needs_the_llm_judge(tmp_path: Path) -> None:
+    args = ["eval", "defects", "--out", str(tmp_path), "--judge", "offline"]
+    result = CliRunner().invoke(app, [*args, "--judge-base-url", "http://127.0.0.1:9/v1"])
+    assert result.exit_code == 2 and "needs --judge llm" in result.output
+
+
+@pytest.mark.server
+def test_cli_runs_the_benchmark_with_an_llm_judge_on_a_server(tmp_path: Path, llama_server: Any) -> None:
+    out = tmp_path / "defects"
+    args = ["eval", "defects", "--out", str(out), "--judge", "llm", "--judge-base-url", llama_server.base_url]
+    result = CliRunner().invoke(app, [*args, "--per-class", "1", "--no-progress"])
+    # the tiny model is no competent judge: missed defects (exit 1) are a result, not an error
+    assert result.exit_code in (0, 1), result.output
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert f"--judge-base-url {llama_server.base_url}" in report  # the reproduce line names the server
+    assert "llama-cpp-python:" in report  # the judge's version names the server kind and model
+    rows = [json.loads(line) for line in (out / "items.jsonl").read_text(encoding="utf-8").splitlines()[1:]]
+    assert len(rows) == 13

@@ -21,16 +21,23 @@ eval_app = typer.Typer(
 )
 app.add_typer(eval_app, name="eval")
 
-JUDGES = ("offline", "lexical", "seeded-entailment")
+JUDGES = ("offline", "lexical", "llm", "seeded-entailment")
+
+JudgeBaseUrl = Annotated[
+    str | None,
+    typer.Option("--judge-base-url", help="--judge llm: an OpenAI-compatible server's /v1 URL (default: in-process)"),
+]
 
 
-def make_judge(name: str) -> Any:
+def make_judge(name: str, base_url: str | None = None) -> Any:
     """Instantiate a judge by CLI name.
 
-    ``offline`` and ``lexical`` are the package's real judges (``citelock.judges.OfflineJudge`` /
-    ``LexicalJudge``); ``seeded-entailment`` is the seeded corpus's own rule, a stand-in that reports label
-    as such.
+    ``offline``, ``lexical`` and ``llm`` are the package's real judges (``llm`` in-process on the bundled model,
+    or on a server with ``base_url``); ``seeded-entailment`` is the seeded corpus's own rule, a stand-in that
+    reports label as such.
     """
+    if base_url is not None and name != "llm":
+        fail(f"--judge-base-url needs --judge llm, got --judge {name}")
     if name == "seeded-entailment":
         from citelock.evals._oracle import SeededEntailmentJudge
 
@@ -38,9 +45,11 @@ def make_judge(name: str) -> Any:
     import citelock.judges as judges
 
     try:
-        return judges.make_judge(name)
+        return judges.make_judge(name, base_url=base_url)
     except UsageError as exc:
         fail(f"--judge: {exc}; or seeded-entailment (a labeled stand-in)")
+    except CitelockError as exc:
+        fail(f"--judge {name}: {exc}")
 
 
 def _command(*words: object) -> str:
@@ -56,6 +65,7 @@ def defects(
     seed: Annotated[int, typer.Option("--seed", help="corpus seed")] = 0,
     per_class: Annotated[int, typer.Option("--per-class", min=1, help="answers per defect class")] = 60,
     judge: Annotated[str, typer.Option("--judge", help=f"one of {', '.join(JUDGES)}")] = "offline",
+    judge_base_url: JudgeBaseUrl = None,
     faithfulness: Annotated[
         str, typer.Option("--faithfulness", help="grader mode: joined (one call per claim) or per_chunk")
     ] = "joined",
@@ -68,7 +78,7 @@ def defects(
 
     if faithfulness not in ("joined", "per_chunk"):
         fail(f"--faithfulness must be joined or per_chunk, got {faithfulness!r}")
-    chosen = make_judge(judge)
+    chosen = make_judge(judge, judge_base_url)
     try:
         run = run_defects(
             chosen,
@@ -88,6 +98,7 @@ def defects(
                 per_class,
                 "--judge",
                 judge,
+                *(["--judge-base-url", judge_base_url] if judge_base_url else []),
                 "--faithfulness",
                 faithfulness,
             ),
@@ -158,7 +169,8 @@ def compare(
     model: Annotated[str, typer.Option("--model", help="local model: smollm2 or gemma3")] = "smollm2",
     max_chars: Annotated[int, typer.Option("--max-chars", help="prompt character budget")] = 3000,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="generation cap per answer")] = 120,
-    judge: Annotated[str, typer.Option("--judge", help="offline, lexical or none")] = "offline",
+    judge: Annotated[str, typer.Option("--judge", help="offline, lexical, llm or none")] = "offline",
+    judge_base_url: JudgeBaseUrl = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="discard the journal instead of resuming")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show a progress bar")] = True,
 ) -> None:
@@ -178,7 +190,9 @@ def compare(
     if any(k not in ("rr", "post_hoc") for k in kind_list) or not kind_list:
         fail(f"--kinds must be a comma list of rr, post_hoc; got {kinds!r}")
     path = data or _shared_data() / "expertqa" / "val.jsonl"
-    chosen = None if judge == "none" else make_judge(judge)
+    if judge == "none" and judge_base_url is not None:
+        fail("--judge-base-url needs --judge llm, got --judge none")
+    chosen = None if judge == "none" else make_judge(judge, judge_base_url)
     try:
         items = load_expertqa(path, kinds=kind_list, limit=limit)
     except CitelockError as exc:
@@ -198,6 +212,7 @@ def compare(
     command = _command(
         "compare", "--out", out, *(["--limit", limit] if limit else []), "--kinds", kinds, "--modes", modes,
         "--model", model, "--max-chars", max_chars, "--max-tokens", max_tokens, "--judge", judge,
+        *(["--judge-base-url", judge_base_url] if judge_base_url else []),
     )  # fmt: skip
     started = time.perf_counter()
     try:
