@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from citelock.judges import LLMJudge
@@ -25,3 +28,23 @@ def test_smollm2_judge_answers_one_of_three_words() -> None:
         assert verdict.label in ("yes", "partial", "no")
         assert verdict.raw.strip().lower() == verdict.label
         assert verdict.version == f"judge.v1/{path.name}"
+
+
+_AT_EXIT_SCRIPT = """
+import atexit
+held = {}
+# registered first, so it runs last: after citelock's own exit hook
+atexit.register(lambda: print("closed at exit:", held["llm"]._model.model is None, flush=True))
+import llama_cpp
+from citelock.backends._llama import load_llama, locate_model
+held["llm"] = load_llama(llama_cpp, model_path=str(locate_model("smollm2")), n_ctx=256, verbose=False)
+print("loaded:", held["llm"]._model.model is not None, flush=True)
+"""
+
+
+def test_models_are_closed_before_interpreter_teardown() -> None:
+    """A Llama still alive at shutdown fails in __del__ ("Exception ignored ..."); citelock closes it at exit."""
+    done = subprocess.run([sys.executable, "-c", _AT_EXIT_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "loaded: True" in done.stdout and "closed at exit: True" in done.stdout
+    assert "Exception ignored" not in done.stderr

@@ -15,11 +15,13 @@ raised. Unconstrained generation runs the very same loop without the mask, so sp
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ __all__ = [
     "ModelName",
     "ModelSpec",
     "default_threads",
+    "load_llama",
     "locate_model",
     "parser_limits",
     "runtime",
@@ -206,6 +209,28 @@ def without_extra_buffer_types(llama_cpp: Any) -> Iterator[None]:
         module.llama_model_default_params = original
 
 
+_LIVE_MODELS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def load_llama(llama_cpp: Any, **kwargs: Any) -> Any:
+    """``llama_cpp.Llama(**kwargs)``, loaded with the buffer-type workaround and closed at interpreter exit.
+
+    Closing before shutdown matters: a ``Llama`` still alive when the interpreter tears down its modules fails
+    in ``__del__`` and prints a traceback ("Exception ignored in: Llama.__del__").
+    """
+    with _load_lock, without_extra_buffer_types(llama_cpp):
+        llm = llama_cpp.Llama(**kwargs)
+    _LIVE_MODELS.add(llm)
+    return llm
+
+
+@atexit.register
+def _close_live_models() -> None:
+    for llm in list(_LIVE_MODELS):
+        with contextlib.suppress(Exception):
+            llm.close()
+
+
 class LlamaRuntime:
     """One loaded model: llama.cpp context, llguidance tokenizer, prompt formatting and the decode loop.
 
@@ -217,15 +242,15 @@ class LlamaRuntime:
         self.spec = spec
         self.path = path
         self._llama_cpp = llama_cpp
-        with _load_lock, without_extra_buffer_types(llama_cpp):
-            self.llm = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_threads=n_threads or default_threads(),
-                n_threads_batch=n_threads or default_threads(),
-                n_batch=512,
-                verbose=False,
-            )
+        self.llm = load_llama(
+            llama_cpp,
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=n_threads or default_threads(),
+            n_threads_batch=n_threads or default_threads(),
+            n_batch=512,
+            verbose=False,
+        )
         self.n_vocab: int = int(self.llm.n_vocab())
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         self._tokenizer: Any = None

@@ -156,17 +156,16 @@ class LlamaCppCompleter:
             import llama_cpp
         except ImportError:
             raise MissingExtraError("local", "llama_cpp") from None
-        from citelock.backends._llama import locate_model, without_extra_buffer_types
+        from citelock.backends._llama import load_llama, locate_model
 
         path = Path(model_path) if model_path is not None else locate_model("smollm2")
         if not path.is_file():
             raise InputError(f"model file {path} does not exist (expected a .gguf file)")
         self._llama_cpp: Any = llama_cpp
         self.model_id = path.name
-        with without_extra_buffer_types(llama_cpp):
-            self._llm: Any = llama_cpp.Llama(
-                model_path=str(path), n_ctx=n_ctx, seed=seed, n_threads=n_threads, verbose=False
-            )
+        self._llm: Any = load_llama(
+            llama_cpp, model_path=str(path), n_ctx=n_ctx, seed=seed, n_threads=n_threads, verbose=False
+        )
         self._grammars: dict[tuple[str, ...], Any] = {}
 
     def complete(self, messages: list[dict[str, str]], *, choices: list[str] | None, max_tokens: int) -> str:
