@@ -20,6 +20,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from citelock._numbers import numbers_in_order
+
 __all__ = [
     "FEATURE_NAMES",
     "FEATURE_SET_VERSION",
@@ -32,11 +34,10 @@ __all__ = [
     "verbatim_in",
 ]
 
-FEATURE_SET_VERSION = "1"
+FEATURE_SET_VERSION = "2"
 
 _MARKER = re.compile(r"\[\s*\d+(?:\s*[,;-]\s*\d+)*\s*\]")
 _WORD = re.compile(r"[0-9]+(?:[.,][0-9]+)*%?|[^\W\d_]+(?:'[^\W\d_]+)?", re.UNICODE)
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _CAPITALIZED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-zA-Z]+")
 
@@ -140,8 +141,8 @@ def _normalize_number(token: str) -> str:
 
 
 def numbers_in(text: str) -> list[str]:
-    """The numbers in ``text``, normalized (thousands separators and trailing zeros removed)."""
-    return [_normalize_number(m.group(0)) for m in _NUMBER.finditer(_MARKER.sub(" ", text))]
+    """The numbers in ``text`` (citation markers ignored), by the guard's rule (:mod:`citelock._numbers`)."""
+    return numbers_in_order(_MARKER.sub(" ", text))
 
 
 def content_tokens(text: str) -> list[str]:
