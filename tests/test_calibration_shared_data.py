@@ -68,12 +68,14 @@ def test_offline_false_pass_rate_on_attributionbench(offline_ab: tuple[float, fl
     assert offline_ab[0] <= 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="goal not reached: measured yes pass rate 0.444 on WiCE held-out")
+@pytest.mark.xfail(strict=True, reason="goal not reached: measured yes pass rate 0.460 on WiCE held-out")
 def test_offline_yes_pass_rate_goal_on_wice_heldout(offline_wice: tuple[float, float]) -> None:
     assert offline_wice[1] >= 0.60
 
 
-@pytest.mark.xfail(strict=True, reason="goal not reached: ties lexical on FPR (0.134) and trails on yes pass")
+@pytest.mark.xfail(
+    strict=True, reason="goal not reached: higher FPR than lexical (0.143 vs 0.134) and lower yes pass (0.460 vs 0.524)"
+)
 def test_offline_beats_lexical_on_wice_heldout(
     offline_wice: tuple[float, float], lexical_wice: tuple[float, float]
 ) -> None:
@@ -82,7 +84,7 @@ def test_offline_beats_lexical_on_wice_heldout(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="goal not reached: higher yes pass (0.377 vs 0.336) but higher FPR (0.112 vs 0.092) than lexical",
+    reason="goal not reached: higher yes pass (0.399 vs 0.336) but higher FPR (0.112 vs 0.092) than lexical",
 )
 def test_offline_beats_lexical_on_attributionbench(
     offline_ab: tuple[float, float], lexical_ab: tuple[float, float]
