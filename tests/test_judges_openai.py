@@ -15,61 +15,28 @@ from citelock.backends._errors import BackendRefusalError
 from citelock.backends._server import ManagedServer
 from citelock.judges import JudgeOutputError, LLMJudge, OpenAICompleter, make_judge
 
-openai = pytest.importorskip("openai")
-try:
-    import httpx2 as httpx
-except ImportError:  # older openai releases use httpx
-    import httpx  # type: ignore[no-redef]
+pytest.importorskip("openai")
+from openai_transport import Server, completion, scripted_client
 
 CLAIM = "The plant opened in 1998."
 PASSAGE = "The plant opened in 1998. It makes glass bottles."
 
 
 def _completion(content: str | None, *, refusal: str | None = None, tool_args: str | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
-    if tool_args is not None:
-        message["tool_calls"] = [
-            {"id": "c1", "type": "function", "function": {"name": "verdict", "arguments": tool_args}}
-        ]
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "m",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 6, "total_tokens": 56},
-    }
+    return completion(content, refusal=refusal, tool_args=tool_args, tool_name="verdict", completion_tokens=6)
 
 
-class Script:
-    """A scripted HTTP server: records each request body, answers with the next scripted body."""
-
-    def __init__(self, *bodies: dict[str, Any]) -> None:
-        self.bodies = list(bodies)
-        self.requests: list[dict[str, Any]] = []
-
-    def __call__(self, request: Any) -> Any:
-        self.requests.append(json.loads(request.content))
-        return httpx.Response(200, json=self.bodies.pop(0))
-
-
-def _completer(script: Script, kind: str = "llama-cpp-python") -> OpenAICompleter:
-    client = openai.OpenAI(
-        base_url="http://test/v1",
-        api_key="x",
-        max_retries=0,
-        http_client=openai.DefaultHttpxClient(transport=httpx.MockTransport(script)),
-    )
-    return OpenAICompleter(client=client, model="m", server=kind)
+def _completer(server: Server, kind: str = "llama-cpp-python") -> OpenAICompleter:
+    return OpenAICompleter(client=scripted_client(server), model="m", server=kind)
 
 
 def test_verdict_is_constrained_by_the_servers_schema_delivery() -> None:
-    script = Script(_completion('{"verdict": "partial"}'))
+    script = Server(_completion('{"verdict": "partial"}'))
     judge = LLMJudge(_completer(script))
     verdict = judge.judge(CLAIM, PASSAGE)
     assert verdict.label == "partial" and verdict.raw == "partial"
     assert verdict.version.endswith("llama-cpp-python:m")
-    sent = script.requests[0]
+    sent = script.bodies[0]
     assert sent["response_format"]["type"] == "json_object"
     assert sent["response_format"]["schema"]["properties"]["verdict"]["enum"] == ["yes", "partial", "no"]
     assert sent["max_tokens"] > judge.max_tokens  # room for the JSON around the word
@@ -78,32 +45,32 @@ def test_verdict_is_constrained_by_the_servers_schema_delivery() -> None:
 
 
 def test_openai_profile_uses_strict_json_schema() -> None:
-    script = Script(_completion('{"verdict": "yes"}'))
+    script = Server(_completion('{"verdict": "yes"}'))
     assert LLMJudge(_completer(script, "openai")).judge(CLAIM, PASSAGE).label == "yes"
-    sent = script.requests[0]
+    sent = script.bodies[0]
     assert sent["response_format"]["type"] == "json_schema"
     assert sent["response_format"]["json_schema"]["strict"] is True
     assert "max_completion_tokens" in sent
 
 
 def test_tool_call_delivery_reads_the_arguments() -> None:
-    script = Script(_completion(None, tool_args='{"verdict": "no"}'))
+    script = Server(_completion(None, tool_args='{"verdict": "no"}'))
     completer = _completer(script)
     completer._backend._delivery = completer._backend.profile.delivery("tool_call")
     assert LLMJudge(completer).judge(CLAIM, PASSAGE).label == "no"
-    assert script.requests[0]["tool_choice"]["function"]["name"] == "verdict"
+    assert script.bodies[0]["tool_choice"]["function"]["name"] == "verdict"
 
 
 @pytest.mark.parametrize("output", ['{"verdict": "maybe"}', "Yes, it does.", '{"verdict": "yes", "why": "x"}', "{"])
 def test_an_unenforced_output_is_reported_not_guessed(output: str) -> None:
     with pytest.raises(JudgeOutputError) as caught:
-        LLMJudge(_completer(Script(_completion(output)))).judge(CLAIM, PASSAGE)
+        LLMJudge(_completer(Server(_completion(output)))).judge(CLAIM, PASSAGE)
     assert output in str(caught.value)
 
 
 def test_refusal_is_typed() -> None:
     with pytest.raises(BackendRefusalError, match="cannot help"):
-        LLMJudge(_completer(Script(_completion(None, refusal="I cannot help")))).judge(CLAIM, PASSAGE)
+        LLMJudge(_completer(Server(_completion(None, refusal="I cannot help")))).judge(CLAIM, PASSAGE)
 
 
 def test_make_judge_rejects_arguments_that_do_not_fit() -> None:

@@ -20,11 +20,9 @@ from citelock.backends._errors import (
 from citelock.backends._openai import OpenAIBackend
 from citelock.backends._profiles import PROFILES
 
-openai = pytest.importorskip("openai")
-try:
-    import httpx2 as httpx
-except ImportError:  # older openai releases use httpx
-    import httpx  # type: ignore[no-redef]
+pytest.importorskip("openai")
+from openai_transport import Server, httpx, scripted_client
+from openai_transport import completion as _completion
 
 CHUNKS = [
     {"id": "s1", "text": "The plant opened in 1998. It makes glass bottles."},
@@ -33,53 +31,8 @@ CHUNKS = [
 OPTS = SchemaOptions(max_claims=1, max_citations=1, max_text_chars=60, max_span_chars=80)
 
 
-def _completion(
-    content: str | None = None,
-    *,
-    tool_args: str | None = None,
-    finish: str = "stop",
-    completion_tokens: int = 20,
-    refusal: str | None = None,
-) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
-    if tool_args is not None:
-        message["tool_calls"] = [
-            {"id": "call_1", "type": "function", "function": {"name": "cited_answer", "arguments": tool_args}}
-        ]
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "m",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": completion_tokens, "total_tokens": 50 + completion_tokens},
-    }
-
-
-class Server:
-    """A scripted HTTP server: records each request body, answers with the next scripted response."""
-
-    def __init__(self, *responses: Any) -> None:
-        self.responses = list(responses)
-        self.bodies: list[dict[str, Any]] = []
-
-    def __call__(self, request: Any) -> Any:
-        self.bodies.append(json.loads(request.content))
-        item = self.responses.pop(0)
-        if isinstance(item, Exception):
-            raise item
-        status, body, headers = item if isinstance(item, tuple) else (200, item, {})
-        return httpx.Response(status, json=body, headers=headers)
-
-
 def backend(server: Server, kind: str = "llama-cpp-python", **kwargs: Any) -> OpenAIBackend:
-    client = openai.OpenAI(
-        base_url="http://test/v1",
-        api_key="x",
-        max_retries=0,
-        http_client=openai.DefaultHttpxClient(transport=httpx.MockTransport(server)),
-    )
-    return OpenAIBackend(client=client, model="m", server=kind, **kwargs)
+    return OpenAIBackend(client=scripted_client(server), model="m", server=kind, **kwargs)
 
 
 def good_answer() -> str:
