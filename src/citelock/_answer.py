@@ -373,7 +373,8 @@ def answer(
         UsageError: no span policy fits the backend (assemble fewer chunks).
         ConstraintViolationError: a backend that claimed to constrain produced output outside the schema.
         UnparsedAnswerError: an unconstrained backend's output is not a parseable answer.
-        RuntimeFailure: the backend failed, or generation hit ``max_tokens`` mid-answer.
+        TruncatedOutputError: generation hit ``max_tokens`` mid-answer (a RuntimeFailure, with the partial text).
+        RuntimeFailure: the backend failed.
     """
     tiered = _tiered(surface, judge, queue, results)
     chosen = backend if backend is not None else default_backend()
