@@ -26,8 +26,8 @@ def _completion(content: str | None, *, refusal: str | None = None, tool_args: s
     return completion(content, refusal=refusal, tool_args=tool_args, tool_name="verdict", completion_tokens=6)
 
 
-def _completer(server: Server, kind: str = "llama-cpp-python") -> OpenAICompleter:
-    return OpenAICompleter(client=scripted_client(server), model="m", server=kind)
+def _completer(server: Server, kind: str = "llama-cpp-python", delivery: str | None = None) -> OpenAICompleter:
+    return OpenAICompleter(client=scripted_client(server), model="m", server=kind, delivery=delivery)
 
 
 def test_verdict_is_constrained_by_the_servers_schema_delivery() -> None:
@@ -55,9 +55,7 @@ def test_openai_profile_uses_strict_json_schema() -> None:
 
 def test_tool_call_delivery_reads_the_arguments() -> None:
     script = Server(_completion(None, tool_args='{"verdict": "no"}'))
-    completer = _completer(script)
-    completer._backend._delivery = completer._backend.profile.delivery("tool_call")
-    assert LLMJudge(completer).judge(CLAIM, PASSAGE).label == "no"
+    assert LLMJudge(_completer(script, delivery="tool_call")).judge(CLAIM, PASSAGE).label == "no"
     assert script.bodies[0]["tool_choice"]["function"]["name"] == "verdict"
 
 

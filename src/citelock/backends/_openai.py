@@ -37,7 +37,7 @@ from citelock.backends._errors import (
 from citelock.backends._profiles import Delivery, ServerProfile, fit_for_profile, get_profile
 from citelock.backends._protocol import Generation
 
-__all__ = ["OpenAIBackend", "OpenAIGeneration", "map_openai_error", "verify_output"]
+__all__ = ["OpenAIBackend", "OpenAIGeneration", "chat_completion", "map_openai_error", "verify_output"]
 
 SCHEMA_NAME = "cited_answer"
 _SCHEMA_WORDS = ("response_format", "json_schema", "schema", "tool", "grammar", "strict")
@@ -280,33 +280,10 @@ class OpenAIBackend:
         payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens)
         kind = self.profile.kind
         started = time.perf_counter()
-        try:
-            response = self.client.chat.completions.create(**_split_extra(payload))
-        except Exception as exc:
-            if isinstance(exc, BackendError):
-                raise
-            raise map_openai_error(exc, provider=kind, citelock_request_id=record.request_id) from exc
+        response, choice = chat_completion(self.client, payload, provider=kind, citelock_request_id=record.request_id)
         latency = time.perf_counter() - started
         provider_request_id = getattr(response, "_request_id", None)
-        if not response.choices:
-            raise BackendError(
-                "the server returned no choices",
-                provider=kind,
-                request_id=provider_request_id or response.id,
-                citelock_request_id=record.request_id,
-                retryable=True,
-            )
-        choice = response.choices[0]
         message = choice.message
-        refusal = getattr(message, "refusal", None)
-        if refusal:
-            raise BackendRefusalError(
-                f"the model refused: {refusal[:200]}",
-                refusal=refusal,
-                provider=kind,
-                request_id=provider_request_id or response.id,
-                citelock_request_id=record.request_id,
-            )
         notes: list[str] = []
         text, where = _output_text(message, self._delivery if schema is not None else None)
         if where:
@@ -359,6 +336,44 @@ class OpenAIBackend:
             removed=removed,
             violations=violations,
         )
+
+
+def chat_completion(
+    client: Any, payload: Mapping[str, Any], *, provider: str, citelock_request_id: str | None = None
+) -> tuple[Any, Any]:
+    """Send one chat-completions request; return ``(response, first choice)``.
+
+    Raises:
+        BackendTimeoutError, BackendConnectionError, BackendHTTPError, SchemaRejectedError: the call failed.
+        BackendError: the server returned no choices (retryable).
+        BackendRefusalError: the model refused.
+    """
+    try:
+        response = client.chat.completions.create(**_split_extra(payload))
+    except Exception as exc:
+        if isinstance(exc, BackendError):
+            raise
+        raise map_openai_error(exc, provider=provider, citelock_request_id=citelock_request_id) from exc
+    request_id = getattr(response, "_request_id", None) or response.id
+    if not response.choices:
+        raise BackendError(
+            "the server returned no choices",
+            provider=provider,
+            request_id=request_id,
+            citelock_request_id=citelock_request_id,
+            retryable=True,
+        )
+    choice = response.choices[0]
+    refusal = getattr(choice.message, "refusal", None)
+    if refusal:
+        raise BackendRefusalError(
+            f"the model refused: {refusal[:200]}",
+            refusal=refusal,
+            provider=provider,
+            request_id=request_id,
+            citelock_request_id=citelock_request_id,
+        )
+    return response, choice
 
 
 _CREATE_FIELDS = frozenset(

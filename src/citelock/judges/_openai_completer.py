@@ -13,8 +13,7 @@ import json
 from typing import Any
 
 from citelock._errors import UsageError
-from citelock.backends._errors import BackendError, BackendRefusalError
-from citelock.backends._openai import OpenAIBackend, _output_text, _split_extra, map_openai_error
+from citelock.backends._openai import OpenAIBackend, _output_text, chat_completion
 
 __all__ = ["OpenAICompleter"]
 
@@ -41,6 +40,7 @@ class OpenAICompleter:
         api_key: API key; a local ``base_url`` needs none.
         server: Profile kind (``openai``, ``llama-cpp-python``, ``llama.cpp``, ``vllm``) or a ServerProfile;
             None picks ``openai`` without a base_url, else ``llama-cpp-python``.
+        delivery: How the verdict schema travels (a delivery name of the profile); None: its strongest.
         timeout: Seconds per request.
         client: An ``openai.OpenAI``-like client to use instead of building one.
 
@@ -56,6 +56,7 @@ class OpenAICompleter:
         model: str | None = None,
         api_key: str | None = None,
         server: Any = None,
+        delivery: str | None = None,
         timeout: float = 60.0,
         client: Any = None,
     ) -> None:
@@ -64,6 +65,7 @@ class OpenAICompleter:
             model=model,
             api_key=api_key,
             server=server,
+            delivery=delivery,
             temperature=0.0,
             timeout=timeout,
             client=client,
@@ -105,22 +107,8 @@ class OpenAICompleter:
         """
         payload = self.request_for(messages, choices=choices, max_tokens=max_tokens)
         self.last_request = payload
-        kind = self._backend.profile.kind
-        try:
-            response = self._backend.client.chat.completions.create(**_split_extra(payload))
-        except Exception as exc:
-            if isinstance(exc, BackendError):
-                raise
-            raise map_openai_error(exc, provider=kind) from exc
-        if not response.choices:
-            raise BackendError("the server returned no choices", provider=kind, request_id=response.id, retryable=True)
-        message = response.choices[0].message
-        refusal = getattr(message, "refusal", None)
-        if refusal:
-            raise BackendRefusalError(
-                f"the model refused: {refusal[:200]}", refusal=refusal, provider=kind, request_id=response.id
-            )
-        text, _ = _output_text(message, self._backend.delivery if choices else None)
+        _, choice = chat_completion(self._backend.client, payload, provider=self._backend.profile.kind)
+        text, _ = _output_text(choice.message, self._backend.delivery if choices else None)
         if not choices:
             return text
         try:
