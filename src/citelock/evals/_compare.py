@@ -27,6 +27,7 @@ from citelock._answer import GuardedAnswer, UnparsedAnswerError
 from citelock._errors import CitelockError, InputError
 from citelock._records import Chunk, ReasonCode
 from citelock.backends._errors import TruncatedOutputError
+from citelock.evals._datasets import parse_evidence
 from citelock.evals._journal import Journal
 from citelock.judges import Judge
 
@@ -64,12 +65,9 @@ class QAItem:
     chunks: tuple[Chunk, ...]
 
 
-def _passage(evidence: str) -> tuple[str, str | None]:
-    head, sep, body = evidence.partition("\n\n")
-    if not sep:
-        return evidence.strip(), None
-    url = head.split(" ", 1)[1].strip() if " " in head else None
-    return body.strip(), url
+def _passage(evidence: str) -> tuple[str | None, str | None]:
+    parsed = parse_evidence(evidence)
+    return parsed.text, parsed.url
 
 
 def load_expertqa(path: Path, *, kinds: Sequence[str] = SYSTEM_KINDS, limit: int | None = None) -> list[QAItem]:

@@ -34,8 +34,10 @@ from citelock._errors import InputError
 __all__ = [
     "DATASET_FORMATS",
     "Dataset",
+    "Evidence",
     "GoldLabel",
     "LabeledItem",
+    "parse_evidence",
     "read_attributionbench",
     "read_dataset",
     "read_expertqa",
@@ -56,7 +58,6 @@ _WICE_LABELS: dict[str, GoldLabel] = {
 _AB_LABELS: dict[str, GoldLabel] = {"attributable": "yes", "not attributable": "not_yes"}
 _EXPERTQA_LABELS: dict[str, GoldLabel] = {"Complete": "yes", "Partial": "partial", "Incomplete": "partial"}
 _HAND_LABELS: dict[str, GoldLabel] = {"yes": "yes", "partial": "partial", "no": "no"}
-_EVIDENCE_HEADER = re.compile(r"^\s*\[\d+\]\s*\S*\s*\n+")
 
 
 @dataclass(frozen=True)
@@ -200,8 +201,43 @@ def read_attributionbench(path: Path) -> Dataset:
     return Dataset("attributionbench", items, skipped)
 
 
-def _strip_evidence_header(text: str) -> str:
-    return _EVIDENCE_HEADER.sub("", text, count=1).strip()
+@dataclass(frozen=True)
+class Evidence:
+    """One ExpertQA evidence string, split into its marker, its URL and its passage text.
+
+    ExpertQA stores evidence as ``"[n] URL\n\npassage"``; for systems that searched the web themselves
+    (``bing_chat``, ``gpt4``) only ``"[n] URL"`` is kept, with no passage. Such evidence has ``text`` ``None``:
+    there is nothing to judge a claim against, so readers skip it and count it, never judge a URL.
+    """
+
+    marker: int | None
+    url: str | None
+    text: str | None
+
+
+_MARKER = re.compile(r"^\s*\[(\d+)\]\s*")
+
+
+def parse_evidence(evidence: str) -> Evidence:
+    """Split one ExpertQA evidence string (see :class:`Evidence`)."""
+    head, sep, body = evidence.partition("\n\n")
+    if not sep:
+        # "[n] URL" alone, or a bare passage with no header
+        match = _MARKER.match(evidence)
+        if match:
+            rest = evidence[match.end() :].strip()
+            url = rest if rest and " " not in rest else None
+            if url is not None or not rest:
+                return Evidence(int(match.group(1)), url, None)
+            return Evidence(int(match.group(1)), None, rest)
+        text = evidence.strip()
+        return Evidence(None, None, text or None)
+    match = _MARKER.match(head)
+    marker = int(match.group(1)) if match else None
+    rest = head[match.end() :].strip() if match else head.strip()
+    url = rest.split()[0] if rest else None
+    text = body.strip()
+    return Evidence(marker, url, text or None)
 
 
 def read_expertqa(path: Path) -> Dataset:
@@ -226,7 +262,10 @@ def read_expertqa(path: Path) -> Dataset:
                 if support not in _EXPERTQA_LABELS:
                     skipped[f"support {support!r}"] += 1
                     continue
-                passage = "\n\n".join(_strip_evidence_header(e) for e in evidence).strip()
+                texts = [p.text for p in map(parse_evidence, evidence) if p.text]
+                if len(texts) < len(evidence):
+                    skipped["evidence without passage text (URL only)"] += len(evidence) - len(texts)
+                passage = "\n\n".join(texts).strip()
                 if not passage:
                     skipped["no evidence text"] += 1
                     continue

@@ -1,0 +1,5 @@
+"""``python -m citelock``: the same command line as ``citelock``."""
+
+from citelock._cli import main
+
+main()
