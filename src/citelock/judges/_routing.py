@@ -22,8 +22,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from citelock._errors import InputError
+from citelock.judges._params import PARAMS_DIR
 
-__all__ = ["CALIBRATION_FILE_VERSION", "Route", "Routing", "load_calibration", "save_calibration"]
+__all__ = [
+    "CALIBRATION_FILE_VERSION",
+    "Route",
+    "Routing",
+    "load_calibration",
+    "save_calibration",
+    "shipped_routing",
+]
 
 Route = Literal["pass", "review", "fail"]
 CALIBRATION_FILE_VERSION = "1"
@@ -115,3 +123,17 @@ def load_calibration(path: str | Path) -> dict[str, Routing]:
             f"calibration file {p}: expected {{'schema_version': '1', 'surfaces': {{name: routing}}}}; "
             f"at {where or 'top level'}: {first['msg']}"
         ) from None
+
+
+def shipped_routing(judge: str, version: str) -> Routing | None:
+    """The routing shipped with citelock for this judge (``params/routing.<judge>.json``), if any.
+
+    Returns None when no routing ships for the judge, or when the shipped one was calibrated for another
+    version of it (thresholds never silently carry over to a changed judge). Callers then route by the
+    judge's label alone: ``yes`` passes, ``partial`` and ``no`` fail.
+    """
+    path = PARAMS_DIR / f"routing.{judge}.json"
+    if not path.is_file():
+        return None
+    routing = Routing.model_validate_json(path.read_text(encoding="utf-8"))
+    return routing if routing.applies_to(judge, version) else None
