@@ -270,3 +270,44 @@ def test_a_calibration_routes_by_score(tmp_path) -> None:
     routed = _run(*args, "--judge", "lexical", "--calibration", cal, "--json")
     assert routed.exit_code == 0, routed.output
     assert json.loads(routed.stdout)["routes"][0]["route"] == "pass"
+
+
+def test_escalation_from_the_command_line(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from citelock import Verdict
+    from citelock._cli import _check
+    from citelock.judges import LexicalJudge
+
+    asked: list[str] = []
+
+    class Stronger:
+        name, version = "llm", "judge.v1/test:strong"
+
+        def judge(self, claim: str, passage: str) -> Verdict:
+            asked.append(claim)
+            return Verdict(label="yes", raw="yes", judge=self.name, version=self.version)
+
+    real = _check._make_judge
+
+    def make(name, base_url, model):
+        return Stronger() if name == "llm" and base_url == "http://strong.test/v1" else real(name, base_url, model)
+
+    monkeypatch.setattr(_check, "_make_judge", make)
+    everything_in_review = {
+        "pass_at": 2.0,
+        "fail_below": -1.0,
+        "judge": "lexical",
+        "judge_version": LexicalJudge().version,
+    }
+    cal = _calibration(tmp_path, {"legal": everything_in_review})
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", GOOD)]
+    queued = _run(*args, "--surface", "legal", "--judge", "lexical", "--calibration", cal, "--json")
+    out = json.loads(queued.stdout)
+    assert queued.exit_code == 1 and [f["reason"] for f in out["findings"]] == ["UNCERTAIN_SUPPORT"]
+    assert out["accounting"]["reviews"] == 1 and out["accounting"]["escalations"] == 0
+    flags = ["--surface", "legal", "--judge", "lexical", "--calibration", cal, "--json"]
+    escalated = _run(*args, *flags, "--escalate-base-url", "http://strong.test/v1")
+    out = json.loads(escalated.stdout)
+    assert escalated.exit_code == 0, escalated.output
+    assert out["decision"] == "pass" and out["accounting"]["escalations"] == 1 and asked == [GOOD["claims"][0]["text"]]
+    alone = _run(*args, "--surface", "legal", "--escalate-base-url", "http://strong.test/v1")
+    assert alone.exit_code == 2 and "give --calibration" in alone.stderr

@@ -177,3 +177,21 @@ def test_answer_refuses_a_mismatched_routing_before_logging(tmp_path: Path) -> N
     fine = citelock.answer("q?", CHUNKS, backend=FakeBackend([ANSWER]), surface=SurfacePolicy(
         name="docs", stakes="high", routing=ROUTING), judge=ShareJudge(), log=db)  # fmt: skip
     assert len(PromptLog(db)) == 1 and fine.decision == "block"
+
+
+def test_metrics_count_repaired_answers_reviews_and_escalations() -> None:
+    from citelock.evals import compute_metrics
+    from test_policy_routing import ScriptedJudge
+
+    results = [
+        run(GOOD, policy=surface("drop_claim")),  # pass
+        run(GOOD, UNSUPPORTED, policy=surface("drop_claim")),  # repaired
+        run(GOOD, REVIEW, policy=surface("mark")),  # repaired (review marked on high stakes)
+        run(UNSUPPORTED, policy=surface("drop_claim")),  # block: nothing factual left
+        run(GOOD, REVIEW, policy=surface("block"), escalate=ScriptedJudge({REVIEW["text"]: "yes"})),  # pass
+    ]
+    assert [r.decision for r in results] == ["pass", "repaired", "repaired", "block", "pass"]
+    m = compute_metrics(results)
+    assert m.get("pass_rate").value == pytest.approx(2 / 5)
+    assert m.get("repaired_rate").value == pytest.approx(2 / 5)
+    assert m.get("review_routed").value == 2 and m.get("escalations").value == 1

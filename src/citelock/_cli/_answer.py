@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from citelock._answer import GuardedAnswer, RenderStyle, UnparsedAnswerError
 from citelock._answer import answer as run_answer
 from citelock._cli._app import EXIT_FINDINGS, EXIT_OK, app
-from citelock._cli._check import CALIBRATION_HELP, ON_FAIL_HELP, surface_options
+from citelock._cli._check import CALIBRATION_HELP, ESCALATE_HELP, ON_FAIL_HELP, surface_options
 from citelock._cli._io import fail, read_text
 from citelock._errors import CitelockError, UsageError
 from citelock._records import Chunk
@@ -162,6 +162,7 @@ def answer(
     ] = None,
     on_fail: Annotated[str | None, typer.Option("--on-fail", help=ON_FAIL_HELP)] = None,
     calibration: Annotated[Path | None, typer.Option("--calibration", help=CALIBRATION_HELP)] = None,
+    escalate_base_url: Annotated[str | None, typer.Option("--escalate-base-url", help=ESCALATE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the GuardedAnswer record as JSON")] = False,
 ) -> None:
     """Answer a question from chunks with citations constrained by construction and checked by the guard.
@@ -182,6 +183,7 @@ def answer(
         judge_model=judge_model,
         on_fail=on_fail,
         calibration=calibration,
+        escalate_base_url=escalate_base_url,
     )
     chunks = read_chunks(chunks_path)
     if top_k is not None:
@@ -206,6 +208,7 @@ def answer(
             max_tokens=max_tokens,
             surface=options.policy if options else None,
             judge=options.judge if options else None,
+            escalate=options.escalate if options else None,
             queue=ReviewQueue(target) if options else None,
             results=ResultStore(target) if options else None,
         )

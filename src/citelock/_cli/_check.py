@@ -21,11 +21,24 @@ from citelock.judges import CachedJudge, Judge, make_judge
 from citelock.judges._routing import Routing, load_calibration
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
-__all__ = ["ON_FAIL_HELP", "SurfaceOptions", "check", "policy_json", "report_json", "surface_options"]
+__all__ = [
+    "CALIBRATION_HELP",
+    "ESCALATE_HELP",
+    "ON_FAIL_HELP",
+    "SurfaceOptions",
+    "check",
+    "policy_json",
+    "report_json",
+    "surface_options",
+]
 
 ON_FAIL_HELP = (
     "what a failing claim does: block (refuse the whole answer, the default), drop_claim (serve the answer "
     "without it), mark (serve it marked unverified); its findings are queued either way"
+)
+ESCALATE_HELP = (
+    "escalate citations the calibrated routing sends to review to the LLM judge on this OpenAI-compatible "
+    "server (/v1 URL, its first listed model); without it they go to the review queue as UNCERTAIN_SUPPORT"
 )
 CALIBRATION_HELP = (
     "CALIBRATION.json (citelock calibrate --fit --write): route the judge's scores with the thresholds for "
@@ -67,6 +80,7 @@ class SurfaceOptions:
 
     policy: SurfacePolicy
     judge: Judge | None
+    escalate: Judge | None = None
 
 
 def surface_options(
@@ -79,6 +93,7 @@ def surface_options(
     judge_model: str | None,
     on_fail: str | None,
     calibration: Path | None,
+    escalate_base_url: str | None = None,
 ) -> SurfaceOptions | None:
     """Validate the surface options (exit 2 with a clear message on bad usage) before any file is written.
 
@@ -91,6 +106,8 @@ def surface_options(
     """
     if judge != "llm" and (judge_base_url is not None or judge_model is not None):
         fail("--judge-base-url and --judge-model need --judge llm")
+    if escalate_base_url is not None and calibration is None:
+        fail("--escalate-base-url escalates citations routed to review: give --calibration (a routing) too")
     if surface is None and judge is None and on_fail is None and calibration is None:
         if sample_rate is not None:
             fail("--sample-rate needs a surface policy: give --surface NAME (or --judge)")
@@ -117,11 +134,14 @@ def surface_options(
         )
         built = CachedJudge(_make_judge(judge_name, judge_base_url, judge_model)) if judge_name else None
         resolve_routing(policy, built)
+        stronger = CachedJudge(_make_judge("llm", escalate_base_url, None)) if escalate_base_url else None
     except ValidationError as exc:
         fail(str(exc.errors()[0]["msg"]))
     except UsageError as exc:
         fail(str(exc))
-    return SurfaceOptions(policy, built)
+    except CitelockError as exc:  # e.g. a judge server that cannot be reached
+        fail(f"cannot set up the judge: {exc}")
+    return SurfaceOptions(policy, built, stronger)
 
 
 @app.command()
@@ -178,6 +198,7 @@ def check(
     ] = None,
     on_fail: Annotated[str | None, typer.Option("--on-fail", help=ON_FAIL_HELP)] = None,
     calibration: Annotated[Path | None, typer.Option("--calibration", help=CALIBRATION_HELP)] = None,
+    escalate_base_url: Annotated[str | None, typer.Option("--escalate-base-url", help=ESCALATE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Check an answer's citations against the prompt exactly as sent.
@@ -204,6 +225,7 @@ def check(
         judge_model=judge_model,
         on_fail=on_fail,
         calibration=calibration,
+        escalate_base_url=escalate_base_url,
     )
     raw = read_json(answer, "answer") if answer.suffix == ".json" else read_text(answer, "answer")
     try:
@@ -232,7 +254,14 @@ def check(
         results = ResultStore(db) if db is not None else None
         try:
             result = guard(
-                record, parsed, policy=options.policy, judge=options.judge, store=ids, queue=queue, results=results
+                record,
+                parsed,
+                policy=options.policy,
+                judge=options.judge,
+                escalate=options.escalate,
+                store=ids,
+                queue=queue,
+                results=results,
             )
         except UsageError as exc:
             fail(str(exc))
