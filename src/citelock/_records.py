@@ -53,7 +53,8 @@ class ReasonCode(StrEnum):
     """Stable reason codes, part of the public API (see DESIGN.md).
 
     ``UNCERTAIN_SUPPORT`` (layer ``support``): the judge's score fell between the surface's two thresholds
-    (``review``), and no stronger judge was configured to decide: a person or a stronger judge must decide.
+    (``review``) and no stronger judge settled it (none is configured, or it was unsure too, or it failed): a
+    person or a stronger judge must decide.
     """
 
     ID_NOT_IN_PROMPT = "ID_NOT_IN_PROMPT"
