@@ -107,3 +107,42 @@ def test_lexical_top_k_ranks_and_sets_rank() -> None:
     top = lexical_top_k("ferry crossing minutes", chunks, 3)
     assert top[0].id == "c-8" and [c.rank for c in top] == [1, 2, 3]
     assert len(lexical_top_k("zzz", chunks, 50)) == len(chunks)
+
+
+def test_surface_on_fail_drop_claim_serves_the_rest(tmp_path: Path, fakes: list[FakeBackend]) -> None:
+    args = ["-q", "How long?", "--chunks", str(EXAMPLES / "corpus.jsonl"), "--backend", "naive"]
+    result = _run(tmp_path, *args, "--surface", "docs", "--stakes", "low", "--on-fail", "drop_claim", "--json")
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.output)
+    assert data["decision"] == "repaired" and data["ok"] is False
+    assert [(r["claim"], r["reasons"]) for r in data["removed"]] == [("It is blue.", ["ID_NOT_IN_PROMPT"])]
+    assert "blue" not in data["rendered"] and "880 meters" in data["rendered"]
+    # the dropped claim still went to the queue, in the same database as the prompt log
+    from citelock.store import ReviewQueue
+
+    queued = ReviewQueue(tmp_path / "log.db")
+    assert [e.reason.value for e in queued] == ["ID_NOT_IN_PROMPT"]
+    text = _run(tmp_path, *args, "--surface", "docs", "--stakes", "low", "--on-fail", "mark")
+    assert text.exit_code == 1 and "(unverified: ID_NOT_IN_PROMPT)" in text.output
+    assert "guard: repaired on surface docs: 0 claim(s) removed, 1 marked unverified" in text.output
+
+
+def test_surface_options_fail_before_the_prompt_is_logged(tmp_path: Path, fakes: list[FakeBackend]) -> None:
+    args = ["-q", "How long?", "--chunks", str(EXAMPLES / "corpus.jsonl")]
+    for extra, message in (
+        (["--on-fail", "shred"], "--on-fail must be"),
+        (["--surface", "docs", "--stakes", "medium"], "--stakes must be high or low"),
+        (["--judge", "oracle"], "unknown judge"),
+        (["--judge-model", "m.gguf"], "need --judge llm"),
+    ):
+        result = _run(tmp_path, *args, *extra)
+        assert result.exit_code == 2 and message in result.output, (extra, result.output)
+    assert not (tmp_path / "log.db").exists() and fakes == []
+
+
+def test_surface_judges_with_the_offline_judge_by_default(tmp_path: Path, fakes: list[FakeBackend]) -> None:
+    args = ["-q", "How long is the Aurora Bridge?", "--chunks", str(EXAMPLES / "corpus.jsonl"), "--json"]
+    result = _run(tmp_path, *args, "--surface", "docs")
+    data = json.loads(result.output)
+    assert data["surface"] == "docs" and data["accounting"]["judge_calls"] == 1
+    assert result.exit_code == (0 if data["decision"] == "pass" else 1)

@@ -208,3 +208,106 @@ def test_llm_judge_on_a_real_server_runs_under_the_surface_policy(tmp_path, llam
     cited = sum(len(c["citations"]) for c in GOOD["claims"])
     assert out["surface"] == "legal" and out["accounting"]["judge_calls"] == cited
     assert out["decision"] == ("pass" if result.exit_code == 0 else "block")
+
+
+def _calibration(tmp_path, surfaces):
+    from citelock.judges._routing import Routing, save_calibration
+
+    path = tmp_path / "calibration.json"
+    save_calibration(path, {name: Routing.model_validate(r) for name, r in surfaces.items()})
+    return path
+
+
+def test_surface_options_are_checked_before_anything_is_written(tmp_path) -> None:
+    db = tmp_path / "team.db"
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", GOOD)]
+    bad = _run(*args, "--surface", "legal", "--db", db, "--on-fail", "shred")
+    assert bad.exit_code == 2 and "--on-fail must be block, drop_claim or mark" in bad.stderr
+    other = _calibration(tmp_path, {"*": {"pass_at": 0.8, "fail_below": 0.2, "judge": "llm", "judge_version": "3"}})
+    mismatch = _run(*args, "--surface", "legal", "--db", db, "--calibration", other)
+    assert mismatch.exit_code == 2
+    assert "calibrated for judge llm 3" in mismatch.stderr and "judge in use is offline" in mismatch.stderr
+    lexical = {"pass_at": 0.8, "fail_below": 0.2, "judge": "lexical", "judge_version": "1"}
+    named = _calibration(tmp_path, {"chat": lexical})
+    missing = _run(*args, "--surface", "legal", "--judge", "lexical", "--db", db, "--calibration", named)
+    assert missing.exit_code == 2 and "no routing for surface 'legal'" in missing.stderr
+    assert not db.exists()  # nothing was logged, queued or stored
+    # --surface without --judge on a high-stakes surface judges with the offline judge
+    ok = _run(*args, "--surface", "legal", "--db", db, "--json")
+    assert ok.exit_code == 0, ok.output
+    out = json.loads(ok.stdout)
+    assert out["decision"] == "pass" and out["accounting"]["judge_calls"] == 1
+    assert out["routes"][0]["route"] == "pass" and out["outcomes"][0]["action"] == "serve"
+
+
+def test_on_fail_drop_claim_repairs_and_exits_1(tmp_path) -> None:
+    db = tmp_path / "team.db"
+    mixed = {"claims": [*GOOD["claims"], {"text": "Revenue grew 40% in 2023.", "citations": [{"chunk_id": "c-1"}]}]}
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", mixed)]
+    result = _run(*args, "--surface", "legal", "--judge", "lexical", "--on-fail", "drop_claim", "--db", db, "--json")
+    assert result.exit_code == 1, result.output
+    out = json.loads(result.stdout)
+    assert out["decision"] == "repaired" and out["on_fail"] == "drop_claim"
+    assert [(o["action"], o["reasons"]) for o in out["outcomes"]] == [("serve", []), ("drop", ["NUMBER_MISMATCH"])]
+    listed = _run("queue", "list", "--db", db, "--json")
+    assert "NUMBER_MISMATCH" in listed.stdout  # the dropped claim is still queued
+    table = _run(*args, "--surface", "legal", "--judge", "lexical", "--on-fail", "mark")
+    assert table.exit_code == 1 and "repaired" in table.stdout and "claim 1 mark: NUMBER_MISMATCH" in table.stdout
+
+
+def test_a_calibration_routes_by_score(tmp_path) -> None:
+    from citelock.judges import LexicalJudge
+
+    version = LexicalJudge().version
+    # every lexical score passes at 0: the number-free claim that lexical overlap would fail now passes
+    cal = _calibration(
+        tmp_path, {"*": {"pass_at": 0.0, "fail_below": 0.0, "judge": "lexical", "judge_version": version}}
+    )
+    claim = {"claims": [{"text": "The buyer pays.", "citations": [{"chunk_id": "c-1"}]}]}
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", claim)]
+    plain = _run(*args, "--judge", "lexical", "--json")
+    assert plain.exit_code == 1 and json.loads(plain.stdout)["routes"][0]["route"] == "fail"
+    routed = _run(*args, "--judge", "lexical", "--calibration", cal, "--json")
+    assert routed.exit_code == 0, routed.output
+    assert json.loads(routed.stdout)["routes"][0]["route"] == "pass"
+
+
+def test_escalation_from_the_command_line(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from citelock import Verdict
+    from citelock._cli import _check
+    from citelock.judges import LexicalJudge
+
+    asked: list[str] = []
+
+    class Stronger:
+        name, version = "llm", "judge.v1/test:strong"
+
+        def judge(self, claim: str, passage: str) -> Verdict:
+            asked.append(claim)
+            return Verdict(label="yes", raw="yes", judge=self.name, version=self.version)
+
+    real = _check._make_judge
+
+    def make(name, base_url, model):
+        return Stronger() if name == "llm" and base_url == "http://strong.test/v1" else real(name, base_url, model)
+
+    monkeypatch.setattr(_check, "_make_judge", make)
+    everything_in_review = {
+        "pass_at": 2.0,
+        "fail_below": -1.0,
+        "judge": "lexical",
+        "judge_version": LexicalJudge().version,
+    }
+    cal = _calibration(tmp_path, {"legal": everything_in_review})
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", GOOD)]
+    queued = _run(*args, "--surface", "legal", "--judge", "lexical", "--calibration", cal, "--json")
+    out = json.loads(queued.stdout)
+    assert queued.exit_code == 1 and [f["reason"] for f in out["findings"]] == ["UNCERTAIN_SUPPORT"]
+    assert out["accounting"]["reviews"] == 1 and out["accounting"]["escalations"] == 0
+    flags = ["--surface", "legal", "--judge", "lexical", "--calibration", cal, "--json"]
+    escalated = _run(*args, *flags, "--escalate-base-url", "http://strong.test/v1")
+    out = json.loads(escalated.stdout)
+    assert escalated.exit_code == 0, escalated.output
+    assert out["decision"] == "pass" and out["accounting"]["escalations"] == 1 and asked == [GOOD["claims"][0]["text"]]
+    alone = _run(*args, "--surface", "legal", "--escalate-base-url", "http://strong.test/v1")
+    assert alone.exit_code == 2 and "give --calibration" in alone.stderr

@@ -53,7 +53,13 @@ def test_entry_carries_everything_a_reviewer_needs(target: str) -> None:
     assert entry.chunk_id == "c1"
     assert entry.related_chunk_id == "c2"
     assert entry.passage == "Revenue grew 12% in 2024."
-    assert entry.verdicts == {"provenance": "pass", "numbers": "pass", "support": "no", "diagnosis": "yes:c2"}
+    assert entry.verdicts == {
+        "provenance": "pass",
+        "numbers": "pass",
+        "support": "no",
+        "route": "fail",
+        "diagnosis": "yes:c2",
+    }
     assert entry.judge_raw is not None and entry.judge_raw.startswith("no")
     assert entry.judge_version == "keyword-test 1"
     assert (entry.request_id, entry.prompt_sha256) == ("req-42", record.sha256)

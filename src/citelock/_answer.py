@@ -1,16 +1,19 @@
 """The wrapper API: ``citelock.answer(question, chunks, backend=...)`` around a team's generation call.
 
 One call assembles the context, builds the per-request citation schema (downgrading it to fit the backend),
-serializes and logs the prompt, generates, parses, runs guard ①② and renders the answer's citation markers as
-footnotes, links or nothing. The result, :class:`GuardedAnswer`, is a record: the answer, the guard's findings,
-the span policy actually used and why, and the generation's accounting.
+serializes and logs the prompt, generates, parses, runs guard ①② (and, with ``surface=``, the tiered surface
+policy with the support judge ③) and renders the answer's citation markers as footnotes, links or nothing.
+Under a surface whose ``on_fail`` is ``drop_claim`` or ``mark`` the rendered answer omits the failing claims
+or marks them ``(unverified: REASON)``. The result, :class:`GuardedAnswer`, is a record: the answer, the
+guard's findings, what was removed or marked and why, the span policy actually used and why, and the
+generation's accounting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +29,16 @@ from citelock._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_sche
 from citelock._templates import PromptTemplate
 from citelock.backends._errors import TruncatedOutputError
 from citelock.backends._protocol import Backend, Generation
-from citelock.guard import JudgeAccounting, SurfacePolicy, check, guard
+from citelock.guard import (
+    ClaimOutcome,
+    Decision,
+    JudgeAccounting,
+    PolicyResult,
+    SurfacePolicy,
+    check,
+    guard,
+    resolve_routing,
+)
 from citelock.judges import Judge
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
@@ -88,7 +100,9 @@ class GuardedAnswer(_Record):
         answer: The parsed answer: claims with ``citations[].chunk_id`` / ``span``.
         report: The guard's report (① provenance, ② coverage, number pre-check).
         findings: The report's findings (also in ``report``), at the top for convenience.
-        ok: True when the guard found nothing.
+        ok: True when the served answer is clean: without a surface, the guard found nothing; with one, the
+            decision is ``pass``. False for a ``repaired`` answer (served, but with claims dropped or marked) and
+            for a ``block``-ed one (not to be served).
         span_policy: The span policy decoding enforced (None when nothing was constrained: the naive baseline).
         requested_policy: The policy the caller asked for.
         downgrade_reason: Why ``span_policy`` is weaker than ``requested_policy``, if it is.
@@ -99,10 +113,14 @@ class GuardedAnswer(_Record):
         dropped: Chunks assembly dropped to meet the budget.
         generation: The generation's accounting.
         render_style: How ``rendered`` shows citations.
-        rendered: The answer text with its citation markers rendered.
+        rendered: The answer text with its citation markers rendered, without the dropped claims (and the
+            footnotes only they used), with marked claims followed by ``(unverified: REASON, ...)``. For a
+            blocked answer it is the whole answer, for inspection: do not serve it.
         surface: The surface policy's name, when the tiered guard ran (``surface=``).
-        decision: ``pass`` or ``block`` under that policy (None without one).
+        decision: ``pass``, ``repaired`` or ``block`` under that policy (None without one).
         accounting: Support-judge calls made and saved under that policy (None without one).
+        removed: The claims dropped from ``rendered`` (``on_fail="drop_claim"``), with their reason codes.
+        marked: The claims ``rendered`` marks unverified (``on_fail="mark"``), with their reason codes.
     """
 
     schema_version: Literal["1"] = GUARDED_ANSWER_SCHEMA_VERSION
@@ -124,8 +142,15 @@ class GuardedAnswer(_Record):
     render_style: RenderStyle
     rendered: str = Field(description="the answer text with citation markers rendered per render_style")
     surface: str | None = None
-    decision: Literal["pass", "block"] | None = None
+    decision: Decision | None = None
     accounting: JudgeAccounting | None = None
+    removed: tuple[ClaimOutcome, ...] = ()
+    marked: tuple[ClaimOutcome, ...] = ()
+
+    @property
+    def served(self) -> bool:
+        """True unless the surface blocked the answer (``pass``, ``repaired``, or no surface)."""
+        return self.decision != "block"
 
 
 def guarded_answer_json_schema() -> dict[str, Any]:
@@ -248,7 +273,7 @@ def _finish(
         report = check(record, parsed, store=store)
     else:
         policy_result = guard(
-            record, parsed, policy=tiered.surface, judge=tiered.judge, store=store,
+            record, parsed, policy=tiered.surface, judge=tiered.judge, escalate=tiered.escalate, store=store,
             queue=tiered.queue, results=tiered.results,
         )  # fmt: skip
         report = policy_result.report
@@ -285,11 +310,24 @@ def _finish(
         dropped=prep.context.dropped,
         generation=stats,
         render_style=render,
-        rendered=render_answer(parsed, report, prep.context, style=render),
+        rendered=render_answer(
+            parsed,
+            report,
+            prep.context,
+            style=render,
+            outcomes=_served_outcomes(policy_result),
+        ),
         surface=policy_result.surface if policy_result else None,
         decision=policy_result.decision if policy_result else None,
         accounting=policy_result.accounting if policy_result else None,
+        removed=policy_result.dropped if policy_result else (),
+        marked=policy_result.marked if policy_result else (),
     )
+
+
+def _served_outcomes(result: PolicyResult | None) -> tuple[ClaimOutcome, ...] | None:
+    """What rendering drops or marks: nothing without a surface or when the answer is blocked (shown whole)."""
+    return result.claims if result is not None and result.served else None
 
 
 @dataclass(frozen=True)
@@ -298,20 +336,29 @@ class _Tiered:
     judge: Judge | None
     queue: ReviewQueue | None
     results: ResultStore | None
+    escalate: Judge | None = None
 
 
 def _tiered(
-    surface: SurfacePolicy | None, judge: Judge | None, queue: ReviewQueue | None, results: ResultStore | None
+    surface: SurfacePolicy | None,
+    judge: Judge | None,
+    queue: ReviewQueue | None,
+    results: ResultStore | None,
+    escalate: Judge | None = None,
 ) -> _Tiered | None:
+    """Resolve the surface's judge and check its routing before anything is logged or generated."""
     if surface is None:
-        if judge is not None or queue is not None or results is not None:
-            raise UsageError("judge=, queue= and results= take effect with surface=SurfacePolicy(...); pass one")
+        if judge is not None or queue is not None or results is not None or escalate is not None:
+            raise UsageError(
+                "judge=, escalate=, queue= and results= take effect with surface=SurfacePolicy(...); pass one"
+            )
         return None
     if judge is None and (surface.stakes == "high" or surface.sample_rate > 0):
         from citelock.judges import default_judge
 
         judge = default_judge()
-    return _Tiered(surface, judge, queue, results)
+    resolve_routing(surface, judge)  # a routing made for another judge is a UsageError, raised now
+    return _Tiered(surface, judge, queue, results, escalate)
 
 
 def answer(
@@ -332,6 +379,7 @@ def answer(
     metadata: Mapping[str, Any] | None = None,
     surface: SurfacePolicy | None = None,
     judge: Judge | None = None,
+    escalate: Judge | None = None,
     queue: ReviewQueue | None = None,
     results: ResultStore | None = None,
 ) -> GuardedAnswer:
@@ -359,24 +407,28 @@ def answer(
         metadata: Values recorded on the logged prompt (surface, user, trace ids).
         surface: Run the tiered guard of this surface (:class:`citelock.guard.SurfacePolicy`): the support
             judge ③ on citations that survived ①② and the number check, all of them on a high-stakes surface, a
-            deterministic sample on a low-stakes one; ``ok`` is then the policy's decision.
+            deterministic sample on a low-stakes one, routed by the surface's thresholds; its ``on_fail`` decides
+            whether a failing claim blocks the answer, is dropped from ``rendered`` or is marked there.
         judge: The support judge for ``surface`` (default: :func:`citelock.judges.default_judge`).
+        escalate: With ``surface``: a stronger judge for citations routed to ``review``.
         queue: With ``surface``: every finding is enqueued for review.
         results: With ``surface``: the result is stored for ``citelock metrics``.
 
     Returns:
-        A :class:`GuardedAnswer`; ``ok`` is True when the guard found nothing (or the surface passed it).
+        A :class:`GuardedAnswer`; ``ok`` is True when the guard found nothing (or the surface passed it whole);
+        ``served`` is False only when the surface blocked it; ``removed`` / ``marked`` say what was repaired.
 
     Raises:
         InputError: malformed chunks, an empty question, duplicate ids.
         BudgetExceededError: the prompt does not fit ``max_chars``.
-        UsageError: no span policy fits the backend (assemble fewer chunks).
+        UsageError: no span policy fits the backend (assemble fewer chunks); the surface's routing was
+            calibrated for another judge (raised before the prompt is logged).
         ConstraintViolationError: a backend that claimed to constrain produced output outside the schema.
         UnparsedAnswerError: an unconstrained backend's output is not a parseable answer.
         TruncatedOutputError: generation hit ``max_tokens`` mid-answer (a RuntimeFailure, with the partial text).
         RuntimeFailure: the backend failed.
     """
-    tiered = _tiered(surface, judge, queue, results)
+    tiered = _tiered(surface, judge, queue, results, escalate)
     chosen = backend if backend is not None else default_backend()
     prep = _prepare(
         question, chunks, chosen, policy, log=log, template=template, max_chars=max_chars,
@@ -405,6 +457,7 @@ async def answer_async(
     metadata: Mapping[str, Any] | None = None,
     surface: SurfacePolicy | None = None,
     judge: Judge | None = None,
+    escalate: Judge | None = None,
     queue: ReviewQueue | None = None,
     results: ResultStore | None = None,
 ) -> GuardedAnswer:
@@ -414,7 +467,7 @@ async def answer_async(
     :class:`citelock.backends.AsyncBackend`) is awaited; any other backend runs in a worker thread so the
     event loop is never blocked by decoding.
     """
-    tiered = _tiered(surface, judge, queue, results)
+    tiered = _tiered(surface, judge, queue, results, escalate)
     chosen = backend if backend is not None else await asyncio.to_thread(default_backend)
     prep = await asyncio.to_thread(
         _prepare, question, chunks, chosen, policy, log=log, template=template, max_chars=max_chars,
@@ -429,22 +482,37 @@ async def answer_async(
     return _finish(prep, generation, render=render, store=store, tiered=tiered)
 
 
-def render_answer(answer: Answer, report: GuardReport, context: Context, *, style: RenderStyle = "footnotes") -> str:
+def render_answer(
+    answer: Answer,
+    report: GuardReport,
+    context: Context,
+    *,
+    style: RenderStyle = "footnotes",
+    outcomes: Sequence[ClaimOutcome] | None = None,
+) -> str:
     """Render an answer's claims with their citation markers.
 
     ``footnotes`` puts ``[n]`` after each claim and lists the cited passages below; ``links`` puts
     ``[chunk-id](source)`` after each claim (``#chunk-id`` when the chunk has no source); ``none`` prints the
     claims only. A citation that failed guard ① is never shown as a source: it is marked ``unverified`` with
     its reason code.
+
+    With ``outcomes`` (a surface's :attr:`~citelock.guard.PolicyResult.claims`), a claim whose action is
+    ``drop`` is left out, and so are the footnotes only it used (the others are numbered without gaps); a claim
+    whose action is ``mark`` is followed by ``(unverified: REASON, ...)``.
     """
     if style not in ("footnotes", "links", "none"):
         raise UsageError(f"render style must be 'footnotes', 'links' or 'none', got {style!r}")
     verdicts = {(c.claim_index, c.citation_index): c for c in report.citations}
+    actions = {o.claim_index: o for o in outcomes or ()}
     sources = {chunk.id: chunk.source for chunk in context.chunks}
     parts: list[str] = []
     notes: list[str] = []
     numbers: dict[tuple[str, str | None], int] = {}
     for ci, claim in enumerate(answer.claims):
+        outcome = actions.get(ci)
+        if outcome is not None and outcome.action == "drop":
+            continue
         markers: list[str] = []
         for xi, cite in enumerate(claim.citations):
             check_ = verdicts.get((ci, xi))
@@ -469,6 +537,8 @@ def render_answer(answer: Answer, report: GuardReport, context: Context, *, styl
             text = f"{text} {' '.join(markers)}"
         elif markers:
             text = text + "".join(markers)
+        if outcome is not None and outcome.action == "mark":
+            text += f" (unverified: {', '.join(r.value for r in outcome.reasons)})"
         parts.append(text)
     body = " ".join(parts)
     if style == "footnotes" and notes:

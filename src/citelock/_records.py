@@ -50,7 +50,12 @@ class _Record(BaseModel):
 
 
 class ReasonCode(StrEnum):
-    """Stable reason codes, part of the public API (see DESIGN.md)."""
+    """Stable reason codes, part of the public API (see DESIGN.md).
+
+    ``UNCERTAIN_SUPPORT`` (layer ``support``): the judge's score fell between the surface's two thresholds
+    (``review``) and no stronger judge settled it (none is configured, or it was unsure too, or it failed): a
+    person or a stronger judge must decide.
+    """
 
     ID_NOT_IN_PROMPT = "ID_NOT_IN_PROMPT"
     STALE_ID = "STALE_ID"
@@ -63,6 +68,7 @@ class ReasonCode(StrEnum):
     UNSUPPORTED = "UNSUPPORTED"
     WRONG_CHUNK = "WRONG_CHUNK"
     PARTIAL_SUPPORT = "PARTIAL_SUPPORT"
+    UNCERTAIN_SUPPORT = "UNCERTAIN_SUPPORT"
     NUMBER_MISMATCH = "NUMBER_MISMATCH"
     CHECK_ERROR = "CHECK_ERROR"
 

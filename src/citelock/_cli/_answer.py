@@ -16,11 +16,13 @@ from pydantic import ValidationError
 from citelock._answer import GuardedAnswer, RenderStyle, UnparsedAnswerError
 from citelock._answer import answer as run_answer
 from citelock._cli._app import EXIT_FINDINGS, EXIT_OK, app
+from citelock._cli._check import CALIBRATION_HELP, ESCALATE_HELP, ON_FAIL_HELP, surface_options
 from citelock._cli._io import fail, read_text
 from citelock._errors import CitelockError, UsageError
 from citelock._records import Chunk
 from citelock._schema import SpanPolicy
 from citelock.backends._protocol import Backend
+from citelock.store import ResultStore, ReviewQueue
 
 __all__ = ["answer", "default_db", "lexical_top_k", "read_chunks"]
 
@@ -128,16 +130,61 @@ def answer(
         int | None, typer.Option(min=1, help="generation budget (default: the schema's bound)")
     ] = None,
     db: Annotated[
-        Path | None, typer.Option(help="prompt log database (default: $CITELOCK_DB or ./.citelock/citelock.db)")
+        Path | None,
+        typer.Option(
+            help="prompt log database (default: $CITELOCK_DB or ./.citelock/citelock.db); with a surface, "
+            "findings are queued and results stored there too"
+        ),
     ] = None,
+    surface: Annotated[
+        str | None,
+        typer.Option("--surface", help="run this surface's policy: the support judge ③, routing and --on-fail"),
+    ] = None,
+    stakes: Annotated[
+        str, typer.Option("--stakes", help="high: judge every surviving citation, fail closed; low: sample")
+    ] = "high",
+    sample_rate: Annotated[
+        float | None, typer.Option("--sample-rate", min=0.0, max=1.0, help="low stakes: fraction judged")
+    ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge", help="support judge ③: offline, lexical or llm (a judging surface without --judge: offline)"
+        ),
+    ] = None,
+    judge_base_url: Annotated[
+        str | None,
+        typer.Option("--judge-base-url", help="--judge llm on an OpenAI-compatible server at this /v1 URL"),
+    ] = None,
+    judge_model: Annotated[
+        str | None,
+        typer.Option("--judge-model", help="--judge llm: a GGUF file, or with --judge-base-url the server's model"),
+    ] = None,
+    on_fail: Annotated[str | None, typer.Option("--on-fail", help=ON_FAIL_HELP)] = None,
+    calibration: Annotated[Path | None, typer.Option("--calibration", help=CALIBRATION_HELP)] = None,
+    escalate_base_url: Annotated[str | None, typer.Option("--escalate-base-url", help=ESCALATE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the GuardedAnswer record as JSON")] = False,
 ) -> None:
     """Answer a question from chunks with citations constrained by construction and checked by the guard.
 
-    Exit 0 when the guard finds nothing, 1 on findings or a failed generation, 2 on unusable input.
+    With --surface (or --judge, --on-fail, --calibration) the surface policy runs as in `citelock check`: the
+    support judge, its routing, and --on-fail (drop_claim serves the answer without its failing claims, mark
+    marks them unverified). Exit 0 when the answer is served clean, 1 on findings (repaired or blocked) or a
+    failed generation, 2 on bad usage or input (checked before the prompt is logged).
     """
     if not question.strip():
         fail("--question is empty")
+    options = surface_options(
+        surface=surface,
+        stakes=stakes,
+        sample_rate=sample_rate,
+        judge=judge,
+        judge_base_url=judge_base_url,
+        judge_model=judge_model,
+        on_fail=on_fail,
+        calibration=calibration,
+        escalate_base_url=escalate_base_url,
+    )
     chunks = read_chunks(chunks_path)
     if top_k is not None:
         chunks = lexical_top_k(question, chunks, top_k)
@@ -150,14 +197,20 @@ def answer(
             chosen: Backend = OpenAIBackend(base_url=base_url, server=server_kind)
         else:
             chosen = make_backend(backend, model=model)
+        target = db or default_db()
         result = run_answer(
             question,
             chunks,
             backend=chosen,
             policy=_policy(policy),
-            log=db or default_db(),
+            log=target,
             render=_render(render),
             max_tokens=max_tokens,
+            surface=options.policy if options else None,
+            judge=options.judge if options else None,
+            escalate=options.escalate if options else None,
+            queue=ReviewQueue(target) if options else None,
+            results=ResultStore(target) if options else None,
         )
     except UnparsedAnswerError as exc:
         typer.echo(f"citelock: the answer could not be parsed: {exc}", err=True)
@@ -195,9 +248,23 @@ def _print(result: GuardedAnswer) -> None:
         f"{line} · {result.backend}/{result.model} · {gen.completion_tokens or 0} tokens in {gen.latency_s:.1f}s"
         f"{speed} · request {result.request_id}"
     )
+    where = f" on surface {result.surface}" if result.surface else ""
     if result.ok:
-        typer.echo("guard: OK (every citation is in the prompt and verbatim in its chunk; every claim is cited)")
+        judged = " and passed the support judge" if result.accounting and result.accounting.judge_calls else ""
+        typer.echo(
+            f"guard: OK{where} (every citation is in the prompt and verbatim in its chunk{judged}; "
+            "every claim is cited)"
+        )
         return
+    if result.decision == "repaired":
+        typer.echo(
+            f"guard: repaired{where}: {len(result.removed)} claim(s) removed, {len(result.marked)} marked unverified"
+        )
+        for o in (*result.removed, *result.marked):
+            what = "removed" if o.action == "drop" else "marked"
+            typer.echo(f"  {what}: {o.claim[:80]!r} — {', '.join(r.value for r in o.reasons)}")
+    elif result.decision == "block":
+        typer.echo(f"guard: BLOCKED{where}: do not serve this answer")
     typer.echo(f"guard: {len(result.findings)} finding(s)")
     for f in result.findings:
         cited = f" [{f.chunk_id}]" if f.chunk_id else ""

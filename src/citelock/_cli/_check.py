@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -11,15 +12,38 @@ from pydantic import ValidationError
 
 from citelock._cli._app import EXIT_FINDINGS, EXIT_OK, app
 from citelock._cli._io import fail, load_prompt, load_store_ids, read_json, read_text
-from citelock._errors import ParseError, UsageError
+from citelock._errors import CitelockError, ParseError, UsageError
 from citelock._parse import parse_answer
-from citelock._records import Answer, GuardReport, PromptRecord
-from citelock.guard import PolicyResult, SurfacePolicy, guard
+from citelock._records import GuardReport
+from citelock.guard import PolicyResult, SurfacePolicy, guard, resolve_routing
 from citelock.guard import check as run_guard
 from citelock.judges import CachedJudge, Judge, make_judge
+from citelock.judges._routing import Routing, load_calibration
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
-__all__ = ["check", "report_json"]
+__all__ = [
+    "CALIBRATION_HELP",
+    "ESCALATE_HELP",
+    "ON_FAIL_HELP",
+    "SurfaceOptions",
+    "check",
+    "policy_json",
+    "report_json",
+    "surface_options",
+]
+
+ON_FAIL_HELP = (
+    "what a failing claim does: block (refuse the whole answer, the default), drop_claim (serve the answer "
+    "without it), mark (serve it marked unverified); its findings are queued either way"
+)
+ESCALATE_HELP = (
+    "escalate citations the calibrated routing sends to review to the LLM judge on this OpenAI-compatible "
+    "server (/v1 URL, its first listed model); without it they go to the review queue as UNCERTAIN_SUPPORT"
+)
+CALIBRATION_HELP = (
+    "CALIBRATION.json (citelock calibrate --fit --write): route the judge's scores with the thresholds for "
+    "this surface's name, else its '*' entry; they must have been calibrated for the judge in use"
+)
 
 
 def report_json(report: GuardReport) -> dict[str, object]:
@@ -33,6 +57,91 @@ def report_json(report: GuardReport) -> dict[str, object]:
         "citations": [c.model_dump(mode="json") for c in report.citations],
         "claims": [c.model_dump(mode="json") for c in report.claims],
     }
+
+
+def policy_json(result: PolicyResult) -> dict[str, object]:
+    """The surface part of ``--json``: ``surface``, ``decision``, ``on_fail``, ``outcomes``, ``accounting``."""
+    return {
+        "surface": result.surface,
+        "decision": result.decision,
+        "on_fail": result.policy.on_fail,
+        "outcomes": [o.model_dump(mode="json") for o in result.claims],
+        "routes": [
+            s.model_dump(mode="json", include={"claim_index", "citation_index", "route", "score"})
+            for s in result.support
+        ],
+        "accounting": result.accounting.model_dump(mode="json"),
+    }
+
+
+@dataclass(frozen=True)
+class SurfaceOptions:
+    """A surface policy and its judge, built from the command line and checked before anything is written."""
+
+    policy: SurfacePolicy
+    judge: Judge | None
+    escalate: Judge | None = None
+
+
+def surface_options(
+    *,
+    surface: str | None,
+    stakes: str,
+    sample_rate: float | None,
+    judge: str | None,
+    judge_base_url: str | None,
+    judge_model: str | None,
+    on_fail: str | None,
+    calibration: Path | None,
+    escalate_base_url: str | None = None,
+) -> SurfaceOptions | None:
+    """Validate the surface options (exit 2 with a clear message on bad usage) before any file is written.
+
+    The surface policy runs when any of ``--surface``, ``--judge``, ``--on-fail`` or ``--calibration`` is
+    given (surface name ``default`` when ``--surface`` is not). A surface that judges (high stakes, or a
+    sample rate above 0) without ``--judge`` uses the offline judge, as :func:`citelock.answer` does.
+
+    Returns:
+        The policy and judge, or None when only the free deterministic checks were asked for.
+    """
+    if judge != "llm" and (judge_base_url is not None or judge_model is not None):
+        fail("--judge-base-url and --judge-model need --judge llm")
+    if escalate_base_url is not None and calibration is None:
+        fail("--escalate-base-url escalates citations routed to review: give --calibration (a routing) too")
+    if surface is None and judge is None and on_fail is None and calibration is None:
+        if sample_rate is not None:
+            fail("--sample-rate needs a surface policy: give --surface NAME (or --judge)")
+        return None
+    if stakes not in ("high", "low"):
+        fail(f"--stakes must be high or low, got {stakes!r}")
+    if on_fail is not None and on_fail not in ("block", "drop_claim", "mark"):
+        fail(f"--on-fail must be block, drop_claim or mark, got {on_fail!r}")
+    name = surface or "default"
+    rate = sample_rate if sample_rate is not None else (1.0 if judge or stakes == "high" else 0.0)
+    judge_name = judge or ("offline" if stakes == "high" or rate > 0 else None)
+    routing: Routing | None = None
+    if calibration is not None:
+        try:
+            routings = load_calibration(calibration)
+        except CitelockError as exc:
+            fail(str(exc))
+        routing = routings.get(name, routings.get("*"))
+        if routing is None:
+            fail(f"calibration file {calibration} has no routing for surface {name!r} and no '*' default")
+    try:
+        policy = SurfacePolicy.model_validate(
+            {"name": name, "stakes": stakes, "sample_rate": rate, "routing": routing, "on_fail": on_fail or "block"}
+        )
+        built = CachedJudge(_make_judge(judge_name, judge_base_url, judge_model)) if judge_name else None
+        resolve_routing(policy, built)
+        stronger = CachedJudge(_make_judge("llm", escalate_base_url, None)) if escalate_base_url else None
+    except ValidationError as exc:
+        fail(str(exc.errors()[0]["msg"]))
+    except UsageError as exc:
+        fail(str(exc))
+    except CitelockError as exc:  # e.g. a judge server that cannot be reached
+        fail(f"cannot set up the judge: {exc}")
+    return SurfaceOptions(policy, built, stronger)
 
 
 @app.command()
@@ -59,7 +168,11 @@ def check(
     ] = None,
     judge: Annotated[
         str | None,
-        typer.Option("--judge", help="also run the support judge ③ (offline, lexical or llm) under --surface/--stakes"),
+        typer.Option(
+            "--judge",
+            help="run the support judge ③ (offline, lexical or llm) under --surface/--stakes "
+            "(a judging surface without --judge uses offline)",
+        ),
     ] = None,
     judge_base_url: Annotated[
         str | None,
@@ -83,28 +196,46 @@ def check(
     sample_rate: Annotated[
         float | None, typer.Option("--sample-rate", min=0.0, max=1.0, help="low stakes: fraction judged")
     ] = None,
+    on_fail: Annotated[str | None, typer.Option("--on-fail", help=ON_FAIL_HELP)] = None,
+    calibration: Annotated[Path | None, typer.Option("--calibration", help=CALIBRATION_HELP)] = None,
+    escalate_base_url: Annotated[str | None, typer.Option("--escalate-base-url", help=ESCALATE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
-    """Check an answer's citations against the prompt exactly as sent (exit 0 ok, 1 findings, 2 bad input).
+    """Check an answer's citations against the prompt exactly as sent.
 
-    Without --judge/--surface only the free deterministic checks run (provenance, coverage, numbers). With them,
-    the tiered surface policy runs: the support judge on citations that survived the free checks (all of them on
-    a high-stakes surface, a deterministic sample on a low-stakes one); with --db every finding is queued for
-    review and the result stored for metrics.
+    Without --judge/--surface/--on-fail/--calibration only the free deterministic checks run (provenance,
+    coverage, numbers). With any of them, the tiered surface policy runs: the support judge on citations that
+    survived the free checks (all of them on a high-stakes surface, a deterministic sample on a low-stakes one),
+    each routed to pass, review or fail; --on-fail decides whether a failing claim blocks the answer or is
+    dropped or marked; with --db every finding is queued for review and the result stored for metrics.
+
+    Exit 0 when the answer passes clean, 1 on findings (answer repaired or blocked), 2 on bad usage or input;
+    options are checked before anything is written to --db.
     """
     if (prompt is None) == (request_id is None):
         fail("give exactly one of --prompt PROMPT.json or --request-id ID (with --db)")
     if request_id is not None and db is None:
         fail("--request-id needs --db, the prompt log to read it from")
+    options = surface_options(
+        surface=surface,
+        stakes=stakes,
+        sample_rate=sample_rate,
+        judge=judge,
+        judge_base_url=judge_base_url,
+        judge_model=judge_model,
+        on_fail=on_fail,
+        calibration=calibration,
+        escalate_base_url=escalate_base_url,
+    )
     raw = read_json(answer, "answer") if answer.suffix == ".json" else read_text(answer, "answer")
     try:
         parsed = parse_answer(raw)
     except ParseError as exc:
         fail(f"answer file {answer}: {exc}")
     ids = load_store_ids(store) if store is not None else None
+    record = load_prompt(prompt) if prompt is not None else None
     log = PromptLog(db) if db is not None else None
-    if prompt is not None:
-        record = load_prompt(prompt)
+    if record is not None:
         if log is not None and record.request_id not in log:
             log.append(record)
     else:
@@ -113,53 +244,46 @@ def check(
             record = log.get(request_id)
         except KeyError:
             fail(f"request id {request_id!r} is not in the prompt log {db}")
-    if judge != "llm" and (judge_base_url is not None or judge_model is not None):
-        fail("--judge-base-url and --judge-model need --judge llm")
-    if judge is None and surface is None:
+    if options is None:
         report = run_guard(record, parsed, store=ids)
         out = report_json(report)
         passed = report.ok
+        result = None
     else:
-        judge_spec = (judge, judge_base_url, judge_model) if judge else None
-        result = _run_policy(record, parsed, ids, judge_spec, surface or "default", stakes, sample_rate, db)
+        queue = ReviewQueue(db) if db is not None else None
+        results = ResultStore(db) if db is not None else None
+        try:
+            result = guard(
+                record,
+                parsed,
+                policy=options.policy,
+                judge=options.judge,
+                escalate=options.escalate,
+                store=ids,
+                queue=queue,
+                results=results,
+            )
+        except UsageError as exc:
+            fail(str(exc))
         report = result.report
-        out = {
-            **report_json(report),
-            "surface": result.surface,
-            "decision": result.decision,
-            "accounting": result.accounting.model_dump(mode="json"),
-        }
+        out = {**report_json(report), **policy_json(result)}
         passed = result.decision == "pass"
     if as_json:
         typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
     else:
         _print_table(report)
-        if "decision" in out:
-            typer.echo(f"surface {out['surface']}: {out['decision']}; judge accounting: {out['accounting']}")
+        if result is not None:
+            _print_outcome(result)
     raise typer.Exit(EXIT_OK if passed else EXIT_FINDINGS)
 
 
-def _run_policy(
-    record: PromptRecord,
-    parsed: Answer,
-    ids: set[str] | None,
-    judge_spec: tuple[str, str | None, str | None] | None,
-    surface: str,
-    stakes: str,
-    sample_rate: float | None,
-    db: str | None,
-) -> PolicyResult:
-    if stakes not in ("high", "low"):
-        fail(f"--stakes must be high or low, got {stakes!r}")
-    rate = sample_rate if sample_rate is not None else (1.0 if judge_spec else 0.0)
-    try:
-        policy = SurfacePolicy.model_validate({"name": surface, "stakes": stakes, "sample_rate": rate})
-        judge = CachedJudge(_make_judge(*judge_spec)) if judge_spec else None
-        queue = ReviewQueue(db) if db is not None else None
-        results = ResultStore(db) if db is not None else None
-        return guard(record, parsed, policy=policy, judge=judge, store=ids, queue=queue, results=results)
-    except (ValidationError, UsageError) as exc:
-        fail(exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc))
+def _print_outcome(result: PolicyResult) -> None:
+    how = {"pass": "pass", "repaired": "repaired (served without / marking failing claims)", "block": "BLOCKED"}
+    typer.echo(f"surface {result.surface} (on_fail={result.policy.on_fail}): {how[result.decision]}")
+    for o in result.claims:
+        if o.action != "serve":
+            typer.echo(f"  claim {o.claim_index} {o.action}: {', '.join(r.value for r in o.reasons)}")
+    typer.echo(f"judge accounting: {result.accounting.model_dump(mode='json')}")
 
 
 def _make_judge(name: str, base_url: str | None, model: str | None) -> Judge:

@@ -37,7 +37,10 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "is known (uncited ones count as unsupported)",
     "faithfulness": "per answer: supported factual claims / factual claims whose support is known; "
     "averaged over answers that have any",
-    "pass_rate": "answers the surface policy passed / all guarded answers",
+    "pass_rate": "answers the surface policy passed whole and clean / all guarded answers",
+    "repaired_rate": "answers served with failing claims dropped or marked unverified / all guarded answers",
+    "review_routed": "judged citations whose score fell between the surface's thresholds (routed to review)",
+    "escalations": "calls to a stronger judge on citations routed to review",
     "unassessed_claims": "factual claims left out of recall and faithfulness: citations unsampled or judge failed",
     "judge_calls": "judge calls on (claim, cited passage) pairs, plus best-evidence diagnosis calls",
     "saved_by_ordering": "citations not judged because provenance or the number check had already failed them",
@@ -58,6 +61,7 @@ _RATES = frozenset(
         "citation_recall",
         "faithfulness",
         "pass_rate",
+        "repaired_rate",
         "queue_repair_rate",
         "support_rate_by_rank",
         "support_rate_by_strategy",
@@ -148,6 +152,9 @@ class MetricsReport:
 class _Tally:
     answers: int = 0
     passed: int = 0
+    repaired_answers: int = 0
+    reviews: int = 0
+    escalations: int = 0
     judged: int = 0
     supported_pairs: int = 0
     factual: int = 0
@@ -170,7 +177,10 @@ def _add_result(t: _Tally, result: PolicyResult) -> None:
     report = result.report
     t.answers += 1
     t.passed += result.decision == "pass"
+    t.repaired_answers += result.decision == "repaired"
     a = result.accounting
+    t.reviews += a.reviews
+    t.escalations += a.escalations
     t.judge_calls += a.judge_calls + a.diagnosis_calls
     t.saved_ordering += a.saved_by_ordering
     t.saved_sampling += a.saved_by_sampling
@@ -197,7 +207,7 @@ def _add_result(t: _Tally, result: PolicyResult) -> None:
             continue
         checks = by_claim.get(claim.claim_index, [])
         is_supported = claim.claim_index not in number_failed and any(
-            s.label == "yes" and (s.claim_index, s.citation_index) in passed_provenance for s in checks
+            s.supported is True and (s.claim_index, s.citation_index) in passed_provenance for s in checks
         )
         known = is_supported or all(s.status in ("judged", "skipped_ordering", "no_passage") for s in checks)
         if not known:
@@ -256,11 +266,14 @@ def _values(t: _Tally, surface: str, week: str) -> list[MetricValue]:
         _rate("citation_recall", t.supported_claims, t.factual, surface, week),
         _rate("faithfulness", t.faithfulness_sum, t.faithfulness_answers, surface, week),
         _rate("pass_rate", t.passed, t.answers, surface, week),
+        _rate("repaired_rate", t.repaired_answers, t.answers, surface, week),
         _count("unassessed_claims", t.unassessed, surface, week),
         _count("judge_calls", t.judge_calls, surface, week),
         _count("saved_by_ordering", t.saved_ordering, surface, week),
         _count("saved_by_sampling", t.saved_sampling, surface, week),
         _count("cache_hits", t.cache_hits, surface, week),
+        _count("review_routed", t.reviews, surface, week),
+        _count("escalations", t.escalations, surface, week),
     ]
     for reason, n in sorted(t.queue.items(), key=lambda kv: (-kv[1], kv[0])):
         out.append(_count("queue_volume", n, surface, week, key=reason))

@@ -2,14 +2,35 @@
 
 from citelock.guard._coverage import check_coverage
 from citelock.guard._numbers import extract_numbers, missing_numbers
-from citelock.guard._policy import Decision, JudgeAccounting, PolicyResult, SurfacePolicy, guard, iso_week
+from citelock.guard._policy import (
+    ClaimAction,
+    ClaimOutcome,
+    Decision,
+    JudgeAccounting,
+    OnFail,
+    PolicyResult,
+    SurfacePolicy,
+    guard,
+    iso_week,
+    resolve_routing,
+)
 from citelock.guard._provenance import PromptIndex, check_citation
 from citelock.guard._run import check
-from citelock.guard._support import SupportCheck, SupportRun, SupportStatus, SupportTarget, judge_support
+from citelock.guard._support import (
+    SupportCheck,
+    SupportRun,
+    SupportStatus,
+    SupportTarget,
+    judge_support,
+    require_routing_for,
+)
 
 __all__ = [
+    "ClaimAction",
+    "ClaimOutcome",
     "Decision",
     "JudgeAccounting",
+    "OnFail",
     "PolicyResult",
     "PromptIndex",
     "SupportCheck",
@@ -25,4 +46,6 @@ __all__ = [
     "iso_week",
     "judge_support",
     "missing_numbers",
+    "require_routing_for",
+    "resolve_routing",
 ]

@@ -6,6 +6,17 @@ every such citation for a high-stakes surface, or on a deterministic sample for 
 is a hash of (seed, request id, claim index, citation index), so a replay of the same request a month later
 judges exactly the same citations.
 
+Each judged citation is routed to ``pass``, ``review`` or ``fail`` (see :mod:`citelock.guard._support`): by
+the surface's :class:`~citelock.judges.Routing` when it has one, else by the routing shipped for the judge
+(same name and version), else by the judge's label. ``review`` goes to a stronger judge when ``guard`` is given
+one (``escalate=``), else to the review queue as ``UNCERTAIN_SUPPORT``.
+
+Then the surface decides what is served, claim by claim. A *failing* claim has a finding that is not merely
+recorded: provenance ①, ``UNCITED_CLAIM``, ``NUMBER_MISMATCH``, ``UNSUPPORTED`` / ``PARTIAL_SUPPORT`` /
+``WRONG_CHUNK``, and ``UNCERTAIN_SUPPORT`` when the surface does not serve unverified claims (high stakes by
+default). ``on_fail`` says what happens to it: ``block`` refuses the whole answer, ``drop_claim`` serves the
+answer without it, ``mark`` serves it visibly marked unverified. Every finding is queued either way.
+
 A check or judge that raises becomes a ``CHECK_ERROR`` finding. On a fail-closed surface (high stakes by
 default) that blocks the answer; elsewhere it is recorded and does not block.
 """
@@ -30,15 +41,36 @@ from citelock._records import (
 )
 from citelock.guard._provenance import PromptIndex
 from citelock.guard._run import check
-from citelock.guard._support import SupportCheck, SupportTarget, judge_support
+from citelock.guard._support import SupportCheck, SupportTarget, judge_support, require_routing_for
 from citelock.judges import Judge
+from citelock.judges._routing import Routing, shipped_routing
 
 if TYPE_CHECKING:
     from citelock.store import ResultStore, ReviewQueue
 
-__all__ = ["Decision", "JudgeAccounting", "PolicyResult", "SurfacePolicy", "guard", "iso_week"]
+__all__ = [
+    "ClaimAction",
+    "ClaimOutcome",
+    "Decision",
+    "JudgeAccounting",
+    "OnFail",
+    "PolicyResult",
+    "SurfacePolicy",
+    "guard",
+    "iso_week",
+    "resolve_routing",
+]
 
-Decision = Literal["pass", "block"]
+Decision = Literal["pass", "repaired", "block"]
+"""``pass``: served whole and clean of failing claims. ``repaired``: served with failing claims dropped or
+marked unverified. ``block``: refused whole (``on_fail="block"`` with a failing claim, a ``CHECK_ERROR`` on a
+fail-closed surface, or no factual claim left to serve after dropping)."""
+
+OnFail = Literal["block", "drop_claim", "mark"]
+"""What a surface does with a failing claim: refuse the answer, serve it without the claim, or mark it."""
+
+ClaimAction = Literal["serve", "drop", "mark", "block"]
+"""What happened to one claim: served, dropped, served marked unverified, or it refused the whole answer."""
 
 
 class SurfacePolicy(BaseModel):
@@ -53,6 +85,15 @@ class SurfacePolicy(BaseModel):
         fail_closed: Block the answer when a check or judge raises. Defaults to True for high stakes,
             False for low stakes.
         diagnose: Run best-evidence diagnosis (``WRONG_CHUNK``) on failing verdicts.
+        routing: Thresholds that route the judge's scores to pass / review / fail. It must have been
+            calibrated for the judge in use (same name and version), else :func:`guard` raises. None uses the
+            routing shipped for the judge, if one ships for its exact version, else routes by label (``yes``
+            passes, ``partial``/``no`` fail).
+        on_fail: What a failing claim does: ``block`` refuses the whole answer (the default), ``drop_claim``
+            serves the answer without it, ``mark`` serves it marked unverified. Its findings are queued either way.
+        serve_unverified: Serve a claim whose citation is in review (``UNCERTAIN_SUPPORT``) as is, the finding
+            queued. False treats it like a failing claim for serving (``on_fail`` applies) while it is queued as
+            review, not as a failure. Defaults to True for low stakes, False for high stakes.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -63,12 +104,19 @@ class SurfacePolicy(BaseModel):
     seed: int = 0
     fail_closed: bool = False
     diagnose: bool = True
+    routing: Routing | None = None
+    on_fail: OnFail = "block"
+    serve_unverified: bool = True
 
     @model_validator(mode="before")
     @classmethod
     def _default_fail_closed(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and data.get("fail_closed") is None:
-            data = {**data, "fail_closed": data.get("stakes") == "high"}
+        if isinstance(data, Mapping):
+            high = data.get("stakes") == "high"
+            if data.get("fail_closed") is None:
+                data = {**data, "fail_closed": high}
+            if data.get("serve_unverified") is None:
+                data = {**data, "serve_unverified": not high}
         return data
 
     @model_validator(mode="after")
@@ -104,6 +152,8 @@ class JudgeAccounting(BaseModel):
         no_passage: Citations whose id is not in the prompt (nothing to judge).
         cache_hits: Verdicts the judge served from its cache (a judge that counts ``hits`` or ``cache_hits``).
         errors: Judge calls that raised.
+        reviews: Judged citations whose score fell between the thresholds (routed to ``review``).
+        escalations: Calls to the stronger judge on those (``guard(..., escalate=...)``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -116,11 +166,33 @@ class JudgeAccounting(BaseModel):
     no_passage: int = 0
     cache_hits: int = 0
     errors: int = 0
+    reviews: int = 0
+    escalations: int = 0
 
     def __add__(self, other: JudgeAccounting) -> JudgeAccounting:
         return JudgeAccounting.model_validate(
             {name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields}
         )
+
+
+class ClaimOutcome(BaseModel):
+    """What the surface did with one claim of the answer.
+
+    Attributes:
+        claim_index: Position of the claim in the answer.
+        claim: The claim's text.
+        action: ``serve``, ``drop``, ``mark`` (served marked unverified) or ``block`` (it refused the answer).
+        reasons: For a dropped, marked or blocking claim: the reason codes of its failing findings. For a served
+            claim: findings recorded without stopping it (``UNCERTAIN_SUPPORT`` on a surface that serves
+            unverified claims, a ``CHECK_ERROR`` that does not fail closed); empty when clean.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    claim_index: int
+    claim: str
+    action: ClaimAction
+    reasons: tuple[ReasonCode, ...] = ()
 
 
 class PolicyResult(BaseModel):
@@ -129,11 +201,12 @@ class PolicyResult(BaseModel):
     Attributes:
         surface: The surface's name.
         policy: The policy that ran.
-        decision: ``pass`` or ``block``.
+        decision: ``pass``, ``repaired`` or ``block`` (see :data:`Decision`).
         week: ISO week (``2025-W07``) of the prompt's ``created_at``: replays count in the original week.
         report: The :class:`GuardReport` with the support findings and ``Layer.SUPPORT`` added.
         support: One :class:`SupportCheck` per citation, saying whether and how it was judged.
         accounting: Judge calls made and saved.
+        claims: One :class:`ClaimOutcome` per claim of the answer: served, dropped or marked, and why.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -146,17 +219,53 @@ class PolicyResult(BaseModel):
     report: GuardReport
     support: tuple[SupportCheck, ...]
     accounting: JudgeAccounting
+    claims: tuple[ClaimOutcome, ...] = ()
 
     @property
     def blocked(self) -> bool:
         """True when the decision is ``block``."""
         return self.decision == "block"
 
+    @property
+    def served(self) -> bool:
+        """True when the answer is served (``pass`` or ``repaired``)."""
+        return self.decision != "block"
+
+    @property
+    def dropped(self) -> tuple[ClaimOutcome, ...]:
+        """The claims served without (``drop``)."""
+        return tuple(c for c in self.claims if c.action == "drop")
+
+    @property
+    def marked(self) -> tuple[ClaimOutcome, ...]:
+        """The claims served marked unverified (``mark``)."""
+        return tuple(c for c in self.claims if c.action == "mark")
+
 
 def iso_week(record: PromptRecord) -> str:
     """The ISO week of the record's ``created_at``, e.g. ``2025-W07``."""
     year, week, _ = record.created_at.isocalendar()
     return f"{year}-W{week:02d}"
+
+
+def resolve_routing(policy: SurfacePolicy, judge: Judge | None) -> Routing | None:
+    """The routing a surface applies to this judge's verdicts (None: route by label).
+
+    The surface's own ``routing`` when it has one (it must match the judge), else the routing shipped for
+    this judge's exact name and version, else None.
+
+    Raises:
+        UsageError: the surface's routing was calibrated for another judge or judge version (both are named).
+    """
+    if judge is None:
+        return None
+    if policy.routing is not None:
+        try:
+            require_routing_for(policy.routing, judge)
+        except UsageError as exc:
+            raise UsageError(f"surface {policy.name!r}: {exc}") from None
+        return policy.routing
+    return shipped_routing(judge.name, judge.version)
 
 
 def _cache_hits(judge: Judge | None) -> int | None:
@@ -174,6 +283,7 @@ def guard(
     *,
     policy: SurfacePolicy,
     judge: Judge | None,
+    escalate: Judge | None = None,
     store: Collection[str] | None = None,
     ordering: bool = True,
     queue: ReviewQueue | None = None,
@@ -186,6 +296,9 @@ def guard(
         answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts.
         policy: The surface's policy.
         judge: The support judge; may be None only on a low-stakes surface with ``sample_rate`` 0.
+        escalate: A stronger judge (e.g. the LLM judge on a server) for citations routed to ``review``. Its
+            own shipped routing applies when one ships for its version, else its label decides (``yes``
+            passes, else fails). None: reviews go to the queue as ``UNCERTAIN_SUPPORT``.
         store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         ordering: Judge only citations that passed the cheaper checks (the default). False judges every
             citation whose chunk is in the prompt, which only exists to measure what ordering saves.
@@ -193,10 +306,10 @@ def guard(
         results: If given, the result is appended (metrics are computed from it).
 
     Returns:
-        A :class:`PolicyResult`.
+        A :class:`PolicyResult`: the decision, what happened to each claim, every citation's route.
 
     Raises:
-        UsageError: no judge where the policy needs one.
+        UsageError: no judge where the policy needs one; a routing calibrated for another judge or version.
         ParseError: the answer cannot be parsed (unusable input, not a finding).
     """
     if judge is None and (policy.stakes == "high" or policy.sample_rate > 0):
@@ -204,12 +317,14 @@ def guard(
             f"surface {policy.name!r} ({policy.stakes} stakes, sample_rate {policy.sample_rate}) needs a "
             "support judge; pass judge=... (or use a low-stakes policy with sample_rate=0)"
         )
+    routing = resolve_routing(policy, judge)
+    escalate_routing = shipped_routing(escalate.name, escalate.version) if escalate is not None else None
     parsed = parse_answer(answer)
     try:
         report = check(record, parsed, store=store)
     except Exception as exc:  # a failing check is a finding, and the policy decides what it blocks
         report = _errored_report(record, exc)
-        return _finish(record, policy, report, (), JudgeAccounting(errors=1), queue, results)
+        return _finish(record, policy, parsed, report, (), JudgeAccounting(errors=1), queue, results)
 
     index = PromptIndex.build(record)
     number_failed = {f.claim_index for f in report.findings if f.reason == ReasonCode.NUMBER_MISMATCH}
@@ -249,7 +364,15 @@ def guard(
     hits_before = _cache_hits(judge)
     run = None
     if targets and judge is not None:
-        run = judge_support(record, targets, judge, diagnose=policy.diagnose)
+        run = judge_support(
+            record,
+            targets,
+            judge,
+            diagnose=policy.diagnose,
+            routing=routing,
+            escalate=escalate,
+            escalate_routing=escalate_routing,
+        )
     hits_after = _cache_hits(judge)
     cache_hits = hits_after - hits_before if hits_before is not None and hits_after is not None else 0
 
@@ -263,6 +386,8 @@ def guard(
         no_passage=counts["no_passage"],
         cache_hits=cache_hits,
         errors=run.errors if run else 0,
+        reviews=run.reviews if run else 0,
+        escalations=run.escalations if run else 0,
     )
     if run is not None:
         findings = (*report.findings, *run.findings)
@@ -273,7 +398,7 @@ def guard(
                 "layers": (*report.layers, Layer.SUPPORT),
             }
         )
-    return _finish(record, policy, report, tuple(checks), accounting, queue, results)
+    return _finish(record, policy, parsed, report, tuple(checks), accounting, queue, results)
 
 
 def _errored_report(record: PromptRecord, exc: Exception) -> GuardReport:
@@ -298,24 +423,69 @@ def _errored_report(record: PromptRecord, exc: Exception) -> GuardReport:
     )
 
 
+def _outcomes(policy: SurfacePolicy, answer: Answer, report: GuardReport) -> tuple[Decision, tuple[ClaimOutcome, ...]]:
+    """Decide per claim (serve / drop / mark / block) and for the answer (pass / repaired / block)."""
+    failing: dict[int, list[ReasonCode]] = {}
+    noted: dict[int, list[ReasonCode]] = {}
+    refuse = False
+    for f in report.findings:
+        if f.reason == ReasonCode.CHECK_ERROR and not policy.fail_closed:
+            noted.setdefault(f.claim_index, []).append(f.reason)
+            continue
+        if f.claim_index < 0:  # a whole-answer failure (the deterministic guard itself failed)
+            refuse = True
+            continue
+        if f.reason == ReasonCode.CHECK_ERROR:  # fail closed: this claim could not be checked
+            refuse = True
+        if f.reason == ReasonCode.UNCERTAIN_SUPPORT and policy.serve_unverified:
+            noted.setdefault(f.claim_index, []).append(f.reason)
+            continue
+        failing.setdefault(f.claim_index, []).append(f.reason)
+    action: ClaimAction = "block" if policy.on_fail == "block" else "drop" if policy.on_fail == "drop_claim" else "mark"
+    outcomes: list[ClaimOutcome] = []
+    for ci, claim in enumerate(answer.claims):
+        reasons = failing.get(ci)
+        outcomes.append(
+            ClaimOutcome(
+                claim_index=ci,
+                claim=claim.text,
+                action=action if reasons else "serve",
+                reasons=tuple(dict.fromkeys(reasons or noted.get(ci, []))),
+            )
+        )
+    factual = {c.claim_index for c in report.claims if c.factual}
+    dropped = any(o.action == "drop" for o in outcomes)
+    left = any(o.action != "drop" and o.claim_index in factual for o in outcomes)
+    decision: Decision
+    if refuse or any(o.action == "block" for o in outcomes) or (dropped and not left):
+        decision = "block"
+    elif any(o.action in ("drop", "mark") for o in outcomes):
+        decision = "repaired"
+    else:
+        decision = "pass"
+    return decision, tuple(outcomes)
+
+
 def _finish(
     record: PromptRecord,
     policy: SurfacePolicy,
+    answer: Answer,
     report: GuardReport,
     checks: tuple[SupportCheck, ...],
     accounting: JudgeAccounting,
     queue: ReviewQueue | None,
     results: ResultStore | None,
 ) -> PolicyResult:
-    blocking = [f for f in report.findings if f.reason != ReasonCode.CHECK_ERROR or policy.fail_closed]
+    decision, claims = _outcomes(policy, answer, report)
     result = PolicyResult(
         surface=policy.name,
         policy=policy,
-        decision="block" if blocking else "pass",
+        decision=decision,
         week=iso_week(record),
         report=report,
         support=checks,
         accounting=accounting,
+        claims=claims,
     )
     if queue is not None:
         queue.enqueue(report.findings, surface=policy.name, week=result.week)

@@ -8,7 +8,8 @@ sha256), the reason code, the surface and when it was queued. Its id is a hash o
 A reviewer resolves an entry exactly once, with one of three outcomes, each tracked separately:
 
 - ``accept``: the finding was wrong (the judge too strict). For a support finding the (claim, passage) pair
-  is stored as a calibration sample with the human label ``yes``.
+  is stored as a calibration sample with the human label ``yes``. For ``UNCERTAIN_SUPPORT`` (the judge's score
+  fell between the surface's thresholds) ``accept`` is the reviewer saying the passage supports the claim.
 - ``repair``: the answer must change (drop or narrow the claim, or attach a better passage): a free-text note
   and, optionally, the replacement chunk id.
 - ``escalate``: the cause is upstream: ``chunking``, ``truncation`` or ``ranking``.
@@ -63,7 +64,9 @@ __all__ = [
 Outcome = Literal["accept", "repair", "escalate"]
 EscalationCategory = Literal["chunking", "truncation", "ranking"]
 
-_JUDGED_REASONS = frozenset({ReasonCode.UNSUPPORTED, ReasonCode.PARTIAL_SUPPORT, ReasonCode.WRONG_CHUNK})
+_JUDGED_REASONS = frozenset(
+    {ReasonCode.UNSUPPORTED, ReasonCode.PARTIAL_SUPPORT, ReasonCode.WRONG_CHUNK, ReasonCode.UNCERTAIN_SUPPORT}
+)
 
 
 class _Record(BaseModel):
