@@ -107,8 +107,9 @@ def test_binomial_helpers_match_closed_forms() -> None:
     assert clopper_pearson_upper(0, 10, 0.05) == pytest.approx(1 - 0.05 ** (1 / 10), abs=1e-9)
     assert max_allowed_errors(19, 0.05, None) == 0
     assert max_allowed_errors(18, 0.05, None) == -1
-    assert max_allowed_errors(100, 0.05, 0.1) == 2  # P(Bin(100,.05) <= 2) = 0.118 > 0.1 would be 3: check below
-    assert binomial_cdf(2, 100, 0.05) <= 0.1 < binomial_cdf(3, 100, 0.05)
+    # LTT at n=100, alpha=0.05, delta=0.1: P(Bin(100, .05) <= 1) = 0.037 <= 0.1 < P(<= 2) = 0.118
+    assert binomial_cdf(1, 100, 0.05) <= 0.1 < binomial_cdf(2, 100, 0.05)
+    assert max_allowed_errors(100, 0.05, 0.1) == 1
 
 
 def test_bad_input_is_rejected_with_what_was_expected() -> None:
