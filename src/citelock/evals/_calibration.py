@@ -46,6 +46,7 @@ __all__ = [
     "predict_item",
     "routing_rates",
     "routing_rates_ci",
+    "score_auc",
 ]
 
 PREDICTED_LABELS = ("yes", "partial", "no", "error")
@@ -397,6 +398,26 @@ def routing_rates_ci(
     return out
 
 
+def score_auc(scores: Sequence[float], gold: Sequence[str]) -> float | None:
+    """ROC AUC of the scores for human yes vs not yes (ties count half); None when one class is absent."""
+    s = np.asarray(scores, dtype=np.float64)
+    is_yes = np.array([g == "yes" for g in gold], dtype=bool)
+    n_pos, n_neg = int(is_yes.sum()), int((~is_yes).sum())
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(s.size)
+    ordered = s[order]
+    start = 0
+    while start < s.size:
+        end = start
+        while end + 1 < s.size and ordered[end + 1] == ordered[start]:
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return float((ranks[is_yes].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
 @dataclass
 class RoutingReport:
     """A judge's routing measured on labeled items, beside its label-level calibration report."""
@@ -407,6 +428,7 @@ class RoutingReport:
     routes: dict[str, dict[str, int]]
     labels: CalibrationReport
     fit_on: int = 0
+    auc: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form: the four routing rates (value + CI) at the top level, the thresholds, the routing,
@@ -429,6 +451,7 @@ class RoutingReport:
             else "none for this judge version: routed by label (yes passes, partial/no fail)"
         )
         out["routes"] = self.routes
+        out["auc"] = self.auc
         for name in ("false_pass_rate", "yes_pass_rate"):
             out[f"label_{name}"] = labels[name]
             out[f"label_{name}_ci95"] = labels[f"{name}_ci95"]
@@ -438,6 +461,7 @@ class RoutingReport:
         out["confusion"] = labels["confusion"]
         out["definitions"] = {
             **ROUTING_DEFINITIONS,
+            "auc": "ROC AUC of the judge's score, human yes vs not yes (threshold-free ranking quality)",
             "label_false_pass_rate": "judge's own label is yes where humans said partial/no (no routing)",
             "label_yes_pass_rate": "judge's own label is yes where humans said yes (no routing)",
             "accuracy": CALIBRATION_DEFINITIONS["accuracy"],
@@ -497,4 +521,5 @@ def evaluate_routing(
         routes=table,
         labels=labels,
         fit_on=fit_on,
+        auc=score_auc(judged.scores, judged.gold),
     )
