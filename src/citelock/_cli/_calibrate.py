@@ -152,7 +152,9 @@ def calibrate_command(
         typer.Argument(help="FILE to calibrate on, or: label PAIRS.jsonl (with --out) to hand-label pairs"),
     ] = None,
     fmt: Annotated[str | None, typer.Option("--format", help=f"dataset format: {', '.join(DATASET_FORMATS)}")] = None,
-    judge: Annotated[str, typer.Option("--judge", help=f"judge: {', '.join(judges.JUDGE_NAMES)}")] = "offline",
+    judge: Annotated[
+        str, typer.Option("--judge", help=f"judge: {', '.join(judges.JUDGE_NAMES)} (default {judges.DEFAULT_JUDGE})")
+    ] = judges.DEFAULT_JUDGE,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="judge a seeded random sample of N items")] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of the sample and the bootstrap")] = 0,
