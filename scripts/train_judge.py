@@ -85,7 +85,9 @@ def load_training(data: Path) -> tuple[list[LabeledItem], dict[str, int]]:
         i for i in read_dataset("wice", data / "wice" / "oracle_dev.jsonl").items if wice_split(i.id) == "train"
     ]
     ab_questions = {i.group for i in read_dataset("attributionbench", data / "attributionbench" / "dev.jsonl").items}
-    expert_all = [i for i in read_dataset("expertqa", data / "expertqa" / "val.jsonl").items if item_split(i) == "train"]
+    expert_all = [
+        i for i in read_dataset("expertqa", data / "expertqa" / "val.jsonl").items if item_split(i) == "train"
+    ]
     expert = [i for i in expert_all if i.group not in ab_questions]
     counts = {
         "wice_claim_train": len(wice_claim),
@@ -297,9 +299,7 @@ def train(data: Path) -> tuple[dict, dict, dict, dict, dict]:
             "auc": round(_auc(lex_scores, is_yes), 4),
             **_rates(lex_scores, is_yes, lex_routing.pass_at, lex_routing.fail_below),
         },
-        "best_window_overlap_training_auc": round(
-            _auc(window[_item_best(window, owners, len(items))], is_yes), 4
-        ),
+        "best_window_overlap_training_auc": round(_auc(window[_item_best(window, owners, len(items))], is_yes), 4),
         "routing_offline": {"pass_at": routing.pass_at, "fail_below": routing.fail_below},
         "routing_lexical": {"pass_at": lex_routing.pass_at, "fail_below": lex_routing.fail_below},
     }

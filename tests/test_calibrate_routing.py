@@ -65,7 +65,7 @@ def test_shipped_routings_apply_to_the_shipped_judges_and_cap_vetoes() -> None:
     offline = OfflineJudge()
     routing = shipped_routing("offline", offline.version)
     assert routing is not None
-    assert VETO_SCORE_CAP < routing.pass_at  # a vetoed pair never routes to pass
+    assert routing.pass_at > VETO_SCORE_CAP  # a vetoed pair never routes to pass
     assert offline.yes_threshold == routing.pass_at  # label yes <=> route pass
     vetoed = offline.judge("Revenue grew 15% in 2023.", "Revenue grew 12% in 2023, the company said.")
     assert "veto=" in vetoed.raw and vetoed.score is not None and vetoed.score <= VETO_SCORE_CAP
@@ -118,13 +118,26 @@ def test_cli_fit_split_and_write(tmp_path: Path) -> None:
     assert set(load_calibration(cal)) == {"legal", "chat"}
     measured = runner.invoke(
         app,
-        ["calibrate", "--format", "wice", str(path), "--judge", "lexical", "--json", "--routing", str(cal), "--surface", "chat"],
+        [
+            "calibrate",
+            "--format",
+            "wice",
+            str(path),
+            "--judge",
+            "lexical",
+            "--json",
+            "--routing",
+            str(cal),
+            "--surface",
+            "chat",
+        ],
     )
     assert measured.exit_code == 0, measured.output
     assert json.loads(measured.stdout)["pass_at"] == load_calibration(cal)["chat"].pass_at
     # the routing of one judge is refused for another
     wrong = runner.invoke(
-        app, ["calibrate", "--format", "wice", str(path), "--judge", "offline", "--routing", str(cal), "--surface", "chat"]
+        app,
+        ["calibrate", "--format", "wice", str(path), "--judge", "offline", "--routing", str(cal), "--surface", "chat"],
     )
     assert wrong.exit_code == 2 and "not offline" in wrong.output
 

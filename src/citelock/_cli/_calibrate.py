@@ -187,7 +187,9 @@ def calibrate_command(
     ] = 0.2,
     delta: Annotated[
         float | None,
-        typer.Option("--delta", help="with --fit: Learn-then-Test, bounds hold with probability 1-delta (default: CRC)"),
+        typer.Option(
+            "--delta", help="with --fit: Learn-then-Test, bounds hold with probability 1-delta (default: CRC)"
+        ),
     ] = None,
     routing_file: Annotated[
         Path | None, typer.Option("--routing", help="measure the routing of --surface in this calibration file")

@@ -21,8 +21,8 @@ from citelock.evals._defects import (
     expected_guard_reasons,
     generate_corpus,
 )
-from citelock.evals._routing_fit import fit_routing
 from citelock.evals._metrics import METRIC_DEFINITIONS, MetricsReport, MetricValue, compute_metrics, metrics_from_store
+from citelock.evals._routing_fit import fit_routing
 
 __all__ = [
     "DEFECT_CLASSES",

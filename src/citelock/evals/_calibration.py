@@ -431,8 +431,10 @@ class RoutingReport:
     auc: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form: the four routing rates (value + CI) at the top level, the thresholds, the routing,
-        and the label-level metrics (``label_false_pass_rate``, ``label_yes_pass_rate``, accuracy, macro-F1)."""
+        """JSON-friendly form: the routing rates (value + CI), thresholds, routing and label-level metrics.
+
+        The label-level metrics are ``label_false_pass_rate``, ``label_yes_pass_rate``, accuracy and macro-F1.
+        """
         labels = self.labels.as_dict()
         out: dict[str, Any] = {k: labels[k] for k in ("judge", "judge_version", "dataset", "n", "granularity")}
         for name, metric in self.rates.items():
@@ -495,9 +497,7 @@ def evaluate_routing(
     """
     if not judged.gold:
         raise UsageError("cannot measure routing on zero items")
-    routes: list[Route] = (
-        label_routes(judged.labels) if routing is None else [routing.route(s) for s in judged.scores]
-    )
+    routes: list[Route] = label_routes(judged.labels) if routing is None else [routing.route(s) for s in judged.scores]
     table = {g: {r: 0 for r in _ROUTE_CODE} for g in _GOLD_ORDER if g in judged.gold}
     for g, r in zip(judged.gold, routes, strict=True):
         table[g][r] += 1

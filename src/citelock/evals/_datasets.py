@@ -215,7 +215,7 @@ def read_attributionbench(path: Path) -> Dataset:
 
 @dataclass(frozen=True)
 class Evidence:
-    """One ExpertQA evidence string, split into its marker, its URL and its passage text.
+    r"""One ExpertQA evidence string, split into its marker, its URL and its passage text.
 
     ExpertQA stores evidence as ``"[n] URL\n\npassage"``; for systems that searched the web themselves
     (``bing_chat``, ``gpt4``) only ``"[n] URL"`` is kept, with no passage. Such evidence has ``text`` ``None``:

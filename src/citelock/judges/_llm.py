@@ -51,6 +51,7 @@ class TextCompleter(Protocol):
         """Generate text for ``messages``; when ``choices`` is given, constrain the output to one of them."""
         ...
 
+
 LABEL_SCORES = {"yes": 1.0, "partial": 0.5, "no": 0.0}
 
 

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 Route = Literal["pass", "review", "fail"]
-CALIBRATION_FILE_VERSION = "1"
+CALIBRATION_FILE_VERSION: Literal["1"] = "1"
 
 
 class Routing(BaseModel):
@@ -71,7 +71,9 @@ class Routing(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> Routing:
         if not self.fail_below <= self.pass_at:
-            raise ValueError(f"expected fail_below <= pass_at, got fail_below={self.fail_below}, pass_at={self.pass_at}")
+            raise ValueError(
+                f"expected fail_below <= pass_at, got fail_below={self.fail_below}, pass_at={self.pass_at}"
+            )
         return self
 
     def route(self, score: float) -> Route:
