@@ -1,20 +1,22 @@
-"""Fit the offline support judge and the lexical baseline's thresholds; write their JSON parameters.
+"""Fit the offline support judge and the lexical baseline, and their shipped routings; write their JSON.
 
 What trains on what (nothing else is read):
 
 - WiCE dev, only claim ids in the *train* half of ``citelock.evals.wice_split`` (claim_dev rows with the full
   cited page, and oracle_dev rows, one short chunk each, labeled with their claim's label).
-- Only with ``--with-expertqa``: ExpertQA val claims with evidence and a Complete/Partial/Incomplete label,
-  minus every question that also occurs in AttributionBench dev (AttributionBench's ExpertQA part reuses
-  ExpertQA claims; they are dropped so that AttributionBench stays a pure evaluation set). AttributionBench is
-  read only for that question list. Off by default: measured by the same cross-validation, adding ExpertQA
-  lowered the out-of-fold WiCE-train yes pass rate at the target false pass rate (0.375 -> 0.29); its short,
-  mostly-supported passages teach the model that short passages mean "yes".
+- ExpertQA val claims with passage text (URL-only evidence is no passage) and a Complete/Partial/Incomplete
+  label, only questions in the *train* half of ``citelock.evals.item_split`` and minus every question that also
+  occurs in AttributionBench dev (AttributionBench's ExpertQA part reuses ExpertQA claims; they are dropped so
+  that AttributionBench stays a pure evaluation set). AttributionBench is read only for that question list.
 - The token IDF table comes from the sentences of the same training passages.
 
-Model selection (C, class weights) and the thresholds use grouped 5-fold cross-validation on the training
-data only (groups: WiCE claim id, ExpertQA question). The yes threshold is the lowest one whose out-of-fold
-false pass rate on the WiCE training claims is at most ``--target-fpr``. The held-out WiCE half is never used.
+Model selection (C, class weights) uses grouped 5-fold cross-validation on the training data only (groups:
+WiCE claim id, ExpertQA question), by the out-of-fold AUC of the item score (yes vs not yes) over all training
+items. The shipped routings (``routing.offline.json``, ``routing.lexical.json``) are fitted by conformal risk
+control (``citelock.evals.fit_routing``; false pass <= 5%, false fail <= 20%) on the training items: for the
+offline judge on its *out-of-fold* scores (a model never scores the items it was fitted on), for the lexical
+score (no parameters) on its scores. Each judge's label thresholds are its routing's: label ``yes`` is
+exactly route ``pass``. The held-out halves and AttributionBench are never read for fitting.
 
 Deterministic: running it twice writes byte-identical files.
 
@@ -39,7 +41,8 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 
-from citelock.evals._datasets import LabeledItem, read_dataset, wice_split
+from citelock.evals._datasets import LabeledItem, item_split, read_dataset, wice_split
+from citelock.evals._routing_fit import fit_routing
 from citelock.judges._features import (
     FEATURE_NAMES,
     FEATURE_SET_VERSION,
@@ -47,18 +50,24 @@ from citelock.judges._features import (
     extract_features,
     quote_addition,
     split_passage,
+    verbatim_in,
 )
-from citelock.judges._offline import VETO_FEATURES
+from citelock.judges._lexical import lexical_overlap
+from citelock.judges._offline import VETO_FEATURES, VETO_SCORE_CAP
 
 REPO = Path(__file__).resolve().parent.parent
 PARAMS = REPO / "src" / "citelock" / "judges" / "params"
 LABELS = {"yes": 0, "partial": 1, "no": 2}
-C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
+C_GRID = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 WEIGHT_GRID: tuple[str | None, ...] = (None, "balanced")
 MIN_DF = 2
 # Not given to the model: passage length tracks the dataset (short ExpertQA passages are mostly "yes"), so it
 # would learn "long page -> not supported", which is an artifact, not evidence.
 EXCLUDED_FEATURES = ("log_passage_sents",)
+OFFLINE_VERSION = f"1.3+f{FEATURE_SET_VERSION}"
+LEXICAL_VERSION = "1.1"
+TARGET_FALSE_PASS = 0.05
+TARGET_FALSE_FAIL = 0.2
 
 
 def _data_dir(arg: str | None) -> Path:
@@ -68,7 +77,7 @@ def _data_dir(arg: str | None) -> Path:
     return Path(env) if env else REPO.parent / "shared" / "data"
 
 
-def load_training(data: Path, with_expertqa: bool = False) -> tuple[list[LabeledItem], dict[str, int]]:
+def load_training(data: Path) -> tuple[list[LabeledItem], dict[str, int]]:
     wice_claim = [
         i for i in read_dataset("wice", data / "wice" / "claim_dev.jsonl").items if wice_split(i.id) == "train"
     ]
@@ -76,17 +85,16 @@ def load_training(data: Path, with_expertqa: bool = False) -> tuple[list[Labeled
         i for i in read_dataset("wice", data / "wice" / "oracle_dev.jsonl").items if wice_split(i.id) == "train"
     ]
     ab_questions = {i.group for i in read_dataset("attributionbench", data / "attributionbench" / "dev.jsonl").items}
-    expert_all = read_dataset("expertqa", data / "expertqa" / "val.jsonl").items
+    expert_all = [
+        i for i in read_dataset("expertqa", data / "expertqa" / "val.jsonl").items if item_split(i) == "train"
+    ]
     expert = [i for i in expert_all if i.group not in ab_questions]
     counts = {
         "wice_claim_train": len(wice_claim),
         "wice_oracle_train_claims": len(wice_oracle),
-        "expertqa_kept": len(expert),
-        "expertqa_dropped_overlap_with_attributionbench": len(expert_all) - len(expert),
+        "expertqa_train": len(expert),
+        "expertqa_train_dropped_overlap_with_attributionbench": len(expert_all) - len(expert),
     }
-    if not with_expertqa:
-        counts["expertqa_kept"] = 0
-        expert = []
     return wice_claim + wice_oracle + expert, counts
 
 
@@ -132,25 +140,30 @@ def _fit(x: np.ndarray, y: np.ndarray, c: float, weight: str | None) -> Logistic
     return model.fit(x, y)
 
 
-def _item_scores(p_yes: np.ndarray, owners: np.ndarray, n_items: int) -> np.ndarray:
-    """Per item: the row with the highest effective P(yes) (items with several passages take their best one)."""
-    best = np.full(n_items, -2.0)
-    rows = np.zeros(n_items, dtype=int)
-    for r, k in enumerate(owners):
-        if p_yes[r] > best[k]:
-            best[k], rows[k] = p_yes[r], r
-    return rows
+def _auc(scores: np.ndarray, is_yes: np.ndarray) -> float:
+    """ROC AUC of yes vs not yes (ties count half), exact by ranks."""
+    order = np.argsort(scores, kind="mergesort")
+    ranks = np.empty(len(scores))
+    sorted_scores = scores[order]
+    i = 0
+    while i < len(scores):
+        j = i
+        while j + 1 < len(scores) and sorted_scores[j + 1] == sorted_scores[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    n_pos, n_neg = int(is_yes.sum()), int((~is_yes).sum())
+    return float((ranks[is_yes].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def _pick_threshold(scores: np.ndarray, is_yes: np.ndarray, target: float) -> tuple[float, float, float]:
-    """The lowest threshold whose false pass rate is <= target: (threshold, fpr, yes pass rate)."""
-    candidates = np.unique(np.round(scores, 6))
-    for t in candidates:
-        passed = scores >= t
-        fpr = float((passed & ~is_yes).sum() / max((~is_yes).sum(), 1))
-        if fpr <= target:
-            return float(t), fpr, float((passed & is_yes).sum() / max(is_yes.sum(), 1))
-    return 1.0, 0.0, 0.0
+def _rates(scores: np.ndarray, is_yes: np.ndarray, pass_at: float, fail_below: float) -> dict[str, float]:
+    passed, failed = scores >= pass_at, scores < fail_below
+    return {
+        "false_pass_rate": round(float((passed & ~is_yes).sum() / (~is_yes).sum()), 4),
+        "yes_pass_rate": round(float((passed & is_yes).sum() / is_yes.sum()), 4),
+        "false_fail_rate": round(float((failed & is_yes).sum() / is_yes.sum()), 4),
+        "review_rate": round(float((~passed & ~failed).mean()), 4),
+    }
 
 
 def _pick_no_threshold(p_no: np.ndarray, gold: np.ndarray, not_yes: np.ndarray) -> float:
@@ -169,24 +182,36 @@ def _pick_no_threshold(p_no: np.ndarray, gold: np.ndarray, not_yes: np.ndarray) 
     return best_t
 
 
-def train(
-    data: Path, target_fpr: float, use_vetoes: bool = True, select_on: str = "wice", with_expertqa: bool = False
-) -> tuple[dict, dict, dict]:
-    items, counts = load_training(data, with_expertqa)
+def _item_best(values: np.ndarray, owners: np.ndarray, n_items: int) -> np.ndarray:
+    """Per item, the row index with the highest value (items with several passages take their best one)."""
+    best = np.full(n_items, -np.inf)
+    rows = np.zeros(n_items, dtype=int)
+    for r, k in enumerate(owners):
+        if values[r] > best[k]:
+            best[k], rows[k] = values[r], r
+    return rows
+
+
+def _routing_json(routing) -> dict:  # type: ignore[no-untyped-def]
+    return json.loads(routing.model_dump_json())
+
+
+def train(data: Path) -> tuple[dict, dict, dict, dict, dict]:
+    items, counts = load_training(data)
     idf, default_idf = fit_idf(items)
     x, y, groups, owners, rule_vetoed = _rows(items, idf, default_idf)
+    verbatim = np.array([verbatim_in(items[k].claim, p) for k in range(len(items)) for p in items[k].passages])
     mean, scale = _standardize(x)
     used = np.array([name not in EXCLUDED_FEATURES for name in FEATURE_NAMES])
     mean[~used], scale[~used] = 0.0, 1.0
     xs = (x - mean) / scale
     xs[:, ~used] = 0.0
-    vetoed = np.zeros(len(y), dtype=bool)
-    if use_vetoes:
-        vetoed |= rule_vetoed
-        for name in VETO_FEATURES:
-            vetoed |= x[:, FEATURE_NAMES.index(name)] > 0
-    wice_items = np.array([i.source.startswith(select_on) for i in items])
+    vetoed = rule_vetoed.copy()
+    for name in VETO_FEATURES:
+        vetoed |= x[:, FEATURE_NAMES.index(name)] > 0
     gold_items = np.array([LABELS[i.label] for i in items])
+    is_yes = gold_items == 0
+    gold_names = [i.label for i in items]
     folds = list(GroupKFold(n_splits=5).split(xs, y, groups))
 
     def oof(c: float, weight: str | None) -> np.ndarray:
@@ -195,29 +220,37 @@ def train(
             proba[te] = _fit(xs[tr], y[tr], c, weight).predict_proba(xs[te])
         return proba
 
+    def effective(p_yes: np.ndarray) -> np.ndarray:
+        """The judge's score per row: 1.0 for a verbatim claim, P(yes) capped for a vetoed pair."""
+        return np.where(verbatim, 1.0, np.where(vetoed, np.minimum(p_yes, VETO_SCORE_CAP), p_yes))
+
     selection = []
     for c in C_GRID:
         for weight in WEIGHT_GRID:
-            proba = oof(c, weight)
-            p_eff = np.where(vetoed, -1.0, proba[:, 0])
-            best_rows = _item_scores(p_eff, owners, len(items))
-            scores = p_eff[best_rows][wice_items]
-            _, fpr, ypr = _pick_threshold(scores, gold_items[wice_items] == 0, target_fpr)
-            selection.append(
-                {"C": c, "class_weight": weight, "oof_wice_fpr": round(fpr, 4), "oof_wice_yes_pass": round(ypr, 4)}
-            )
-    chosen = max(selection, key=lambda s: (s["oof_wice_yes_pass"], -s["oof_wice_fpr"], -s["C"]))
+            score = effective(oof(c, weight)[:, 0])
+            item_scores = score[_item_best(score, owners, len(items))]
+            selection.append({"C": c, "class_weight": weight, "oof_auc": round(_auc(item_scores, is_yes), 4)})
+    chosen = max(selection, key=lambda s: (s["oof_auc"], -s["C"]))
     proba = oof(chosen["C"], chosen["class_weight"])
-    p_eff = np.where(vetoed, -1.0, proba[:, 0])
-    best_rows = _item_scores(p_eff, owners, len(items))
-    t_yes, fpr, ypr = _pick_threshold(p_eff[best_rows][wice_items], gold_items[wice_items] == 0, target_fpr)
-    not_passed = p_eff[best_rows] < t_yes
-    t_no = _pick_no_threshold(proba[best_rows, 2], gold_items, not_passed)
+    score = effective(proba[:, 0])
+    best_rows = _item_best(score, owners, len(items))
+    oof_scores = score[best_rows]
+    routing = fit_routing(
+        oof_scores,
+        gold_names,
+        judge="offline",
+        judge_version=OFFLINE_VERSION,
+        target_false_pass=TARGET_FALSE_PASS,
+        target_false_fail=TARGET_FALSE_FAIL,
+        source="scripts/train_judge.py: out-of-fold scores on the training items (WiCE dev train half, "
+        "ExpertQA val train half minus AttributionBench questions)",
+    )
+    t_no = _pick_no_threshold(proba[best_rows, 2], gold_items, oof_scores < routing.pass_at)
     model = _fit(xs, y, chosen["C"], chosen["class_weight"])
 
     offline = {
         "name": "offline",
-        "version": f"1.2+f{FEATURE_SET_VERSION}",
+        "version": OFFLINE_VERSION,
         "feature_set_version": FEATURE_SET_VERSION,
         "features": list(FEATURE_NAMES),
         "excluded_features": list(EXCLUDED_FEATURES),
@@ -225,35 +258,52 @@ def train(
         "mean": [round(float(v), 8) for v in mean],
         "scale": [round(float(v), 8) for v in scale],
         "coef": [[round(float(v), 8) for v in row] for row in model.coef_],
-        "yes_threshold": round(t_yes, 6),
+        "yes_threshold": routing.pass_at,
         "no_threshold": t_no,
         "default_idf": default_idf,
         "idf": idf,
     }
 
-    # the lexical baseline: same data, same rule for its thresholds, on its single feature
-    cov = x[:, FEATURE_NAMES.index("cov_all")]
-    best_cov = np.full(len(items), -1.0)
-    for r, k in enumerate(owners):
-        best_cov[k] = max(best_cov[k], cov[r])
-    lt_yes, lfpr, lypr = _pick_threshold(best_cov[wice_items], gold_items[wice_items] == 0, target_fpr)
-    lt_partial = _pick_no_threshold(1.0 - best_cov, gold_items, best_cov < lt_yes)
+    # the lexical baseline: the same items, its routing fitted by the same rule on its own score
+    overlap = np.array([lexical_overlap(items[k].claim, p) for k in range(len(items)) for p in items[k].passages])
+    lex_scores = overlap[_item_best(overlap, owners, len(items))]
+    lex_routing = fit_routing(
+        lex_scores,
+        gold_names,
+        judge="lexical",
+        judge_version=LEXICAL_VERSION,
+        target_false_pass=TARGET_FALSE_PASS,
+        target_false_fail=TARGET_FALSE_FAIL,
+        source="scripts/train_judge.py: scores on the training items (WiCE dev train half, "
+        "ExpertQA val train half minus AttributionBench questions)",
+    )
     lexical = {
         "name": "lexical",
-        "version": "1.0",
-        "yes_threshold": round(lt_yes, 6),
-        "partial_threshold": round(1.0 - lt_partial, 6),
+        "version": LEXICAL_VERSION,
+        "yes_threshold": min(1.0, lex_routing.pass_at),
+        "partial_threshold": max(0.0, lex_routing.fail_below),
     }
+    window = x[:, FEATURE_NAMES.index("cov_win3")]
     report = {
         "training": counts,
         "rows": len(y),
         "row_labels": {k: int((y == v).sum()) for k, v in LABELS.items()},
+        "item_labels": {k: int((gold_items == v).sum()) for k, v in LABELS.items()},
         "selection": selection,
         "chosen": chosen,
-        "offline_oof_wice_train": {"fpr": round(fpr, 4), "yes_pass": round(ypr, 4)},
-        "lexical_wice_train": {"fpr": round(lfpr, 4), "yes_pass": round(lypr, 4)},
+        "offline_oof_training": {
+            "auc": round(_auc(oof_scores, is_yes), 4),
+            **_rates(oof_scores, is_yes, routing.pass_at, routing.fail_below),
+        },
+        "lexical_training": {
+            "auc": round(_auc(lex_scores, is_yes), 4),
+            **_rates(lex_scores, is_yes, lex_routing.pass_at, lex_routing.fail_below),
+        },
+        "best_window_overlap_training_auc": round(_auc(window[_item_best(window, owners, len(items))], is_yes), 4),
+        "routing_offline": {"pass_at": routing.pass_at, "fail_below": routing.fail_below},
+        "routing_lexical": {"pass_at": lex_routing.pass_at, "fail_below": lex_routing.fail_below},
     }
-    return offline, lexical, report
+    return offline, lexical, _routing_json(routing), _routing_json(lex_routing), report
 
 
 def _dump(obj: dict) -> str:
@@ -263,37 +313,16 @@ def _dump(obj: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="the shared data folder (wice/, expertqa/, attributionbench/)")
-    parser.add_argument(
-        "--target-fpr",
-        type=float,
-        default=0.12,
-        help="out-of-fold false pass rate the yes threshold must meet on WiCE train",
-    )
-    parser.add_argument(
-        "--select-on",
-        default="wice",
-        choices=["wice", "wice/claim", "wice/oracle"],
-        help="which WiCE training items choose the model and the thresholds",
-    )
-    parser.add_argument(
-        "--with-expertqa",
-        action="store_true",
-        help="also train on ExpertQA val (measured: lowers the out-of-fold WiCE yes pass rate; off by default)",
-    )
-    parser.add_argument(
-        "--no-vetoes",
-        action="store_true",
-        help="measure without the deterministic vetoes (reports only; the judge applies them)",
-    )
     parser.add_argument("--check", action="store_true", help="compare with the shipped files; write nothing")
     args = parser.parse_args()
-    offline, lexical, report = train(
-        _data_dir(args.data), args.target_fpr, not args.no_vetoes, args.select_on, args.with_expertqa
-    )
+    offline, lexical, routing, lex_routing, report = train(_data_dir(args.data))
     print(json.dumps(report, indent=1))
-    if args.no_vetoes:
-        return 0
-    outputs = {PARAMS / "offline.v1.json": _dump(offline), PARAMS / "lexical.v1.json": _dump(lexical)}
+    outputs = {
+        PARAMS / "offline.v1.json": _dump(offline),
+        PARAMS / "lexical.v1.json": _dump(lexical),
+        PARAMS / "routing.offline.json": _dump(routing),
+        PARAMS / "routing.lexical.json": _dump(lex_routing),
+    }
     status = 0
     for path, text in outputs.items():
         if args.check:

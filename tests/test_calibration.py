@@ -240,7 +240,7 @@ def test_cli_json_shape_on_wice_fixture(tmp_path: Path) -> None:
     for key in ("n", "false_pass_rate", "yes_pass_rate", "macro_f1", "accuracy", "confusion"):
         assert key in data
     assert data["n"] == 3
-    assert data["judge"] == "offline"
+    assert data["judge"] == "lexical"  # the default judge (see citelock.judges.DEFAULT_JUDGE)
     assert set(data["confusion"]) == {"yes", "partial", "no"}
     assert sum(sum(row.values()) for row in data["confusion"].values()) == 3
     assert len(data["false_pass_rate_ci95"]) == 2

@@ -68,13 +68,17 @@ def test_offline_false_pass_rate_on_attributionbench(offline_ab: tuple[float, fl
     assert offline_ab[0] <= 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="goal not reached: measured yes pass rate 0.460 on WiCE held-out")
+@pytest.mark.xfail(
+    strict=True, reason="goal not reached: offline 1.3+f2 yes pass rate 0.222 on WiCE held-out (false pass 0.034)"
+)
 def test_offline_yes_pass_rate_goal_on_wice_heldout(offline_wice: tuple[float, float]) -> None:
     assert offline_wice[1] >= 0.60
 
 
 @pytest.mark.xfail(
-    strict=True, reason="goal not reached: higher FPR than lexical (0.143 vs 0.134) and lower yes pass (0.460 vs 0.524)"
+    strict=True,
+    reason="goal not reached: offline 1.3+f2 vs lexical 1.1 on WiCE held-out: yes pass 0.222 vs 0.206 but false "
+    "pass 0.034 vs 0.017",
 )
 def test_offline_beats_lexical_on_wice_heldout(
     offline_wice: tuple[float, float], lexical_wice: tuple[float, float]
@@ -84,7 +88,8 @@ def test_offline_beats_lexical_on_wice_heldout(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="goal not reached: higher yes pass (0.399 vs 0.336) but higher FPR (0.112 vs 0.092) than lexical",
+    reason="goal not reached: offline 1.3+f2 vs lexical 1.1 on AttributionBench dev: yes pass 0.439 vs 0.197 but "
+    "false pass 0.112 vs 0.043 (over the 5% routing target)",
 )
 def test_offline_beats_lexical_on_attributionbench(
     offline_ab: tuple[float, float], lexical_ab: tuple[float, float]
@@ -112,5 +117,22 @@ def test_train_judge_reproduces_shipped_parameters(shared_data: Path) -> None:
         timeout=600,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "offline.v1.json: identical" in result.stdout
-    assert "lexical.v1.json: identical" in result.stdout
+    for name in ("offline.v1.json", "lexical.v1.json", "routing.offline.json", "routing.lexical.json"):
+        assert f"{name}: identical" in result.stdout
+
+
+def test_default_routing_holds_its_false_pass_target_on_held_out_data(
+    wice_heldout: list, attributionbench: list
+) -> None:
+    from citelock.evals import evaluate_routing, judge_items
+    from citelock.judges import default_judge
+    from citelock.judges._routing import shipped_routing
+
+    judge = default_judge()
+    routing = shipped_routing(judge.name, judge.version)
+    assert routing is not None and routing.target_false_pass == 0.05
+    for items in (wice_heldout, attributionbench):
+        report = evaluate_routing(judge_items(items, judge), routing, judge=judge, n_bootstrap=10)
+        fpr = report.rates["false_pass_rate"].value
+        assert fpr is not None and fpr <= routing.target_false_pass  # measured 0.017 and 0.043
+        assert (report.rates["yes_pass_rate"].value or 0.0) > 0.1  # not vacuous: it does pass supported claims

@@ -2,7 +2,13 @@
 
 Two forms on one command (typer cannot put a positional FILE and sub-commands on the same group):
 
-- ``citelock calibrate --format wice|expertqa|attributionbench|labels FILE [--judge NAME] [--json] ...``
+- ``citelock calibrate --format wice|expertqa|attributionbench|labels|queue FILE [--judge NAME] [--json] ...``
+  By default it measures the judge's *shipped* routing on FILE without refitting: ``false_pass_rate``,
+  ``yes_pass_rate``, ``false_fail_rate`` and ``review_rate`` with bootstrap 95% intervals, the two thresholds,
+  and the label-level metrics. ``--fit`` refits the routing on FILE (in-sample), or with ``--split`` on FILE's
+  train half and measures it on the held-out half; ``--write CAL.json [--surface NAME]`` saves the fitted
+  routing in a calibration file (other surfaces already in the file are kept). ``--format queue`` reads a
+  review queue database (FILE is its SQLite path or URL): accepted support findings are human-yes labels.
 - ``citelock calibrate label PAIRS.jsonl --out LABELS.jsonl`` (interactive; resumable)
 """
 
@@ -19,11 +25,20 @@ from citelock import judges
 from citelock._cli._app import EXIT_OK, app
 from citelock._cli._io import fail
 from citelock._errors import CitelockError, UsageError
-from citelock.evals._calibration import CALIBRATION_DEFINITIONS, CalibrationReport, calibrate
-from citelock.evals._datasets import DATASET_FORMATS, read_dataset, read_pairs, wice_split
+from citelock.evals._calibration import (
+    CALIBRATION_DEFINITIONS,
+    ROUTING_DEFINITIONS,
+    CalibrationReport,
+    RoutingReport,
+    evaluate_routing,
+    judge_items,
+)
+from citelock.evals._datasets import DATASET_FORMATS, item_split, read_dataset, read_pairs
+from citelock.evals._routing_fit import fit_routing
 from citelock.judges._protocol import Judge
+from citelock.judges._routing import Routing, load_calibration, save_calibration, shipped_routing
 
-__all__ = ["calibrate_command", "make_judge", "render_report"]
+__all__ = ["calibrate_command", "make_judge", "render_report", "render_routing_report"]
 
 
 _KEYS = {"y": "yes", "p": "partial", "n": "no", "s": "skip"}
@@ -66,6 +81,32 @@ def render_report(report: CalibrationReport) -> str:
     if report.errors:
         lines.append(f"judge errors (counted as not passed): {len(report.errors)}; first: {report.errors[0]}")
     return "\n".join(lines)
+
+
+def render_routing_report(report: RoutingReport) -> str:
+    """The routing rates with 95% CIs and the thresholds, then the label-level report."""
+    routing = report.routing
+    if routing is None:
+        head = "routing: none for this judge version; routed by label (yes passes, partial/no fail)"
+    else:
+        origin = "fitted on this file" if report.fitted else "shipped"
+        head = (
+            f"routing ({origin}, {routing.method}): pass_at={routing.pass_at:.4f} "
+            f"fail_below={routing.fail_below:.4f} (targets: false pass {routing.target_false_pass}, "
+            f"false fail {routing.target_false_fail}; fitted on {routing.n_calibration} items)"
+        )
+    lines = [head, f"score AUC (yes vs not yes): {_fmt(report.auc)}"]
+    for name, metric in report.rates.items():
+        lines.append(
+            f"{name:<16} {_fmt(metric.value):>6}  [{_fmt(metric.low)}, {_fmt(metric.high)}]  "
+            f"{ROUTING_DEFINITIONS[name]}"
+        )
+    lines.append("gold \\ route    " + "".join(f"{r:>9}" for r in ("pass", "review", "fail")))
+    for gold, row in report.routes.items():
+        lines.append(f"{gold:<16}" + "".join(f"{row[r]:>9}" for r in ("pass", "review", "fail")))
+    lines.append("")
+    lines.append("label-level (the judge's own yes/partial/no, no routing):")
+    return "\n".join(lines) + "\n" + render_report(report.labels)
 
 
 def _label_pairs(pairs_path: Path, out: Path) -> None:
@@ -111,12 +152,19 @@ def calibrate_command(
         typer.Argument(help="FILE to calibrate on, or: label PAIRS.jsonl (with --out) to hand-label pairs"),
     ] = None,
     fmt: Annotated[str | None, typer.Option("--format", help=f"dataset format: {', '.join(DATASET_FORMATS)}")] = None,
-    judge: Annotated[str, typer.Option("--judge", help=f"judge: {', '.join(judges.JUDGE_NAMES)}")] = "offline",
+    judge: Annotated[
+        str, typer.Option("--judge", help=f"judge: {', '.join(judges.JUDGE_NAMES)} (default {judges.DEFAULT_JUDGE})")
+    ] = judges.DEFAULT_JUDGE,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="judge a seeded random sample of N items")] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of the sample and the bootstrap")] = 0,
     split: Annotated[
-        str, typer.Option("--split", help="WiCE only: all, train or heldout (the offline judge's split)")
+        str,
+        typer.Option(
+            "--split",
+            help="all, train or heldout: the fixed split by claim id / question (the shipped judge's); "
+            "with --fit: fit on train, measure on heldout",
+        ),
     ] = "all",
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=1, help="bootstrap resamples")] = 1000,
     model: Annotated[
@@ -130,6 +178,26 @@ def calibrate_command(
         str | None, typer.Option("--api-model", help="with --base-url: the server's model (default: first listed)")
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="label mode: where labels are appended")] = None,
+    fit: Annotated[bool, typer.Option("--fit", help="refit the routing on FILE instead of the shipped one")] = False,
+    target_false_pass: Annotated[
+        float, typer.Option("--target-false-pass", help="with --fit: false pass rate bound (alpha)")
+    ] = 0.05,
+    target_false_fail: Annotated[
+        float, typer.Option("--target-false-fail", help="with --fit: false fail rate bound (beta)")
+    ] = 0.2,
+    delta: Annotated[
+        float | None,
+        typer.Option(
+            "--delta", help="with --fit: Learn-then-Test, bounds hold with probability 1-delta (default: CRC)"
+        ),
+    ] = None,
+    routing_file: Annotated[
+        Path | None, typer.Option("--routing", help="measure the routing of --surface in this calibration file")
+    ] = None,
+    write: Annotated[
+        Path | None, typer.Option("--write", help="with --fit: write the routing to this calibration file")
+    ] = None,
+    surface: Annotated[str, typer.Option("--surface", help="surface name for --write / --routing")] = "*",
 ) -> None:
     """Calibrate a support judge on human-labeled data, or hand-label pairs (``calibrate label``)."""
     positional = list(args or [])
@@ -144,16 +212,22 @@ def calibrate_command(
         fail(f"--format is required: one of {', '.join(DATASET_FORMATS)}")
     if split not in ("all", "train", "heldout"):
         fail(f"--split {split!r}: expected all, train or heldout")
-    if split != "all" and fmt != "wice":
-        fail(f"--split applies to --format wice only, got --format {fmt}")
+    if write is not None and not fit:
+        fail("--write saves a fitted routing: give --fit too")
+    if fit and routing_file is not None:
+        fail("give either --fit (refit on FILE) or --routing (measure a calibration file), not both")
     path = Path(positional[0])
     try:
         dataset = read_dataset(fmt, path)
     except CitelockError as exc:
         fail(str(exc))
     items = dataset.items
-    if split != "all":
-        items = [i for i in items if wice_split(i.id) == split]
+    fit_items: list[Any] = []
+    if fit and split != "all":
+        fit_items = [i for i in items if item_split(i) == "train"]
+        items = [i for i in items if item_split(i) == "heldout"]
+    elif split != "all":
+        items = [i for i in items if item_split(i) == split]
     if limit is not None and limit < len(items):
         items = random.Random(seed).sample(items, limit)
     if not items:
@@ -166,23 +240,69 @@ def calibrate_command(
     try:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(items), desc=f"judging ({judge})", unit="item", disable=None, leave=False)
+        bar = tqdm(total=len(items) + len(fit_items), desc=f"judging ({judge})", unit="item", disable=None, leave=False)
     except ImportError:  # the progress bar is cosmetic; the eval extra brings tqdm
         bar = None
     try:
-        report = calibrate(
-            items,
-            the_judge,
-            dataset=f"{fmt}:{path.name}" + (f" split={split}" if split != "all" else ""),
-            seed=seed,
-            n_bootstrap=bootstrap,
-            skipped=dict(dataset.skipped),
-            progress=None if bar is None else bar.update,
-        )
+        progress = None if bar is None else bar.update
+        judged = judge_items(items, the_judge, progress=progress)
+        fitted_on = judge_items(fit_items, the_judge, progress=progress) if fit_items else judged
     finally:
         if bar is not None:
             bar.close()
+    routing: Routing | None
+    if fit:
+        usable = [(s, g) for s, g in zip(fitted_on.scores, fitted_on.gold, strict=True) if s != float("-inf")]
+        try:
+            routing = fit_routing(
+                [s for s, _ in usable],
+                [g for _, g in usable],
+                judge=the_judge.name,
+                judge_version=the_judge.version,
+                target_false_pass=target_false_pass,
+                target_false_fail=target_false_fail,
+                delta=delta,
+                source=f"citelock calibrate --fit: {fmt}:{path.name}" + (" split=train" if fit_items else ""),
+            )
+        except UsageError as exc:
+            fail(str(exc))
+    elif routing_file is not None:
+        try:
+            routings = load_calibration(routing_file)
+        except CitelockError as exc:
+            fail(str(exc))
+        routing = routings.get(surface, routings.get("*"))
+        if routing is None:
+            fail(f"calibration file {routing_file}: no routing for surface {surface!r} and no '*' default")
+        if not routing.applies_to(the_judge.name, the_judge.version):
+            fail(
+                f"calibration file {routing_file}: the routing is for {routing.judge} {routing.judge_version}, "
+                f"not {the_judge.name} {the_judge.version}"
+            )
+    else:
+        routing = shipped_routing(the_judge.name, the_judge.version)
+    where = f"{fmt}:{path.name}" + (f" split={'heldout' if fit_items else split}" if split != "all" else "")
+    report = evaluate_routing(
+        judged,
+        routing,
+        judge=the_judge,
+        dataset=where,
+        seed=seed,
+        n_bootstrap=bootstrap,
+        skipped=dict(dataset.skipped),
+        fitted=fit,
+        fit_on=len(fit_items),
+    )
+    if write is not None and routing is not None:
+        try:
+            existing = load_calibration(write) if write.exists() else {}
+        except CitelockError as exc:
+            fail(str(exc))
+        existing[surface] = routing
+        save_calibration(write, existing)
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2, sort_keys=True))
     else:
-        typer.echo(render_report(report))
+        typer.echo(render_routing_report(report))
+        if write is not None:
+            typer.echo(f"wrote the routing for surface {surface!r} to {write}")

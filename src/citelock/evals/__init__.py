@@ -1,8 +1,17 @@
 """Evaluations: the seeded defect corpus, the naive-vs-constrained harness, reports and charts."""
 
-from citelock.evals._calibration import CalibrationReport, bootstrap_ci, calibrate, confusion_matrix
+from citelock.evals._calibration import (
+    CalibrationReport,
+    RoutingReport,
+    bootstrap_ci,
+    calibrate,
+    confusion_matrix,
+    evaluate_routing,
+    judge_items,
+    routing_rates,
+)
 from citelock.evals._charts import metrics_chart
-from citelock.evals._datasets import LabeledItem, read_dataset, wice_split
+from citelock.evals._datasets import LabeledItem, item_split, read_dataset, wice_split
 from citelock.evals._defects import (
     DEFECT_CLASSES,
     ClaimTruth,
@@ -13,6 +22,7 @@ from citelock.evals._defects import (
     generate_corpus,
 )
 from citelock.evals._metrics import METRIC_DEFINITIONS, MetricsReport, MetricValue, compute_metrics, metrics_from_store
+from citelock.evals._routing_fit import fit_routing
 
 __all__ = [
     "DEFECT_CLASSES",
@@ -24,15 +34,21 @@ __all__ = [
     "LabeledItem",
     "MetricValue",
     "MetricsReport",
+    "RoutingReport",
     "SeededItem",
     "bootstrap_ci",
     "calibrate",
     "compute_metrics",
     "confusion_matrix",
+    "evaluate_routing",
     "expected_guard_reasons",
+    "fit_routing",
     "generate_corpus",
+    "item_split",
+    "judge_items",
     "metrics_chart",
     "metrics_from_store",
     "read_dataset",
+    "routing_rates",
     "wice_split",
 ]

@@ -26,17 +26,27 @@ import numpy.typing as npt
 from citelock._errors import CitelockError, UsageError
 from citelock.evals._datasets import LabeledItem
 from citelock.judges._protocol import Judge
+from citelock.judges._routing import Route, Routing
 
 __all__ = [
     "CALIBRATION_DEFINITIONS",
     "PREDICTED_LABELS",
+    "ROUTING_DEFINITIONS",
     "CalibrationReport",
+    "JudgedItems",
     "Metric",
+    "RoutingReport",
     "bootstrap_ci",
     "calibrate",
     "calibration_metrics",
     "confusion_matrix",
+    "evaluate_routing",
+    "judge_items",
+    "label_routes",
     "predict_item",
+    "routing_rates",
+    "routing_rates_ci",
+    "score_auc",
 ]
 
 PREDICTED_LABELS = ("yes", "partial", "no", "error")
@@ -267,4 +277,249 @@ def calibrate(
         n_bootstrap=n_bootstrap,
         skipped=dict(skipped or {}),
         errors=errors,
+    )
+
+
+# --- routing: pass / review / fail by score ----------------------------------------------------------------
+
+ROUTING_DEFINITIONS = {
+    "false_pass_rate": "human partial/no routed to pass / human partial/no (lower is better)",
+    "yes_pass_rate": "human yes routed to pass / human yes (higher is better)",
+    "false_fail_rate": "human yes routed to fail / human yes (lower is better)",
+    "review_rate": "all items routed to review / all items (lower is cheaper)",
+}
+_ROUTE_CODE = {"pass": 0, "review": 1, "fail": 2}
+_LABEL_SCORE = {"yes": 1.0, "partial": 0.5, "no": 0.0}
+
+
+@dataclass
+class JudgedItems:
+    """One judge's verdicts over labeled items: per item the gold label, the best label and the best score.
+
+    Items with several passages take the passage with the highest score (and the highest label). A verdict
+    without a score counts as 1.0 / 0.5 / 0.0 for yes / partial / no. An item on which the judge raised an
+    error gets label ``error`` and score ``-inf``: it fails (the policy layer fails closed).
+    """
+
+    gold: list[str]
+    labels: list[str]
+    scores: list[float]
+    errors: list[str] = field(default_factory=list)
+
+
+def judge_items(
+    items: Sequence[LabeledItem], judge: Judge, *, progress: Callable[[int], None] | None = None
+) -> JudgedItems:
+    """Judge every passage of every item once (see :class:`JudgedItems`)."""
+    out = JudgedItems([], [], [])
+    for item in items:
+        best_rank, best_score = -1, -np.inf
+        try:
+            for passage in item.passages:
+                verdict = judge.judge(item.claim, passage)
+                best_rank = max(best_rank, _RANK[verdict.label])
+                score = _LABEL_SCORE[verdict.label] if verdict.score is None else float(verdict.score)
+                best_score = max(best_score, score)
+            label = ("no", "partial", "yes")[best_rank]
+        except CitelockError as exc:
+            label, best_score = "error", -np.inf
+            out.errors.append(f"{item.id}: {exc}")
+        out.gold.append(item.label)
+        out.labels.append(label)
+        out.scores.append(float(best_score))
+        if progress is not None:
+            progress(1)
+    return out
+
+
+def label_routes(labels: Sequence[str]) -> list[Route]:
+    """Routes when no routing applies to the judge: its ``yes`` passes, anything else fails."""
+    return ["pass" if label == "yes" else "fail" for label in labels]
+
+
+def _routes_batch(g_yes: npt.NDArray[np.bool_], r: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[np.float64]]:
+    """The four routing rates for a batch of resamples: arrays of shape (B, n)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n_yes = g_yes.sum(axis=1)
+        n_not = (~g_yes).sum(axis=1)
+        passed, failed = r == _ROUTE_CODE["pass"], r == _ROUTE_CODE["fail"]
+        return {
+            "false_pass_rate": np.where(n_not > 0, (passed & ~g_yes).sum(axis=1) / n_not, np.nan),
+            "yes_pass_rate": np.where(n_yes > 0, (passed & g_yes).sum(axis=1) / n_yes, np.nan),
+            "false_fail_rate": np.where(n_yes > 0, (failed & g_yes).sum(axis=1) / n_yes, np.nan),
+            "review_rate": (r == _ROUTE_CODE["review"]).mean(axis=1),
+        }
+
+
+def routing_rates(gold: Sequence[str], routes: Sequence[Route]) -> dict[str, float | None]:
+    """Point estimates of the four routing rates (see :data:`ROUTING_DEFINITIONS`; ``None`` where undefined).
+
+    Raises:
+        UsageError: lengths differ, or no items.
+    """
+    return {name: m.value for name, m in routing_rates_ci(gold, routes, n_bootstrap=1).items()}
+
+
+def routing_rates_ci(
+    gold: Sequence[str], routes: Sequence[Route], *, n_bootstrap: int = 1000, seed: int = 0, alpha: float = 0.05
+) -> dict[str, Metric]:
+    """The four routing rates with percentile bootstrap intervals over items (deterministic for a seed).
+
+    Raises:
+        UsageError: lengths differ, no items, an unknown route, or ``n_bootstrap`` < 1.
+    """
+    if len(gold) != len(routes):
+        raise UsageError(f"gold has {len(gold)} labels but there are {len(routes)} routes")
+    if not gold:
+        raise UsageError("cannot measure routing on zero items")
+    if n_bootstrap < 1:
+        raise UsageError(f"n_bootstrap must be at least 1, got {n_bootstrap}")
+    unknown = set(routes) - set(_ROUTE_CODE)
+    if unknown:
+        raise UsageError(f"unknown routes {sorted(unknown)}; expected pass, review or fail")
+    g = np.array([x == "yes" for x in gold], dtype=bool)
+    r = np.array([_ROUTE_CODE[x] for x in routes], dtype=np.int64)
+    point = {k: v[0] for k, v in _routes_batch(g[None, :], r[None, :]).items()}
+    rng = np.random.default_rng(seed)
+    samples: dict[str, list[npt.NDArray[np.float64]]] = {name: [] for name in point}
+    for start in range(0, n_bootstrap, 200):
+        idx = rng.integers(0, len(g), size=(min(200, n_bootstrap - start), len(g)))
+        for name, values in _routes_batch(g[idx], r[idx]).items():
+            samples[name].append(values)
+    out: dict[str, Metric] = {}
+    for name, value in point.items():
+        drawn = np.concatenate(samples[name])
+        drawn = drawn[~np.isnan(drawn)]
+        if np.isnan(value) or drawn.size == 0:
+            out[name] = Metric(None, None, None)
+            continue
+        low, high = np.quantile(drawn, [alpha / 2, 1 - alpha / 2])
+        out[name] = Metric(float(value), float(low), float(high))
+    return out
+
+
+def score_auc(scores: Sequence[float], gold: Sequence[str]) -> float | None:
+    """ROC AUC of the scores for human yes vs not yes (ties count half); None when one class is absent."""
+    s = np.asarray(scores, dtype=np.float64)
+    is_yes = np.array([g == "yes" for g in gold], dtype=bool)
+    n_pos, n_neg = int(is_yes.sum()), int((~is_yes).sum())
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(s.size)
+    ordered = s[order]
+    start = 0
+    while start < s.size:
+        end = start
+        while end + 1 < s.size and ordered[end + 1] == ordered[start]:
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return float((ranks[is_yes].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+@dataclass
+class RoutingReport:
+    """A judge's routing measured on labeled items, beside its label-level calibration report."""
+
+    routing: Routing | None
+    fitted: bool
+    rates: dict[str, Metric]
+    routes: dict[str, dict[str, int]]
+    labels: CalibrationReport
+    fit_on: int = 0
+    auc: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form: the routing rates (value + CI), thresholds, routing and label-level metrics.
+
+        The label-level metrics are ``label_false_pass_rate``, ``label_yes_pass_rate``, accuracy and macro-F1.
+        """
+        labels = self.labels.as_dict()
+        out: dict[str, Any] = {k: labels[k] for k in ("judge", "judge_version", "dataset", "n", "granularity")}
+        for name, metric in self.rates.items():
+            out[name] = metric.value
+            out[f"{name}_ci95"] = [metric.low, metric.high]
+        out["pass_at"] = None if self.routing is None else _finite_or_str(self.routing.pass_at)
+        out["fail_below"] = None if self.routing is None else _finite_or_str(self.routing.fail_below)
+        out["routing"] = None if self.routing is None else self.routing.model_dump(mode="json")
+        out["routing_source"] = (
+            "fitted on this file" + (f" (train split, {self.fit_on} items; rates on the held-out split)")
+            if self.fitted and self.fit_on
+            else "fitted on this file (rates are in-sample)"
+            if self.fitted
+            else "shipped"
+            if self.routing is not None
+            else "none for this judge version: routed by label (yes passes, partial/no fail)"
+        )
+        out["routes"] = self.routes
+        out["auc"] = self.auc
+        for name in ("false_pass_rate", "yes_pass_rate"):
+            out[f"label_{name}"] = labels[name]
+            out[f"label_{name}_ci95"] = labels[f"{name}_ci95"]
+        for name in ("accuracy", "macro_f1"):
+            out[name] = labels[name]
+            out[f"{name}_ci95"] = labels[f"{name}_ci95"]
+        out["confusion"] = labels["confusion"]
+        out["definitions"] = {
+            **ROUTING_DEFINITIONS,
+            "auc": "ROC AUC of the judge's score, human yes vs not yes (threshold-free ranking quality)",
+            "label_false_pass_rate": "judge's own label is yes where humans said partial/no (no routing)",
+            "label_yes_pass_rate": "judge's own label is yes where humans said yes (no routing)",
+            "accuracy": CALIBRATION_DEFINITIONS["accuracy"],
+            "macro_f1": CALIBRATION_DEFINITIONS["macro_f1"],
+        }
+        for key in ("seed", "n_bootstrap", "skipped", "errors"):
+            out[key] = labels[key]
+        return out
+
+
+def _finite_or_str(value: float) -> float | str:
+    return value if np.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def evaluate_routing(
+    judged: JudgedItems,
+    routing: Routing | None,
+    *,
+    judge: Judge,
+    dataset: str = "",
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+    skipped: dict[str, int] | None = None,
+    fitted: bool = False,
+    fit_on: int = 0,
+) -> RoutingReport:
+    """Measure ``routing`` (or, when None, the judge's labels) on judged items, with bootstrap intervals.
+
+    Raises:
+        UsageError: no items.
+    """
+    if not judged.gold:
+        raise UsageError("cannot measure routing on zero items")
+    routes: list[Route] = label_routes(judged.labels) if routing is None else [routing.route(s) for s in judged.scores]
+    table = {g: {r: 0 for r in _ROUTE_CODE} for g in _GOLD_ORDER if g in judged.gold}
+    for g, r in zip(judged.gold, routes, strict=True):
+        table[g][r] += 1
+    labels = CalibrationReport(
+        judge=judge.name,
+        judge_version=judge.version,
+        dataset=dataset,
+        n=len(judged.gold),
+        granularity=_granularity(judged.gold),
+        confusion=confusion_matrix(judged.gold, judged.labels),
+        metrics=bootstrap_ci(judged.gold, judged.labels, n_bootstrap=n_bootstrap, seed=seed),
+        seed=seed,
+        n_bootstrap=n_bootstrap,
+        skipped=dict(skipped or {}),
+        errors=list(judged.errors),
+    )
+    return RoutingReport(
+        routing=routing,
+        fitted=fitted,
+        rates=routing_rates_ci(judged.gold, routes, n_bootstrap=n_bootstrap, seed=seed),
+        routes=table,
+        labels=labels,
+        fit_on=fit_on,
+        auc=score_auc(judged.scores, judged.gold),
     )

@@ -16,6 +16,7 @@ Formats (JSON lines):
   ``"[n] URL"`` + blank line + passage; the ``[n] URL`` header is removed) and ``support`` (Complete -> yes,
   Partial/Incomplete -> partial; Missing, N/A and empty evidence are skipped: no citation to judge).
 - ``labels``: this project's hand labels, ``{"claim", "passage", "label", "id"?}`` with label yes/partial/no.
+- ``queue``: a review queue database (SQLite file or URL): accepted support findings are ``yes`` labels.
 """
 
 from __future__ import annotations
@@ -37,18 +38,20 @@ __all__ = [
     "Evidence",
     "GoldLabel",
     "LabeledItem",
+    "item_split",
     "parse_evidence",
     "read_attributionbench",
     "read_dataset",
     "read_expertqa",
     "read_labels",
     "read_pairs",
+    "read_queue",
     "read_wice",
     "wice_split",
 ]
 
 GoldLabel = Literal["yes", "partial", "no", "not_yes"]
-DATASET_FORMATS = ("wice", "expertqa", "attributionbench", "labels")
+DATASET_FORMATS = ("wice", "expertqa", "attributionbench", "labels", "queue")
 
 _WICE_LABELS: dict[str, GoldLabel] = {
     "supported": "yes",
@@ -103,6 +106,15 @@ def wice_split(claim_id: str) -> Literal["train", "heldout"]:
     """
     digest = hashlib.sha256(f"citelock-wice-split:{claim_id}".encode()).digest()
     return "heldout" if digest[0] % 2 == 0 else "train"
+
+
+def item_split(item: LabeledItem) -> Literal["train", "heldout"]:
+    """The fixed train / held-out split of any labeled item, by its group (WiCE claim id, ExpertQA question).
+
+    The same hash as :func:`wice_split` applied to ``item.group``: for WiCE the group is the claim id, so the
+    two agree; for ExpertQA every claim of one question lands on the same side.
+    """
+    return wice_split(item.group)
 
 
 def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -314,11 +326,34 @@ def read_labels(path: Path) -> Dataset:
     return Dataset("labels", items, skipped)
 
 
+def read_queue(target: str | Path) -> Dataset:
+    """Read a review queue's resolved support findings as labels (read-only use of the queue store).
+
+    A reviewer's ``accept`` of a support finding says the judge was too strict: the (claim, passage) pair is
+    labeled ``yes`` (the queue stores it as a calibration sample). Other outcomes carry no support label.
+
+    Args:
+        target: The queue's SQLite file or database URL.
+    """
+    from citelock.store._queue import ReviewQueue
+
+    if "://" not in str(target) and not Path(target).is_file():
+        raise InputError(f"review queue {target}: expected an existing SQLite file or a database URL")
+    items = [
+        LabeledItem(
+            sample.entry_id, sample.claim, (sample.passage,), _HAND_LABELS[sample.label], "queue", sample.entry_id
+        )
+        for sample in ReviewQueue(target).calibration_samples()
+    ]
+    return Dataset("queue", items, Counter())
+
+
 _READERS = {
     "wice": read_wice,
     "attributionbench": read_attributionbench,
     "expertqa": read_expertqa,
     "labels": read_labels,
+    "queue": read_queue,
 }
 
 

@@ -1,4 +1,4 @@
-"""Support judges: the protocol, an LLM judge over any backend, and a competent offline judge."""
+"""Support judges: the protocol, the calibrated lexical default, a trained offline judge, an LLM judge."""
 
 from citelock.judges._cache import CachedJudge, MemoryVerdictCache, SqlVerdictCache, VerdictCache, cache_key
 from citelock.judges._lexical import LexicalJudge, lexical_overlap
@@ -10,12 +10,13 @@ from citelock.judges._llm import (
     choices_grammar,
     load_judge_prompt,
 )
-from citelock.judges._offline import OfflineJudge, default_judge
+from citelock.judges._offline import OfflineJudge
 from citelock.judges._openai_completer import OpenAICompleter
 from citelock.judges._protocol import Judge
-from citelock.judges._registry import JUDGE_NAMES, make_judge
+from citelock.judges._registry import DEFAULT_JUDGE, JUDGE_NAMES, default_judge, make_judge
 
 __all__ = [
+    "DEFAULT_JUDGE",
     "JUDGE_NAMES",
     "CachedJudge",
     "Judge",

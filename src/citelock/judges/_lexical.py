@@ -1,7 +1,9 @@
 """The lexical-overlap baseline judge: the share of the claim's content words found in the passage.
 
-It exists to be beaten. Its two thresholds are fitted by ``scripts/train_judge.py`` on the same training data
-and by the same rule as the offline judge's yes threshold, so the comparison is like for like.
+It is citelock's default judge: the trained offline judge did not beat it on held-out data (see
+:data:`citelock.judges.DEFAULT_JUDGE`). Its two thresholds are its shipped routing's (``params/routing.lexical.json``),
+fitted by ``scripts/train_judge.py`` with conformal risk control on the same training data and by the same rule
+as the offline judge's routing: ``yes`` = route ``pass``, ``partial`` = ``review``, ``no`` = ``fail``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ def lexical_overlap(claim: str, passage: str) -> float:
 
 class LexicalJudge:
     """Yes if the overlap is at least ``yes_threshold``, partial if at least ``partial_threshold``, else no.
+
+    The score is the overlap itself (see :func:`lexical_overlap`).
 
     Args:
         yes_threshold: Overlap needed for ``yes`` (default: the shipped, fitted value).

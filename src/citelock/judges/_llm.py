@@ -4,6 +4,10 @@ The judge renders ``prompts/judge.v1.toml`` with the claim and the passage (noth
 for one of ``yes`` / ``partial`` / ``no`` — constrained where the completer can constrain (a GBNF grammar for
 llama.cpp; a JSON-schema enum or regex for other backends) — and parses strictly: anything but one of the three
 words raises :class:`JudgeOutputError` carrying the raw text. The policy layer fails closed on errors.
+
+Its score is the label mapped to a number (:data:`LABEL_SCORES`: yes 1.0, partial 0.5, no 0.0): the completers
+return text, not token log-probabilities, so there is no finer confidence to report. A routing fitted on these
+scores can only draw its thresholds between the three values.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from citelock._records import Verdict
 from citelock._templates import prompts_dir
 
 __all__ = [
+    "LABEL_SCORES",
     "JudgeOutputError",
     "JudgePrompt",
     "LLMJudge",
@@ -45,6 +50,9 @@ class TextCompleter(Protocol):
     def complete(self, messages: list[dict[str, str]], *, choices: list[str] | None, max_tokens: int) -> str:
         """Generate text for ``messages``; when ``choices`` is given, constrain the output to one of them."""
         ...
+
+
+LABEL_SCORES = {"yes": 1.0, "partial": 0.5, "no": 0.0}
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,7 @@ class LLMJudge:
         self.version = f"judge.v{self.prompt.version}/{model}"
 
     def judge(self, claim: str, passage: str) -> Verdict:
-        """Ask the model about one pair.
+        """Ask the model about one pair; the score is the label's (:data:`LABEL_SCORES`).
 
         Raises:
             JudgeOutputError: the model's answer is not exactly one of the three words.
@@ -119,7 +127,7 @@ class LLMJudge:
         answer = raw.strip().lower()
         if answer not in self.prompt.choices:
             raise JudgeOutputError(raw, self.prompt.choices)
-        return Verdict(label=answer, raw=raw, judge=self.name, version=self.version, score=None)
+        return Verdict(label=answer, raw=raw, judge=self.name, version=self.version, score=LABEL_SCORES[answer])
 
 
 def choices_grammar(choices: list[str]) -> str:

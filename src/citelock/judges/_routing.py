@@ -41,8 +41,9 @@ class Routing(BaseModel):
     """Two score thresholds and where they came from.
 
     Attributes:
-        pass_at: Scores at or above this pass.
-        fail_below: Scores below this fail; scores in ``[fail_below, pass_at)`` go to review.
+        pass_at: Scores at or above this pass (``inf``: nothing passes).
+        fail_below: Scores below this fail; scores in ``[fail_below, pass_at)`` go to review (``-inf``: nothing
+            fails).
         judge: Name of the judge whose scores these thresholds apply to.
         judge_version: Version of that judge (a routing never silently applies to another version).
         target_false_pass: The false-pass rate the thresholds were calibrated for (``alpha``).
@@ -53,7 +54,8 @@ class Routing(BaseModel):
         source: What data they were fitted on (a file name and split, free text).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # ``pass_at`` is ``inf`` when too few labeled items allowed any pass: written as "Infinity" in JSON
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
 
     pass_at: float
     fail_below: float
@@ -97,7 +99,9 @@ class _CalibrationFile(BaseModel):
 def save_calibration(path: str | Path, routings: dict[str, Routing]) -> None:
     """Write a calibration file: ``{"schema_version": "1", "surfaces": {name | "*": Routing}}``."""
     data = _CalibrationFile(surfaces=dict(routings))
-    Path(path).write_text(json.dumps(data.model_dump(mode="json"), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    # through model_dump_json so that an infinite threshold is the string "Infinity", not non-standard JSON
+    plain = json.loads(data.model_dump_json())
+    Path(path).write_text(json.dumps(plain, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def load_calibration(path: str | Path) -> dict[str, Routing]:
