@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 from citelock import PromptLog, assemble, serialize
 from citelock._cli import app
 from citelock._cli._io import MAX_INPUT_BYTES
+from citelock.judges import DEFAULT_JUDGE
 
 runner = CliRunner()
 
@@ -226,7 +227,7 @@ def test_surface_options_are_checked_before_anything_is_written(tmp_path) -> Non
     other = _calibration(tmp_path, {"*": {"pass_at": 0.8, "fail_below": 0.2, "judge": "llm", "judge_version": "3"}})
     mismatch = _run(*args, "--surface", "legal", "--db", db, "--calibration", other)
     assert mismatch.exit_code == 2
-    assert "calibrated for judge llm 3" in mismatch.stderr and "judge in use is offline" in mismatch.stderr
+    assert "calibrated for judge llm 3" in mismatch.stderr and f"judge in use is {DEFAULT_JUDGE}" in mismatch.stderr
     lexical = {"pass_at": 0.8, "fail_below": 0.2, "judge": "lexical", "judge_version": "1"}
     named = _calibration(tmp_path, {"chat": lexical})
     missing = _run(*args, "--surface", "legal", "--judge", "lexical", "--db", db, "--calibration", named)

@@ -22,6 +22,7 @@ from citelock._errors import CitelockError, UsageError
 from citelock._records import Chunk
 from citelock._schema import SpanPolicy
 from citelock.backends._protocol import Backend
+from citelock.judges import DEFAULT_JUDGE
 from citelock.store import ResultStore, ReviewQueue
 
 __all__ = ["answer", "default_db", "lexical_top_k", "read_chunks"]
@@ -149,7 +150,7 @@ def answer(
     judge: Annotated[
         str | None,
         typer.Option(
-            "--judge", help="support judge ③: offline, lexical or llm (a judging surface without --judge: offline)"
+            "--judge", help=f"support judge ③: offline, lexical or llm (default on a judging surface: {DEFAULT_JUDGE})"
         ),
     ] = None,
     judge_base_url: Annotated[

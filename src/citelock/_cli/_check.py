@@ -17,7 +17,7 @@ from citelock._parse import parse_answer
 from citelock._records import GuardReport
 from citelock.guard import PolicyResult, SurfacePolicy, guard, resolve_routing
 from citelock.guard import check as run_guard
-from citelock.judges import CachedJudge, Judge, make_judge
+from citelock.judges import DEFAULT_JUDGE, CachedJudge, Judge, make_judge
 from citelock.judges._routing import Routing, load_calibration
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
@@ -99,7 +99,8 @@ def surface_options(
 
     The surface policy runs when any of ``--surface``, ``--judge``, ``--on-fail`` or ``--calibration`` is
     given (surface name ``default`` when ``--surface`` is not). A surface that judges (high stakes, or a
-    sample rate above 0) without ``--judge`` uses the offline judge, as :func:`citelock.answer` does.
+    sample rate above 0) without ``--judge`` uses the default judge (:data:`citelock.judges.DEFAULT_JUDGE`), as
+    :func:`citelock.answer` does.
 
     Returns:
         The policy and judge, or None when only the free deterministic checks were asked for.
@@ -118,7 +119,7 @@ def surface_options(
         fail(f"--on-fail must be block, drop_claim or mark, got {on_fail!r}")
     name = surface or "default"
     rate = sample_rate if sample_rate is not None else (1.0 if judge or stakes == "high" else 0.0)
-    judge_name = judge or ("offline" if stakes == "high" or rate > 0 else None)
+    judge_name = judge or (DEFAULT_JUDGE if stakes == "high" or rate > 0 else None)
     routing: Routing | None = None
     if calibration is not None:
         try:
@@ -171,7 +172,7 @@ def check(
         typer.Option(
             "--judge",
             help="run the support judge ③ (offline, lexical or llm) under --surface/--stakes "
-            "(a judging surface without --judge uses offline)",
+            f"(a judging surface without --judge uses {DEFAULT_JUDGE})",
         ),
     ] = None,
     judge_base_url: Annotated[
