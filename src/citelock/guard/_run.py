@@ -133,4 +133,3 @@ def _number_findings(answer: Answer, checks: list[CitationCheck], index: PromptI
                 )
             )
     return out
-
