@@ -47,7 +47,7 @@ class PromptIndex:
 
     def occurrences(self, needle: str) -> list[tuple[int, int, int]]:
         """Every ``(message, norm_start, norm_end)`` where ``needle`` occurs in the normalized prompt."""
-        out = []
+        out: list[tuple[int, int, int]] = []
         if not needle:
             return out
         for message, text in enumerate(self.record.normalized):
@@ -137,8 +137,8 @@ def check_citation(
         return result(False, ReasonCode.SPAN_ONLY_IN_QUESTION)
     if occurrences:  # every occurrence runs across a chunk boundary: not verbatim in any one chunk
         straddled = index.chunks_overlapping(*occurrences[0])
-        other = next((pc.id for pc in straddled if pc.id != citation.chunk_id), None)
-        return result(False, ReasonCode.SPAN_NOT_IN_CHUNK, related_chunk_id=other)
+        neighbour = next((pc.id for pc in straddled if pc.id != citation.chunk_id), None)
+        return result(False, ReasonCode.SPAN_NOT_IN_CHUNK, related_chunk_id=neighbour)
     return result(False, ReasonCode.SPAN_NOT_IN_CHUNK)
 
 

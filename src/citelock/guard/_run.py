@@ -116,7 +116,8 @@ def _number_findings(answer: Answer, checks: list[CitationCheck], index: PromptI
     out = []
     for claim_index, good in passed.items():
         bodies = [index.body(index.by_id[c.chunk_id]) for c in good]
-        missing = missing_numbers(answer.claims[claim_index].text, bodies)
+        question = (index.record.question,) if index.record.question else ()
+        missing = missing_numbers(answer.claims[claim_index].text, bodies, context=question)
         if missing:
             first = good[0]
             out.append(
