@@ -110,7 +110,6 @@ def test_free_text_answer_and_logged_record(tmp_path) -> None:
         ({**PROMPT, "chunks": [{"id": "c-1"}]}, GOOD, "chunk #0"),
         ({**PROMPT, "messages": [{"role": "user"}]}, GOOD, "messages[0]"),
         ({**PROMPT, "messages": []}, GOOD, "messages is empty"),
-        (PROMPT, {"claims": [{"text": "x", "citations": []}]}, "empty list"),
         (PROMPT, {"claims": [{"text": 3}]}, "claims[0].text"),
         (PROMPT, {"claims": [{"text": "x", "bogus": True}]}, "bogus"),
         (PROMPT, "{oops", "not valid JSON"),

@@ -55,7 +55,6 @@ def test_custom_pattern() -> None:
     [
         ('{"claims": [', "line 1"),
         ({"claims": []}, "claims"),
-        ({"claims": [{"text": "x", "citations": []}]}, "claims[0].citations"),
         ({"claims": [{"text": "x", "citations": [{"chunk_id": ""}]}]}, "claims[0].citations[0].chunk_id"),
         (
             {"claims": [{"text": "x", "citations": [{"chunk_id": "a", "span": "  "}]}]},
@@ -77,3 +76,11 @@ def test_malformed_answers_say_what_and_where(data, where) -> None:
         parse_answer(data)
     if where:
         assert where in str(info.value)
+
+
+def test_an_empty_citations_list_is_an_uncited_claim() -> None:
+    answer = parse_answer(
+        {"claims": [{"text": "Revenue grew.", "citations": [{"chunk_id": "c-1"}]}, {"text": "Hi.", "citations": []}]}
+    )
+    assert _ids(answer) == [["c-1"], []]
+    assert parse_answer('{"claims": [{"text": "x", "citations": []}]}').claims[0].citations == ()

@@ -164,8 +164,8 @@ def parse_answer(
     """Parse an answer in any accepted shape.
 
     Accepted: an :class:`Answer`; a mapping (or JSON text of one) ``{"claims": [{"text", "citations":
-    [{"chunk_id", "span"?}]}]}``; a mapping ``{"text": "free text with [c-1] markers"}``; or plain text that
-    is not JSON, parsed as free text.
+    [{"chunk_id", "span"?}]}]}`` (a claim with ``"citations": []`` or no ``citations`` is an uncited claim); a
+    mapping ``{"text": "free text with [c-1] markers"}``; or plain text that is not JSON, parsed as free text.
 
     Raises:
         ParseError: the input matches none of these shapes; the message names the field and what was expected.
@@ -214,14 +214,6 @@ def _parse_structured(data: Mapping[str, Any]) -> Answer:
     claims = data.get("claims")
     if not isinstance(claims, list) or not claims:
         raise ParseError("'claims' must be a non-empty list of claims", where="claims")
-    for index, claim in enumerate(claims):
-        if isinstance(claim, Mapping) and "citations" in claim:
-            cites = claim["citations"]
-            if isinstance(cites, list) and not cites:
-                raise ParseError(
-                    "'citations' is an empty list; omit the field for an uncited claim or give citations",
-                    where=f"claims[{index}].citations",
-                )
     try:
         return Answer.model_validate(data)
     except ValidationError as exc:

@@ -2,14 +2,15 @@
 
 The record holds the messages exactly as sent, a normalized copy, a sha256, and where every chunk body and the
 question sit (raw and normalized offsets). For prompts assembled elsewhere, the chunk bodies are located by
-text: a chunk whose full text is there is ``complete``; one of which only a prefix is there was ``truncated``;
-one that is not there at all is ``missing``.
+text: a chunk whose full text is there is ``complete``; one of which only a prefix is there was ``truncated``
+(so is one whose id header is there but whose whole body was cut); one that is not there at all is ``missing``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -183,6 +184,33 @@ def _locate(norm: _Normalized, chunk: Chunk) -> PlacedChunk:
     return PlacedChunk(chunk=chunk, status="truncated", placement=norm.placement_from_norm(message, at, at + low))
 
 
+def _header_only(norm: _Normalized, placed: PlacedChunk, taken: Sequence[Placement]) -> PlacedChunk:
+    """A ``missing`` chunk whose id header is still in the prompt had its whole body cut: ``truncated``.
+
+    The id must occur as a whole token outside every located chunk body and outside the question; an id of
+    digits only must also touch a bracket, quote, ``#``, ``:`` or ``=`` (``[3]``, ``id="3"``), so that a bare
+    number in the prose is not taken for a header. The body's placement is then empty, right after the id (a
+    surviving scrap shorter than :data:`MIN_TRUNCATED_PREFIX` is not located).
+    """
+    chunk_id = normalize(placed.id)
+    pattern = re.compile(rf"(?<![\w-]){re.escape(chunk_id)}(?![\w-])")
+    for message, text in enumerate(norm.texts):
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(p.message == message and p.norm_start < end and start < p.norm_end for p in taken):
+                continue
+            if chunk_id.isdigit():
+                around = text[max(0, start - 1) : start] + text[end : end + 1]
+                if not any(ch in "[]()\"'#:=" for ch in around):
+                    continue
+            return PlacedChunk(
+                chunk=placed.chunk,
+                status="truncated",
+                placement=norm.placement_from_norm(message, end, end),
+            )
+    return placed
+
+
 def record_from_messages(
     messages: Iterable[Message | Mapping[str, Any]],
     chunks: Iterable[Chunk | Mapping[str, Any]],
@@ -207,13 +235,17 @@ def record_from_messages(
     """
     msgs = _coerce_messages(messages)
     norm = _Normalized(msgs)
-    placed = tuple(_locate(norm, chunk) for chunk in coerce_chunks(chunks))
+    located = [_locate(norm, chunk) for chunk in coerce_chunks(chunks)]
     question_placement = None
     if question and normalize(question):
         nq = normalize(question)
         hit = norm.rfind(nq)
         if hit is not None:
             question_placement = norm.placement_from_norm(hit[0], hit[1], hit[1] + len(nq))
+    taken = [pc.placement for pc in located if pc.placement is not None]
+    if question_placement is not None:
+        taken.append(question_placement)
+    placed = tuple(_header_only(norm, pc, taken) if pc.status == "missing" else pc for pc in located)
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
     return PromptRecord(
         **kwargs,

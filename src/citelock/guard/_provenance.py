@@ -2,8 +2,10 @@
 
 Both sides are normalized identically (see :func:`citelock.normalize`). The order of the span checks is the
 order of the diagnosis: in the cited chunk (pass) → in the cut-off tail of a truncated chunk
-(``SPAN_TRUNCATED``) → in another assembled chunk (``SPAN_IN_OTHER_CHUNK``) → elsewhere in the prompt, e.g. the
-question (``SPAN_ONLY_IN_QUESTION``) → nowhere (``SPAN_NOT_IN_CHUNK``).
+(``SPAN_TRUNCATED``; also a citation without a span of a chunk whose whole body was cut while its id header
+stayed) → in another assembled chunk (``SPAN_IN_OTHER_CHUNK``) → in the prompt outside every chunk body, e.g. the
+question (``SPAN_ONLY_IN_QUESTION``) → only across the boundary between two chunks, or nowhere
+(``SPAN_NOT_IN_CHUNK``; :func:`describe` names the two chunks a straddling span runs across).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from citelock._normalize import normalize, raw_offset
 from citelock._records import Citation, CitationCheck, PlacedChunk, Placement, PromptRecord, ReasonCode
 
-__all__ = ["PromptIndex", "check_citation"]
+__all__ = ["DETAIL", "PromptIndex", "check_citation", "describe"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,30 @@ class PromptIndex:
         if p is None:
             return -1
         return self.record.normalized[p.message].find(needle, p.norm_start, p.norm_end)
+
+    def occurrences(self, needle: str) -> list[tuple[int, int, int]]:
+        """Every ``(message, norm_start, norm_end)`` where ``needle`` occurs in the normalized prompt."""
+        out: list[tuple[int, int, int]] = []
+        if not needle:
+            return out
+        for message, text in enumerate(self.record.normalized):
+            at = text.find(needle)
+            while at >= 0:
+                out.append((message, at, at + len(needle)))
+                at = text.find(needle, at + 1)
+        return out
+
+    def chunks_overlapping(self, message: int, norm_start: int, norm_end: int) -> list[PlacedChunk]:
+        """The chunks whose body as sent overlaps ``[norm_start, norm_end)`` of ``message``, in prompt order."""
+        hits = [
+            pc
+            for pc in self.by_id.values()
+            if pc.placement is not None
+            and pc.placement.message == message
+            and pc.placement.norm_start < norm_end
+            and norm_start < pc.placement.norm_end
+        ]
+        return sorted(hits, key=lambda pc: pc.placement.norm_start if pc.placement else 0)
 
     def placement(self, message: int, norm_start: int, norm_end: int) -> Placement:
         """A placement with raw offsets recovered from the record's offset map."""
@@ -93,6 +119,8 @@ def check_citation(
             return result(False, ReasonCode.ID_NOT_IN_PROMPT)
         return result(False, ReasonCode.STALE_ID if citation.chunk_id in store else ReasonCode.FABRICATED_ID)
     if citation.span is None:
+        if placed.status == "truncated" and not index.body(placed):
+            return result(False, ReasonCode.SPAN_TRUNCATED)  # only the id header was sent, no body at all
         return result(True, placement=placed.placement)
     span = normalize(citation.span)
     at = index.find_in_body(placed, span)
@@ -104,6 +132,39 @@ def check_citation(
     for other in index.by_id.values():
         if other is not placed and index.find_in_body(other, span) >= 0:
             return result(False, ReasonCode.SPAN_IN_OTHER_CHUNK, related_chunk_id=other.id)
-    if any(span in text for text in index.record.normalized):
+    occurrences = index.occurrences(span)
+    if any(not index.chunks_overlapping(message, start, end) for message, start, end in occurrences):
         return result(False, ReasonCode.SPAN_ONLY_IN_QUESTION)
+    if occurrences:  # every occurrence runs across a chunk boundary: not verbatim in any one chunk
+        straddled = index.chunks_overlapping(*occurrences[0])
+        neighbour = next((pc.id for pc in straddled if pc.id != citation.chunk_id), None)
+        return result(False, ReasonCode.SPAN_NOT_IN_CHUNK, related_chunk_id=neighbour)
     return result(False, ReasonCode.SPAN_NOT_IN_CHUNK)
+
+
+def describe(index: PromptIndex, check: CitationCheck) -> str:
+    """A reviewer-facing sentence for a failing provenance check (what is wrong, and where to look)."""
+    if check.reason == ReasonCode.SPAN_NOT_IN_CHUNK and check.span is not None:
+        span = normalize(check.span)
+        for message, start, end in index.occurrences(span):
+            straddled = index.chunks_overlapping(message, start, end)
+            if len(straddled) >= 2:
+                return (
+                    f"the span straddles chunks {straddled[0].id} and {straddled[-1].id} across the boundary "
+                    "between them in the prompt; it is verbatim in no single chunk"
+                )
+    if check.reason == ReasonCode.SPAN_TRUNCATED and check.span is None:
+        return "the chunk's whole body was cut from the prompt (only its id was sent): the citation points at nothing"
+    return DETAIL[check.reason] if check.reason is not None else ""
+
+
+DETAIL = {
+    ReasonCode.ID_NOT_IN_PROMPT: "the cited id is not one of this prompt's chunks",
+    ReasonCode.STALE_ID: "a real chunk-store id that was not assembled into this prompt",
+    ReasonCode.FABRICATED_ID: "the cited id exists neither in this prompt nor in the chunk store",
+    ReasonCode.SPAN_TRUNCATED: "the chunk's body was cut in the prompt and the span lies in the lost part",
+    ReasonCode.SPAN_NOT_IN_CHUNK: "the span is not verbatim in the cited chunk's body as sent",
+    ReasonCode.SPAN_ONLY_IN_QUESTION: "the span occurs in the prompt only outside the context (e.g. the question)",
+    ReasonCode.SPAN_IN_OTHER_CHUNK: "the span is verbatim in a different assembled chunk",
+}
+"""The default detail of each provenance reason code (see :func:`describe`)."""

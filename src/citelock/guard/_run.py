@@ -21,7 +21,7 @@ from citelock._records import (
 )
 from citelock.guard._coverage import check_coverage
 from citelock.guard._numbers import missing_numbers
-from citelock.guard._provenance import PromptIndex, check_citation
+from citelock.guard._provenance import PromptIndex, check_citation, describe
 
 __all__ = ["check"]
 
@@ -77,7 +77,7 @@ def check(
                         span=citation.span,
                         passage=index.body(placed) if placed else None,
                         related_chunk_id=result.related_chunk_id,
-                        detail=_DETAIL[result.reason],
+                        detail=describe(index, result),
                         verdicts={"provenance": "fail"},
                     )
                 )
@@ -116,7 +116,8 @@ def _number_findings(answer: Answer, checks: list[CitationCheck], index: PromptI
     out = []
     for claim_index, good in passed.items():
         bodies = [index.body(index.by_id[c.chunk_id]) for c in good]
-        missing = missing_numbers(answer.claims[claim_index].text, bodies)
+        question = (index.record.question,) if index.record.question else ()
+        missing = missing_numbers(answer.claims[claim_index].text, bodies, context=question)
         if missing:
             first = good[0]
             out.append(
@@ -133,14 +134,3 @@ def _number_findings(answer: Answer, checks: list[CitationCheck], index: PromptI
                 )
             )
     return out
-
-
-_DETAIL = {
-    ReasonCode.ID_NOT_IN_PROMPT: "the cited id is not one of this prompt's chunks",
-    ReasonCode.STALE_ID: "a real chunk-store id that was not assembled into this prompt",
-    ReasonCode.FABRICATED_ID: "the cited id exists neither in this prompt nor in the chunk store",
-    ReasonCode.SPAN_TRUNCATED: "the chunk's body was cut in the prompt and the span lies in the lost part",
-    ReasonCode.SPAN_NOT_IN_CHUNK: "the span is not verbatim in the cited chunk's body as sent",
-    ReasonCode.SPAN_ONLY_IN_QUESTION: "the span occurs in the prompt only outside the context (e.g. the question)",
-    ReasonCode.SPAN_IN_OTHER_CHUNK: "the span is verbatim in a different assembled chunk",
-}
