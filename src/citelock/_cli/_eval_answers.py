@@ -12,6 +12,7 @@ from citelock._cli._app import EXIT_OK
 from citelock._cli._eval import JUDGES, eval_app, make_judge
 from citelock._cli._io import fail
 from citelock._errors import CitelockError
+from citelock.judges import DEFAULT_JUDGE
 
 __all__ = ["answers"]
 
@@ -24,6 +25,8 @@ _RATES = (
     "uncited_precision",
     "uncited_recall",
     "number_false_alarm_rate",
+    "complete_served_rate",
+    "unsupported_served_rate",
 )
 _COUNTS = (
     "answers",
@@ -34,6 +37,7 @@ _COUNTS = (
     "answers_not_guarded",
     "answers_blocked",
     "answers_kept",
+    "answers_repaired",
 )
 
 
@@ -63,10 +67,10 @@ def _human(summary: dict[str, Any], header: str) -> str:
 def answers(
     file: Annotated[Path, typer.Argument(help="the labeled answers (ExpertQA val.jsonl)")],
     fmt: Annotated[str, typer.Option("--format", help="the file's format: expertqa")] = "expertqa",
-    judge: Annotated[str, typer.Option("--judge", help=f"one of {', '.join(JUDGES)}")] = "offline",
+    judge: Annotated[str, typer.Option("--judge", help=f"one of {', '.join(JUDGES)}")] = DEFAULT_JUDGE,
     stakes: Annotated[str, typer.Option("--stakes", help="low or high (high judges every citation)")] = "high",
     on_fail: Annotated[
-        str, typer.Option("--on-fail", help="block, drop_claim or mark (where the policy supports it)")
+        str, typer.Option("--on-fail", help="block, drop_claim or mark: what the surface does with a failing claim")
     ] = "block",
     split: Annotated[
         str, typer.Option("--split", help="all, or the tune / heldout half of the questions (stable hash)")
@@ -85,13 +89,7 @@ def answers(
         fail(f"--on-fail must be one of {', '.join(ON_FAIL)}, got {on_fail!r}")
     if split not in SPLITS:
         fail(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
-    fields: dict[str, Any] = {"name": "eval-answers", "stakes": stakes}
-    applied_on_fail = "on_fail" in SurfacePolicy.model_fields
-    if applied_on_fail:
-        fields["on_fail"] = on_fail
-    elif on_fail != "block":
-        fail(f"--on-fail {on_fail}: this version's SurfacePolicy only blocks")
-    policy = SurfacePolicy.model_validate(fields)
+    policy = SurfacePolicy.model_validate({"name": "eval-answers", "stakes": stakes, "on_fail": on_fail})
     chosen = make_judge(judge)
     try:
         cases = read_expertqa_answers(file, split=split)  # type: ignore[arg-type]

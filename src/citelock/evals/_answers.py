@@ -69,8 +69,11 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "uncited_precision": "UNCITED_CLAIM findings on claims annotators said need a citation",
     "uncited_recall": "uncited claims that need a citation (worthiness Yes) flagged UNCITED_CLAIM",
     "number_false_alarm_rate": "human-Complete cited claims flagged NUMBER_MISMATCH",
+    "complete_served_rate": "human-Complete cited claims served (not dropped, marked or blocked)",
+    "unsupported_served_rate": "human Partial/Incomplete cited claims served unmarked (lower is better)",
     "answers_blocked": "answers refused whole (decision block)",
-    "answers_kept": "answers served (decision other than block)",
+    "answers_kept": "answers served (decision pass or repaired)",
+    "answers_repaired": "answers served with failing claims dropped or marked (decision repaired)",
 }
 
 
@@ -257,10 +260,12 @@ def _summary(outcomes: Sequence[AnswerOutcome]) -> dict[str, Any]:
             n["answers_not_guarded"] += 1
             continue
         n["answers_blocked" if result.decision == "block" else "answers_kept"] += 1
+        n["answers_repaired"] += result.decision == "repaired"
+        served = {c.claim_index for c in result.claims if c.action == "serve"}
         reasons: dict[int, set[ReasonCode]] = {}
         for finding in result.report.findings:
             reasons.setdefault(finding.claim_index, set()).add(finding.reason)
-        review = {s.claim_index for s in result.support if getattr(s, "route", None) == "review"}
+        review = {s.claim_index for s in result.support if s.route == "review"}
         for gold in case.claims:
             if gold.position is None:
                 continue
@@ -271,10 +276,12 @@ def _summary(outcomes: Sequence[AnswerOutcome]) -> dict[str, Any]:
                 if gold.support == _COMPLETE:
                     n["complete"] += 1
                     n["complete_clean"] += not found
+                    n["complete_served"] += gold.position in served
                     n["complete_number_flagged"] += ReasonCode.NUMBER_MISMATCH in found
                 elif gold.support in _UNSUPPORTED:
                     n["unsupported"] += 1
                     n["unsupported_flagged"] += bool(found)
+                    n["unsupported_served"] += gold.position in served
             elif gold.worthiness not in ("Yes", "No"):
                 n["uncited_unlabeled"] += 1  # no worthiness label: neither right nor wrong to flag
             else:
@@ -297,7 +304,10 @@ def _summary(outcomes: Sequence[AnswerOutcome]) -> dict[str, Any]:
         "uncited_precision": _rate(n["uncited_flagged_correct"], n["uncited_flagged"]),
         "uncited_recall": _rate(n["uncited_flagged_correct"], n["uncited_needs_citation"]),
         "number_false_alarm_rate": _rate(n["complete_number_flagged"], n["complete"]),
+        "complete_served_rate": _rate(n["complete_served"], n["complete"]),
+        "unsupported_served_rate": _rate(n["unsupported_served"], n["unsupported"]),
         "answers_blocked": n["answers_blocked"],
+        "answers_repaired": n["answers_repaired"],
         "answers_kept": n["answers_kept"],
         "counts": {
             key: n[key]
