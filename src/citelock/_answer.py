@@ -45,6 +45,8 @@ __all__ = [
 GUARDED_ANSWER_SCHEMA_VERSION: Literal["1"] = "1"
 RenderStyle = Literal["footnotes", "links", "none"]
 NAIVE_MAX_TOKENS = 384
+ABSTENTION_TEXT = "The sources provided do not answer this question."
+"""How an abstention (:attr:`Answer.abstained`) is rendered."""
 
 
 class _Record(BaseModel):
@@ -345,7 +347,7 @@ def answer(
         question: The user's question.
         chunks: Retrieved chunks, best first (records or dicts with ``id`` and ``text``).
         backend: Any :class:`citelock.Backend`; None runs the embedded default (local SmolLM2-135M).
-        policy: Requested span policy (``substring``, ``sentence``, ``id``); downgraded to fit the backend's
+        policy: Requested span policy (``quote``, ``quote_sentence``, ``substring``, ``sentence``, ``id``); downgraded to fit the backend's
             limits, with the reason on the result. Ignored by backends that constrain nothing (naive).
         log: A :class:`citelock.PromptLog` or a database path/URL to append the prompt to (None: not logged).
         render: How citation markers appear in ``rendered``: ``footnotes``, ``links`` or ``none``.
@@ -435,10 +437,12 @@ def render_answer(answer: Answer, report: GuardReport, context: Context, *, styl
     ``footnotes`` puts ``[n]`` after each claim and lists the cited passages below; ``links`` puts
     ``[chunk-id](source)`` after each claim (``#chunk-id`` when the chunk has no source); ``none`` prints the
     claims only. A citation that failed guard ① is never shown as a source: it is marked ``unverified`` with
-    its reason code.
+    its reason code. An abstention renders as :data:`ABSTENTION_TEXT` in every style.
     """
     if style not in ("footnotes", "links", "none"):
         raise UsageError(f"render style must be 'footnotes', 'links' or 'none', got {style!r}")
+    if answer.abstained:
+        return ABSTENTION_TEXT
     verdicts = {(c.claim_index, c.citation_index): c for c in report.citations}
     sources = {chunk.id: chunk.source for chunk in context.chunks}
     parts: list[str] = []

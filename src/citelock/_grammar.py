@@ -1,4 +1,4 @@
-"""The text of per-request constraints: JSON Schemas and llguidance Lark grammars for the three span policies.
+"""The text of per-request constraints: JSON Schemas and llguidance Lark grammars for the span policies.
 
 Pure string building, no engine imported. Every artifact describes the same compact JSON shape::
 
@@ -7,6 +7,18 @@ Pure string building, no engine imported. Every artifact describes the same comp
 with no whitespace outside strings, so a small model has no free tokens to wander in, and bounded counts and
 lengths, so it has to stop. Spans are drawn from each chunk's *normalized* text (see :func:`citelock.normalize`),
 which is exactly what guard ① compares against: a span the constraint allows always passes provenance.
+
+The ``quote`` policies drop the span: the claim's text *is* the quote, and its one citation names the chunk it
+was copied from::
+
+    {"claims":[{"text":"According to the source, It spans 880 meters","citations":[{"chunk_id":"c-1"}]}]}
+
+The text may open with one lead-in from :data:`QUOTE_LEAD_INS` (fixed phrases that add no fact); the rest is
+verbatim in the chunk.
+
+Every shape has an explicit abstention branch: ``{"claims":[]}`` means "the sources do not contain the answer"
+(no claims, so nothing unsupported is said). An empty list is exact in every JSON Schema dialect (``minItems:
+0``, strict modes included, where a root ``anyOf`` is refused) and it is one token for a small model to choose.
 """
 
 from __future__ import annotations
@@ -18,16 +30,38 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ABSTENTION",
     "JSON_STRING_CHAR",
+    "QUOTE_LEAD_INS",
+    "QUOTE_SHAPE",
     "SPAN_START_CHAR",
     "Bounds",
     "json_body",
     "lark_grammar",
     "lark_literal",
+    "quote_body",
     "schema_id",
+    "schema_quote",
+    "schema_quote_sentence",
     "schema_sentence",
     "word_pieces",
 ]
+
+ABSTENTION = '{"claims":[]}'
+"""The abstention output of every policy: no claims, the sources do not contain the answer."""
+
+QUOTE_LEAD_INS: tuple[str, ...] = ("According to the source, ", "The source says: ")
+"""The lead-ins a ``quote`` claim may open with. A fixed set rather than "a few free words": free words could
+carry a fact or flip one ("Not ", "In 1932, "), while these phrases only attribute, so a quote claim asserts
+nothing its chunk does not say. Two phrases let the model frame a quote that starts mid-sentence."""
+
+QUOTE_SHAPE = r"/(?s:.)* (?s:.)* (?s:.)*[.!?]\)?/"
+"""What the ``quote`` grammar asks of a quote beyond being verbatim: at least three words, ending where a sentence
+of the chunk ends (``.``, ``!`` or ``?``, maybe a closing bracket). Without it a 135M model quotes two words
+("2018 survey") and stops; with it a quote is a statement. The guard and :meth:`CitationSchema.parse_output`
+check only what the policy promises (verbatim, bounded), not this shape."""
+
+_CLAIMS_DESCRIPTION = "the answer's claims; an empty list means the sources do not contain the answer"
 
 JSON_STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F]|\\["\\bfnrt])'
 """One character of a JSON string body: a printable character or a short escape (no ``\\u``, so no surrogates;
@@ -68,11 +102,19 @@ def word_pieces(text: str) -> list[str]:
     return [json_body(piece) for piece in _PIECE.findall(text)]
 
 
+def quote_body(text: str) -> str:
+    """A ``quote`` claim's text without its lead-in (the part that must be verbatim in the cited chunk)."""
+    for lead in QUOTE_LEAD_INS:
+        if text.startswith(lead) and len(text) > len(lead):
+            return text[len(lead) :]
+    return text
+
+
 def _string(min_length: int, max_length: int) -> dict[str, Any]:
     return {"type": "string", "minLength": min_length, "maxLength": max_length}
 
 
-def _answer_schema(citation: dict[str, Any], bounds: Bounds) -> dict[str, Any]:
+def _claims_schema(claim: dict[str, Any], bounds: Bounds) -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "CitedAnswer",
@@ -80,27 +122,62 @@ def _answer_schema(citation: dict[str, Any], bounds: Bounds) -> dict[str, Any]:
         "properties": {
             "claims": {
                 "type": "array",
-                "minItems": 1,
+                "description": _CLAIMS_DESCRIPTION,
+                "minItems": 0,
                 "maxItems": bounds.max_claims,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "text": _string(1, bounds.max_text_chars),
-                        "citations": {
-                            "type": "array",
-                            "minItems": 1,
-                            "maxItems": bounds.max_citations,
-                            "items": citation,
-                        },
-                    },
-                    "required": ["text", "citations"],
-                    "additionalProperties": False,
-                },
+                "items": claim,
             }
         },
         "required": ["claims"],
         "additionalProperties": False,
     }
+
+
+def _claim(text: dict[str, Any], citation: dict[str, Any], most: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "text": text,
+            "citations": {"type": "array", "minItems": 1, "maxItems": most, "items": citation},
+        },
+        "required": ["text", "citations"],
+        "additionalProperties": False,
+    }
+
+
+def _answer_schema(citation: dict[str, Any], bounds: Bounds) -> dict[str, Any]:
+    return _claims_schema(_claim(_string(1, bounds.max_text_chars), citation, bounds.max_citations), bounds)
+
+
+def _source(chunk_id: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"chunk_id": chunk_id},
+        "required": ["chunk_id"],
+        "additionalProperties": False,
+    }
+
+
+def schema_quote(ids: Sequence[str], bounds: Bounds) -> dict[str, Any]:
+    """JSON Schema of the ``quote`` shape, looser than its grammar: the text is bounded but free (only a grammar
+    can say "verbatim in the chosen chunk"); one citation naming one of this prompt's ids, no span."""
+    longest_lead = max(len(lead) for lead in QUOTE_LEAD_INS)
+    text = _string(1, bounds.max_text_chars + longest_lead)
+    return _claims_schema(_claim(text, _source({"type": "string", "enum": list(ids)}), 1), bounds)
+
+
+def schema_quote_sentence(sentences: Mapping[str, Sequence[str]], bounds: Bounds) -> dict[str, Any]:
+    """JSON Schema for ``quote_sentence``: a claim is ``anyOf`` per chunk ``{text: enum of its sentences,
+    citations: [{chunk_id: const}]}``, so the text is a whole sentence of the one chunk it cites."""
+    alternatives = [
+        _claim(
+            {"type": "string", "enum": list(spans)},
+            _source({"type": "string", "const": chunk_id}),
+            1,
+        )
+        for chunk_id, spans in sentences.items()
+    ]
+    return _claims_schema({"anyOf": alternatives}, bounds)
 
 
 def schema_id(ids: Sequence[str], bounds: Bounds) -> dict[str, Any]:
@@ -138,10 +215,14 @@ def _repeat(item: str, most: int) -> str:
     return item + more
 
 
-def _frame(bounds: Bounds) -> list[str]:
+def _frame(bounds: Bounds, *, quote: bool = False) -> list[str]:
+    # The claims list may be empty: the abstention branch, ``{"claims":[]}``.
+    start = "start: " + lark_literal('{"claims":[') + f" ({_repeat('claim', bounds.max_claims)})? " + lark_literal("]}")
+    if quote:
+        return ["%llguidance {}", start, "claim: " + lark_literal('{"text":') + " qclaim"]
     return [
         "%llguidance {}",
-        "start: " + lark_literal('{"claims":[') + " " + _repeat("claim", bounds.max_claims) + " " + lark_literal("]}"),
+        start,
         "claim: "
         + lark_literal('{"text":"')
         + " TEXT "
@@ -162,15 +243,17 @@ def lark_grammar(
     sentences: Mapping[str, Sequence[str]] | None = None,
     bodies: Mapping[str, str] | None = None,
 ) -> str:
-    """An llguidance Lark grammar for ``policy`` (``id``, ``sentence`` or ``substring``).
+    """An llguidance Lark grammar for ``policy`` (``quote``, ``quote_sentence``, ``substring``, ``sentence``, ``id``).
 
     Args:
         policy: The span policy.
         ids: This prompt's chunk ids (``id`` policy).
         bounds: Size bounds.
-        sentences: Per chunk id, its allowed sentences (``sentence`` policy).
-        bodies: Per chunk id, its normalized text (``substring`` policy).
+        sentences: Per chunk id, its allowed sentences (``sentence`` and ``quote_sentence`` policies).
+        bodies: Per chunk id, its normalized text (``substring`` and ``quote`` policies).
     """
+    if policy in ("quote", "quote_sentence"):
+        return _quote_grammar(policy, bounds, sentences=sentences or {}, bodies=bodies or {})
     lines = _frame(bounds)
     if policy == "id":
         lines.append(
@@ -190,11 +273,40 @@ def lark_grammar(
         for n, (chunk_id, body) in enumerate((bodies or {}).items()):
             head = lark_literal('{"chunk_id":' + json.dumps(chunk_id, ensure_ascii=False) + ',"span":"')
             lines.append(f"cit_{n}: {head} SPAN_{n} " + lark_literal('"}'))
-            pieces = json.dumps({"substring_chunks": word_pieces(body)}, ensure_ascii=False)
-            bound = f"/{SPAN_START_CHAR}(?s:.){{0,{bounds.max_span_chars - 1}}}/"
-            lines.append(f"SPAN_{n}: %regex {pieces} & {bound}")
+            lines.append(f"SPAN_{n}: " + _substrings(body, bounds.max_span_chars))
             alternatives.append(f"cit_{n}")
     else:
         raise ValueError(f"unknown span policy {policy!r}")
     lines.append("cit: " + " | ".join(alternatives))
+    return "\n".join(lines) + "\n"
+
+
+def _substrings(body: str, most: int) -> str:
+    """A terminal matching any non-blank, JSON-escaped substring of ``body`` on piece boundaries, ≤ ``most`` long."""
+    pieces = json.dumps({"substring_chunks": word_pieces(body)}, ensure_ascii=False)
+    return f"%regex {pieces} & /{SPAN_START_CHAR}(?s:.){{0,{most - 1}}}/"
+
+
+def _quote_grammar(
+    policy: str, bounds: Bounds, *, sentences: Mapping[str, Sequence[str]], bodies: Mapping[str, str]
+) -> str:
+    """``quote``: per chunk, the claim text (an optional lead-in, then a verbatim substring of that chunk) followed
+    by the one citation naming that chunk, so text and chunk id are tied. ``quote_sentence``: the text is one of
+    the chunk's sentences (the exact counterpart of :func:`schema_quote_sentence`)."""
+    lines = _frame(bounds, quote=True)
+    alternatives: list[str] = []
+    leads = " | ".join(lark_literal(json_body(lead)) for lead in QUOTE_LEAD_INS)
+    chunks: Mapping[str, Any] = bodies if policy == "quote" else sentences
+    for n, (chunk_id, source) in enumerate(chunks.items()):
+        tail = lark_literal(',"citations":[{"chunk_id":' + json.dumps(chunk_id, ensure_ascii=False) + "}]}")
+        if policy == "quote":
+            lines.append(f"q_{n}: " + lark_literal('"') + f" ({leads})? QUOTE_{n} " + lark_literal('"') + " " + tail)
+            lines.append(f"QUOTE_{n}: " + _substrings(source, bounds.max_text_chars) + " & " + QUOTE_SHAPE)
+        else:
+            choices = " | ".join(lark_literal(json.dumps(s, ensure_ascii=False)) for s in source)
+            lines.append(f"q_{n}: ({choices}) {tail}")
+        alternatives.append(f"q_{n}")
+    if not alternatives:
+        raise ValueError(f"the {policy} grammar needs at least one chunk to quote")
+    lines.append("qclaim: " + " | ".join(alternatives))
     return "\n".join(lines) + "\n"

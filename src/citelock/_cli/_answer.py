@@ -19,7 +19,7 @@ from citelock._cli._app import EXIT_FINDINGS, EXIT_OK, app
 from citelock._cli._io import fail, read_text
 from citelock._errors import CitelockError, UsageError
 from citelock._records import Chunk
-from citelock._schema import SpanPolicy
+from citelock._schema import POLICY_ORDER, SpanPolicy
 from citelock.backends._protocol import Backend
 
 __all__ = ["answer", "default_db", "lexical_top_k", "read_chunks"]
@@ -106,8 +106,11 @@ def answer(
         typer.Option("--server", help="--backend openai: server kind (openai, vllm, llama.cpp, llama-cpp-python)"),
     ] = None,
     policy: Annotated[
-        Literal["substring", "sentence", "id"],
-        typer.Option(help="span policy requested (downgraded, with the reason, if the backend cannot take it)"),
+        Literal["quote", "quote_sentence", "substring", "sentence", "id"],
+        typer.Option(
+            help="span policy requested (downgraded, with the reason, if the backend cannot take it): quote = each "
+            "claim is copied verbatim from the chunk it cites"
+        ),
     ] = "substring",
     model: Annotated[
         Literal["smollm2", "gemma3"],
@@ -175,7 +178,10 @@ def answer(
 
 
 def _policy(value: str) -> SpanPolicy:
-    return "substring" if value == "substring" else "sentence" if value == "sentence" else "id"
+    for policy in POLICY_ORDER:
+        if value == policy:
+            return policy
+    return "id"
 
 
 def _render(value: str) -> RenderStyle:
