@@ -33,13 +33,14 @@ __all__ = [
     "ABSTENTION",
     "JSON_STRING_CHAR",
     "QUOTE_LEAD_INS",
-    "QUOTE_SHAPE",
+    "QUOTE_MIN_WORDS",
     "SPAN_START_CHAR",
     "Bounds",
     "json_body",
     "lark_grammar",
     "lark_literal",
     "quote_body",
+    "quote_tails",
     "schema_id",
     "schema_quote",
     "schema_quote_sentence",
@@ -55,11 +56,8 @@ QUOTE_LEAD_INS: tuple[str, ...] = ("According to the source, ", "The source says
 carry a fact or flip one ("Not ", "In 1932, "), while these phrases only attribute, so a quote claim asserts
 nothing its chunk does not say. Two phrases let the model frame a quote that starts mid-sentence."""
 
-QUOTE_SHAPE = r"/(?s:.)* (?s:.)* (?s:.)*[.!?]\)?/"
-"""What the ``quote`` grammar asks of a quote beyond being verbatim: at least three words, ending where a sentence
-of the chunk ends (``.``, ``!`` or ``?``, maybe a closing bracket). Without it a 135M model quotes two words
-("2018 survey") and stops; with it a quote is a statement. The guard and :meth:`CitationSchema.parse_output`
-check only what the policy promises (verbatim, bounded), not this shape."""
+QUOTE_MIN_WORDS = 3
+"""A quote is at least this many words."""
 
 _CLAIMS_DESCRIPTION = "the answer's claims; an empty list means the sources do not contain the answer"
 
@@ -108,6 +106,26 @@ def quote_body(text: str) -> str:
         if text.startswith(lead) and len(text) > len(lead):
             return text[len(lead) :]
     return text
+
+
+def quote_tails(sentences: Sequence[str], most: int) -> list[str]:
+    """The quotes the ``quote`` grammar offers from one chunk: every tail of one of its sentences that starts at a
+    word, has at least :data:`QUOTE_MIN_WORDS` words and at most ``most`` JSON-escaped characters.
+
+    A quote thus ends where a sentence of the chunk ends and reads as a statement ("opened to traffic in 1932."):
+    with any substring allowed a 135M model quotes two words ("2018 survey") and stops. The shape is spelled as
+    literals because llguidance's lexer runs out of expressions on "a substring that ends with a period". The
+    guard and :meth:`CitationSchema.parse_output` check what the policy promises (verbatim, bounded), not this
+    shape. Sentences are normalized chunk text (single spaces), so every tail is verbatim in the chunk.
+    """
+    out: dict[str, None] = {}
+    for sentence in sentences:
+        words = sentence.split(" ")
+        for start in range(len(words) - QUOTE_MIN_WORDS + 1):
+            tail = " ".join(words[start:])
+            if words[start] and len(json_body(tail)) <= most:
+                out[tail] = None
+    return list(out)
 
 
 def _string(min_length: int, max_length: int) -> dict[str, Any]:
@@ -249,11 +267,11 @@ def lark_grammar(
         policy: The span policy.
         ids: This prompt's chunk ids (``id`` policy).
         bounds: Size bounds.
-        sentences: Per chunk id, its allowed sentences (``sentence`` and ``quote_sentence`` policies).
-        bodies: Per chunk id, its normalized text (``substring`` and ``quote`` policies).
+        sentences: Per chunk id, its sentences (``sentence``, ``quote_sentence`` and ``quote`` policies).
+        bodies: Per chunk id, its normalized text (``substring`` policy).
     """
     if policy in ("quote", "quote_sentence"):
-        return _quote_grammar(policy, bounds, sentences=sentences or {}, bodies=bodies or {})
+        return _quote_grammar(policy, bounds, sentences=sentences or {})
     lines = _frame(bounds)
     if policy == "id":
         lines.append(
@@ -287,21 +305,21 @@ def _substrings(body: str, most: int) -> str:
     return f"%regex {pieces} & /{SPAN_START_CHAR}(?s:.){{0,{most - 1}}}/"
 
 
-def _quote_grammar(
-    policy: str, bounds: Bounds, *, sentences: Mapping[str, Sequence[str]], bodies: Mapping[str, str]
-) -> str:
-    """``quote``: per chunk, the claim text (an optional lead-in, then a verbatim substring of that chunk) followed
-    by the one citation naming that chunk, so text and chunk id are tied. ``quote_sentence``: the text is one of
-    the chunk's sentences (the exact counterpart of :func:`schema_quote_sentence`)."""
+def _quote_grammar(policy: str, bounds: Bounds, *, sentences: Mapping[str, Sequence[str]]) -> str:
+    """``quote``: per chunk, the claim text (an optional lead-in, then one of :func:`quote_tails` of that chunk)
+    followed by the one citation naming that chunk, so text and chunk id are tied. ``quote_sentence``: the text is
+    one of the chunk's sentences (the exact counterpart of :func:`schema_quote_sentence`)."""
     lines = _frame(bounds, quote=True)
     alternatives: list[str] = []
     leads = " | ".join(lark_literal(json_body(lead)) for lead in QUOTE_LEAD_INS)
-    chunks: Mapping[str, Any] = bodies if policy == "quote" else sentences
-    for n, (chunk_id, source) in enumerate(chunks.items()):
+    for n, (chunk_id, source) in enumerate(sentences.items()):
         tail = lark_literal(',"citations":[{"chunk_id":' + json.dumps(chunk_id, ensure_ascii=False) + "}]}")
         if policy == "quote":
+            quotes = quote_tails(source, bounds.max_text_chars)
+            if not quotes:
+                continue
             lines.append(f"q_{n}: " + lark_literal('"') + f" ({leads})? QUOTE_{n} " + lark_literal('"') + " " + tail)
-            lines.append(f"QUOTE_{n}: " + _substrings(source, bounds.max_text_chars) + " & " + QUOTE_SHAPE)
+            lines.append(f"QUOTE_{n}: " + " | ".join(lark_literal(json_body(q)) for q in quotes))
         else:
             choices = " | ".join(lark_literal(json.dumps(s, ensure_ascii=False)) for s in source)
             lines.append(f"q_{n}: ({choices}) {tail}")

@@ -38,9 +38,11 @@ from typing import Any, Literal
 from citelock._errors import ConstraintViolationError, UsageError
 from citelock._grammar import (
     QUOTE_LEAD_INS,
+    QUOTE_MIN_WORDS,
     Bounds,
     lark_grammar,
     quote_body,
+    quote_tails,
     schema_id,
     schema_quote,
     schema_quote_sentence,
@@ -253,9 +255,9 @@ class CitationSchema:
         context_hash: :meth:`Context.content_hash` of the context it was built from.
         ids: The chunk ids a citation may name, in prompt order.
         options: The size bounds.
-        sentences: ``sentence`` and ``quote_sentence`` policies: per chunk id, the allowed spans or claim texts
-            (normalized sentences).
-        bodies: ``substring`` and ``quote`` policies: per chunk id, the normalized text spans are taken from.
+        sentences: ``sentence``, ``quote_sentence`` and ``quote`` policies: per chunk id, its normalized
+            sentences (the allowed spans or claim texts; for ``quote``, what the allowed quotes are tails of).
+        bodies: ``substring`` and ``quote`` policies: per chunk id, the normalized text quotes are verbatim in.
         json_schema: Standard JSON Schema (draft 2020-12). Exact for ``id``, ``sentence`` and ``quote_sentence``;
             for ``substring`` and ``quote`` it is a looser shape (only the grammar can express substrings).
         grammar: An llguidance Lark grammar, exact for every policy, with no free whitespace.
@@ -539,12 +541,15 @@ def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_ha
                 excluded.append(chunk.id)
         if not sentences:
             raise UsageError(f"no chunk has a sentence to quote; the {policy} policy needs chunk text")
-        json_schema = schema_sentence(sentences, bounds) if policy == "sentence" else schema_quote_sentence(sentences, bounds)
+        if policy == "sentence":
+            json_schema = schema_sentence(sentences, bounds)
+        else:
+            json_schema = schema_quote_sentence(sentences, bounds)
         enum_values = len(sentences) + sum(len(s) for s in sentences.values())
         enum_chars = sum(len(i) for i in sentences) + sum(len(x) for s in sentences.values() for x in s)
         grammar = lark_grammar(policy, ids, bounds, sentences=sentences)
     else:
-        if policy in _GRAMMAR_ONLY:
+        if policy == "substring":
             for chunk in context.chunks:
                 body = normalize(chunk.text)
                 if body:
@@ -552,11 +557,24 @@ def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_ha
                 else:
                     excluded.append(chunk.id)
             if not bodies:
-                raise UsageError(f"no chunk has text to quote; the {policy} policy needs chunk text")
+                raise UsageError("no chunk has text to quote; the substring policy needs chunk text")
+        elif policy == "quote":
+            for chunk in context.chunks:
+                spans = chunk_sentences(chunk.text)
+                if quote_tails(spans, opts.max_text_chars):
+                    sentences[chunk.id] = spans
+                    bodies[chunk.id] = normalize(chunk.text)
+                else:
+                    excluded.append(chunk.id)
+            if not bodies:
+                raise UsageError(
+                    f"no chunk has a quote of {QUOTE_MIN_WORDS}+ words within max_text_chars="
+                    f"{opts.max_text_chars}; the quote policy needs chunk text"
+                )
         json_schema = schema_quote(list(bodies), bounds) if policy == "quote" else schema_id(ids, bounds)
         enum_values = len(ids)
         enum_chars = sum(len(i) for i in ids)
-        grammar = lark_grammar(policy, ids, bounds, bodies=bodies)
+        grammar = lark_grammar(policy, ids, bounds, sentences=sentences, bodies=bodies)
     stats = SchemaStats(
         chunks=len(ids) - len(excluded),
         enum_values=enum_values,
