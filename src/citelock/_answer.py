@@ -347,8 +347,9 @@ def answer(
         question: The user's question.
         chunks: Retrieved chunks, best first (records or dicts with ``id`` and ``text``).
         backend: Any :class:`citelock.Backend`; None runs the embedded default (local SmolLM2-135M).
-        policy: Requested span policy (``quote``, ``quote_sentence``, ``substring``, ``sentence``, ``id``); downgraded to fit the backend's
-            limits, with the reason on the result. Ignored by backends that constrain nothing (naive).
+        policy: Requested span policy (``quote``, ``quote_sentence``, ``substring``, ``sentence``, ``id``);
+            downgraded to fit the backend's limits, with the reason on the result. Ignored by backends that
+            constrain nothing (naive).
         log: A :class:`citelock.PromptLog` or a database path/URL to append the prompt to (None: not logged).
         render: How citation markers appear in ``rendered``: ``footnotes``, ``links`` or ``none``.
         template: Prompt template; defaults to ``answer_structured`` (``answer_naive`` for free-text backends).

@@ -109,8 +109,10 @@ def quote_body(text: str) -> str:
 
 
 def quote_tails(sentences: Sequence[str], most: int) -> list[str]:
-    """The quotes the ``quote`` grammar offers from one chunk: every tail of one of its sentences that starts at a
-    word, has at least :data:`QUOTE_MIN_WORDS` words and at most ``most`` JSON-escaped characters.
+    """The quotes the ``quote`` grammar offers from one chunk's sentences.
+
+    Every tail of one of its sentences that starts at a word, has at least :data:`QUOTE_MIN_WORDS` words and at
+    most ``most`` JSON-escaped characters.
 
     A quote thus ends where a sentence of the chunk ends and reads as a statement ("opened to traffic in 1932."):
     with any substring allowed a 135M model quotes two words ("2018 survey") and stops. The shape is spelled as
@@ -177,16 +179,21 @@ def _source(chunk_id: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_quote(ids: Sequence[str], bounds: Bounds) -> dict[str, Any]:
-    """JSON Schema of the ``quote`` shape, looser than its grammar: the text is bounded but free (only a grammar
-    can say "verbatim in the chosen chunk"); one citation naming one of this prompt's ids, no span."""
+    """JSON Schema of the ``quote`` shape, looser than its grammar.
+
+    The text is bounded but free (only a grammar can say "verbatim in the chosen chunk"); one citation naming one
+    of this prompt's ids, no span.
+    """
     longest_lead = max(len(lead) for lead in QUOTE_LEAD_INS)
     text = _string(1, bounds.max_text_chars + longest_lead)
     return _claims_schema(_claim(text, _source({"type": "string", "enum": list(ids)}), 1), bounds)
 
 
 def schema_quote_sentence(sentences: Mapping[str, Sequence[str]], bounds: Bounds) -> dict[str, Any]:
-    """JSON Schema for ``quote_sentence``: a claim is ``anyOf`` per chunk ``{text: enum of its sentences,
-    citations: [{chunk_id: const}]}``, so the text is a whole sentence of the one chunk it cites."""
+    """JSON Schema for ``quote_sentence``: the claim text is a whole sentence of the one chunk it cites.
+
+    A claim is ``anyOf`` per chunk ``{text: enum of its sentences, citations: [{chunk_id: const}]}``.
+    """
     alternatives = [
         _claim(
             {"type": "string", "enum": list(spans)},
@@ -306,9 +313,12 @@ def _substrings(body: str, most: int) -> str:
 
 
 def _quote_grammar(policy: str, bounds: Bounds, *, sentences: Mapping[str, Sequence[str]]) -> str:
-    """``quote``: per chunk, the claim text (an optional lead-in, then one of :func:`quote_tails` of that chunk)
-    followed by the one citation naming that chunk, so text and chunk id are tied. ``quote_sentence``: the text is
-    one of the chunk's sentences (the exact counterpart of :func:`schema_quote_sentence`)."""
+    """The grammar of the two quote policies: per chunk, the claim text and then the one citation naming that chunk.
+
+    ``quote``: the text is an optional lead-in, then one of :func:`quote_tails` of that chunk, so text and chunk id
+    are tied. ``quote_sentence``: the text is one of the chunk's sentences (the exact counterpart of
+    :func:`schema_quote_sentence`).
+    """
     lines = _frame(bounds, quote=True)
     alternatives: list[str] = []
     leads = " | ".join(lark_literal(json_body(lead)) for lead in QUOTE_LEAD_INS)

@@ -29,7 +29,8 @@ ABSTENTION_SENTENCE = "The sources do not contain the answer."
 # or answer it, and nothing is cited. "The sources do not say X, but Y [1]" cites something: not an abstention.
 _ABSTAIN = re.compile(
     r"(?:(?:the|these|those) )?(?:provided |given )?(?:sources?|passages?|context|documents?|texts?)"
-    r"(?: provided| given)? (?:do|does) not (?:contain|say|mention|answer|address|include|cover|provide)\b[^.!?]*[.!?]?",
+    r"(?: provided| given)? (?:do|does) not "
+    r"(?:contain|say|mention|answer|address|include|cover|provide)\b[^.!?]*[.!?]?",
     re.IGNORECASE,
 )
 
@@ -87,7 +88,7 @@ def parse_free_text(
     """
     if not text.strip():
         raise ParseError("the answer text is empty; expected prose with citation markers", where="text")
-    if _abstains(text):
+    if _abstains(text, markers):
         return Answer(claims=(), format="free_text", raw=text, abstained=True)
     for pattern, what in _SUSPICIOUS:
         bad = pattern.search(text)
@@ -140,8 +141,10 @@ def parse_free_text(
     return Answer(claims=claims, format="free_text", raw=text)
 
 
-def _abstains(text: str) -> bool:
+def _abstains(text: str, markers: Sequence[MarkerPattern]) -> bool:
     """The whole text is abstention sentences (see ``_ABSTAIN``) and cites nothing."""
+    if any(marker.regex.search(text) for marker in markers):
+        return False
     spans = split_sentences(text)
     return bool(spans) and all(_ABSTAIN.fullmatch(text[s:e].strip()) for s, e in spans)
 
@@ -257,4 +260,4 @@ def _abstention(data: Mapping[str, Any]) -> Answer:
         return Answer.model_validate({**data, "abstained": True})
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise ParseError(f"an abstention ({{\"claims\": []}}): {err['msg']}", where="answer") from None
+        raise ParseError(f'an abstention ({{"claims": []}}): {err["msg"]}', where="answer") from None

@@ -161,7 +161,7 @@ class BackendLimits:
         max_nesting: Deepest schema nesting.
         max_properties: Most object properties in one schema.
         max_grammar_chars: Largest grammar the engine compiles in reasonable time.
-        max_substring_chunks: Most chunks a ``substring`` or ``quote`` grammar may offer: each chunk's substrings are one
+        max_substring_chunks: Most chunks a ``substring`` or ``quote`` grammar may offer: each chunk's quotes are one
             lexeme, and grammar engines pay per lexeme (llguidance's lexer budget runs out between 400 and 600).
         large_enum_values: A string enum with more than this many values is "large" ...
         large_enum_chars: ... and may total at most this many characters (OpenAI strict mode: 250 / 15,000).
@@ -304,7 +304,9 @@ class CitationSchema:
             if self.policy == "quote":
                 text = self.options.max_text_chars + max(len(lead) for lead in QUOTE_LEAD_INS) + 2
             else:
-                text = max((len(json.dumps(s, ensure_ascii=False)) for v in self.sentences.values() for s in v), default=0)
+                text = max(
+                    (len(json.dumps(s, ensure_ascii=False)) for v in self.sentences.values() for s in v), default=0
+                )
             claim = len('{"text":,"citations":[{"chunk_id":}]}') + text + longest_id
             return len('{"claims":[]}') + self.options.max_claims * (claim + 1)
         if self.policy in _SENTENCES:
@@ -360,9 +362,7 @@ class CitationSchema:
             )
             for claim in data["claims"]
         )
-        return Answer(
-            claims=claims, format="structured", raw=text, span_policy=self.policy, abstained=not claims
-        )
+        return Answer(claims=claims, format="structured", raw=text, span_policy=self.policy, abstained=not claims)
 
     def violations(self, data: Any) -> list[str]:
         """Everything in parsed output ``data`` that the schema forbids (empty when it conforms)."""
@@ -398,7 +398,9 @@ class CitationSchema:
             return [f"{where}: expected keys ['citations', 'text'], got {_describe(claim)}"]
         cites, text = claim["citations"], claim["text"]
         if not isinstance(cites, list) or len(cites) != 1:
-            return [f"{where}.citations: a quote cites exactly the one chunk it was copied from, got {_describe(cites)}"]
+            return [
+                f"{where}.citations: a quote cites exactly the one chunk it was copied from, got {_describe(cites)}"
+            ]
         cite = cites[0]
         if not isinstance(cite, dict) or set(cite) != {"chunk_id"}:
             return [f"{where}.citations[0]: expected keys ['chunk_id'], got {_describe(cite)}"]
