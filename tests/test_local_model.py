@@ -134,7 +134,7 @@ def test_cli_answers_from_the_example_corpus(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode in (0, 1), done.stderr
     data = json.loads(done.stdout)
-    assert data["span_policy"] == "substring" and data["backend"] == "local"
+    assert data["span_policy"] == "quote" and data["backend"] == "local"  # the CLI's default policy
     assert data["answer"]["claims"][0]["citations"][0]["chunk_id"] in CORPUS
     assert isinstance(data["findings"], list) and data["ok"] == (done.returncode == 0)
     logged = citelock.PromptLog(tmp_path / "log.db").get(data["request_id"])

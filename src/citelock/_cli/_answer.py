@@ -108,10 +108,11 @@ def answer(
     policy: Annotated[
         Literal["quote", "quote_sentence", "substring", "sentence", "id"],
         typer.Option(
-            help="span policy requested (downgraded, with the reason, if the backend cannot take it): quote = each "
-            "claim is copied verbatim from the chunk it cites"
+            help="span policy requested (downgraded, with the reason, if the backend cannot take it). quote (the "
+            "default): each claim is copied verbatim from the one chunk it cites; JSON-Schema servers get its "
+            "sentence form, quote_sentence"
         ),
-    ] = "substring",
+    ] = "quote",
     model: Annotated[
         Literal["smollm2", "gemma3"],
         typer.Option(help="bundled model: smollm2 (SmolLM2-135M-Instruct, default) or gemma3 (270M base)"),
