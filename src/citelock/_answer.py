@@ -31,6 +31,7 @@ from citelock.judges import Judge
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = [
+    "ABSTENTION_TEXT",
     "GUARDED_ANSWER_SCHEMA_VERSION",
     "GenerationStats",
     "GuardedAnswer",
