@@ -39,7 +39,7 @@ def test_constrained_answer_passes_and_renders_footnotes() -> None:
     assert result.rendered == (
         "The bridge spans 880 meters.[1]\n\n[1] c-1 (https://example.org/aurora): “spans 880 meters”"
     )
-    assert result.template == "answer_structured.v1"
+    assert result.template == "answer_structured.v2"
     sent = fake.calls[0]
     assert sent.schema is not None and sent.schema.policy == "substring"
     assert sent.max_tokens == sent.schema.max_output_chars()
@@ -76,7 +76,7 @@ def test_naive_backend_uses_the_free_text_template_and_parser() -> None:
     result = citelock.answer(QUESTION, CHUNKS, backend=fake)
     assert fake.calls[0].schema is None
     assert result.span_policy is None and result.requested_policy is None
-    assert result.template == "answer_naive.v1"
+    assert result.template == "answer_naive.v2"
     assert result.answer.format == "free_text"
     reasons = sorted(f.reason.value for f in result.findings)
     assert reasons == ["ID_NOT_IN_PROMPT", "UNCITED_CLAIM"]

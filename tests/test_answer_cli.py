@@ -23,6 +23,8 @@ def _quote_first(record: citelock.PromptRecord, schema: citelock.CitationSchema 
     assert schema is not None
     chunk_id = schema.ids[0]
     span = schema.bodies[chunk_id].split(". ")[0]
+    if schema.policy == "quote":  # the CLI's default: the claim is the quote
+        return {"claims": [{"text": span, "citations": [{"chunk_id": chunk_id}]}]}
     return {"claims": [{"text": "The bridge is long.", "citations": [{"chunk_id": chunk_id, "span": span}]}]}
 
 
@@ -48,7 +50,9 @@ def _run(tmp_path: Path, *args: str) -> Any:
 
 def test_json_output_has_the_guarded_answer_fields(tmp_path: Path, fakes: list[FakeBackend]) -> None:
     result = _run(
-        tmp_path, "-q", "How long is the Aurora Bridge?", "--chunks", str(EXAMPLES / "corpus.jsonl"), "--json"
+        tmp_path,
+        *("-q", "How long is the Aurora Bridge?", "--chunks", str(EXAMPLES / "corpus.jsonl")),
+        *("--policy", "substring", "--json"),
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -76,6 +80,7 @@ def test_top_k_retrieves_lexically(tmp_path: Path, fakes: list[FakeBackend]) -> 
     assert sent[0].id == "c-100" and len(sent) == 2
     assert "[1] c-100 (reports/traffic-2018.md)" in result.output
     assert "guard: OK" in result.output
+    assert "policy: quote" in result.output  # the default policy
 
 
 def test_naive_findings_exit_1_and_are_listed(tmp_path: Path, fakes: list[FakeBackend]) -> None:

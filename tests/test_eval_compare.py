@@ -164,6 +164,35 @@ def test_hit_max_tokens_counts_answers_that_did_not_parse(tmp_path: Path) -> Non
     assert "| hit max_tokens (all answers) | 1 | 1 | 1 | 0 |" in report
 
 
+def test_abstentions_and_claims_not_verbatim_are_counted_per_mode(tmp_path: Path) -> None:
+    item = QAItem("q001", "Why is the sky blue?", "rr_x", (Chunk(id="e1", text="Short waves scatter more."),))
+    quote = {
+        "claims": [{"text": "According to the source, Short waves scatter more.", "citations": [{"chunk_id": "e1"}]}]
+    }
+    backends = {
+        "abstain": FakeBackend(lambda record, schema: '{"claims":[]}'),
+        "quote": FakeBackend(lambda record, schema: quote),
+        "paraphrase": FakeBackend(
+            lambda record, schema: {
+                "claims": [{"text": "Blue light scatters.", "citations": [{"chunk_id": "e1", "span": "Short waves"}]}]
+            }
+        ),
+    }
+    modes = {
+        name: (lambda b, p: lambda q, c: citelock.answer(q, c, backend=b, policy=p, render="none"))(backend, policy)
+        for (name, backend), policy in zip(backends.items(), ["quote", "quote", "substring"], strict=True)
+    }
+    rows, _ = run_compare([item], modes, _YesIfVerbatim(), journal_path=None, header={}, progress=False)
+    s = summarize_compare(rows, list(modes))
+    assert (s["abstain"]["abstained"], s["abstain"]["clean_answers"], s["abstain"]["cited_claims"]) == (1, 0, 0)
+    assert s["abstain"]["judge_support"] is None
+    assert (s["quote"]["cited_claims"], s["quote"]["claims_not_verbatim"], s["quote"]["clean_answers"]) == (1, 0, 1)
+    assert s["paraphrase"]["claims_not_verbatim"] == 1 and s["paraphrase"]["judge_support"] == 0.0
+    report = render_compare_report({}, s, {}, seconds=1, resumed=0)
+    assert "| abstentions | 1/1 (100.0%) | 0/1 (0.0%) | 0/1 (0.0%) |" in report
+    assert "| claims not verbatim | 0/0 | 0/1 (0.0%) | 1/1 (100.0%) |" in report
+
+
 @pytest.mark.shared_data
 def test_expertqa_val_has_at_least_100_questions_with_passages() -> None:
     root = Path(os.environ.get("CITELOCK_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))

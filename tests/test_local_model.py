@@ -107,7 +107,7 @@ def test_naive_baseline_runs_on_the_same_model_and_is_guarded() -> None:
     except citelock.UnparsedAnswerError as exc:  # a parse failure is one of the baseline's measured outcomes
         assert exc.generation.backend == "naive" and not exc.generation.enforced
         return
-    assert result.span_policy is None and result.template == "answer_naive.v1"
+    assert result.span_policy is None and result.template == "answer_naive.v2"
     assert result.answer.format == "free_text" and result.report.claims
 
 
@@ -134,7 +134,7 @@ def test_cli_answers_from_the_example_corpus(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode in (0, 1), done.stderr
     data = json.loads(done.stdout)
-    assert data["span_policy"] == "substring" and data["backend"] == "local"
+    assert data["span_policy"] == "quote" and data["backend"] == "local"  # the CLI's default policy
     assert data["answer"]["claims"][0]["citations"][0]["chunk_id"] in CORPUS
     assert isinstance(data["findings"], list) and data["ok"] == (done.returncode == 0)
     logged = citelock.PromptLog(tmp_path / "log.db").get(data["request_id"])

@@ -54,7 +54,7 @@ def test_custom_pattern() -> None:
     ("data", "where"),
     [
         ('{"claims": [', "line 1"),
-        ({"claims": []}, "claims"),
+        ({"claims": {}}, "claims"),
         ({"claims": [{"text": "x", "citations": [{"chunk_id": ""}]}]}, "claims[0].citations[0].chunk_id"),
         (
             {"claims": [{"text": "x", "citations": [{"chunk_id": "a", "span": "  "}]}]},

@@ -237,7 +237,7 @@ def test_fit_schema_fails_loudly_when_nothing_fits() -> None:
 
 def test_unknown_policy_and_bad_options_are_usage_errors() -> None:
     with pytest.raises(UsageError, match="unknown span policy"):
-        build_schema(_context(), "quote")  # type: ignore[arg-type]
+        build_schema(_context(), "verbatim")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="positive integer"):
         SchemaOptions(max_claims=0)
 

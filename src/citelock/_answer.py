@@ -43,6 +43,7 @@ from citelock.judges import Judge
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = [
+    "ABSTENTION_TEXT",
     "GUARDED_ANSWER_SCHEMA_VERSION",
     "GenerationStats",
     "GuardedAnswer",
@@ -57,6 +58,8 @@ __all__ = [
 GUARDED_ANSWER_SCHEMA_VERSION: Literal["1"] = "1"
 RenderStyle = Literal["footnotes", "links", "none"]
 NAIVE_MAX_TOKENS = 384
+ABSTENTION_TEXT = "The sources provided do not answer this question."
+"""How an abstention (:attr:`Answer.abstained`) is rendered."""
 
 
 class _Record(BaseModel):
@@ -393,8 +396,9 @@ def answer(
         question: The user's question.
         chunks: Retrieved chunks, best first (records or dicts with ``id`` and ``text``).
         backend: Any :class:`citelock.Backend`; None runs the embedded default (local SmolLM2-135M).
-        policy: Requested span policy (``substring``, ``sentence``, ``id``); downgraded to fit the backend's
-            limits, with the reason on the result. Ignored by backends that constrain nothing (naive).
+        policy: Requested span policy (``quote``, ``quote_sentence``, ``substring``, ``sentence``, ``id``);
+            downgraded to fit the backend's limits, with the reason on the result. Ignored by backends that
+            constrain nothing (naive).
         log: A :class:`citelock.PromptLog` or a database path/URL to append the prompt to (None: not logged).
         render: How citation markers appear in ``rendered``: ``footnotes``, ``links`` or ``none``.
         template: Prompt template; defaults to ``answer_structured`` (``answer_naive`` for free-text backends).
@@ -495,7 +499,7 @@ def render_answer(
     ``footnotes`` puts ``[n]`` after each claim and lists the cited passages below; ``links`` puts
     ``[chunk-id](source)`` after each claim (``#chunk-id`` when the chunk has no source); ``none`` prints the
     claims only. A citation that failed guard ① is never shown as a source: it is marked ``unverified`` with
-    its reason code.
+    its reason code. An abstention renders as :data:`ABSTENTION_TEXT` in every style.
 
     With ``outcomes`` (a surface's :attr:`~citelock.guard.PolicyResult.claims`), a claim whose action is
     ``drop`` is left out, and so are the footnotes only it used (the others are numbered without gaps); a claim
@@ -503,6 +507,8 @@ def render_answer(
     """
     if style not in ("footnotes", "links", "none"):
         raise UsageError(f"render style must be 'footnotes', 'links' or 'none', got {style!r}")
+    if answer.abstained:
+        return ABSTENTION_TEXT
     verdicts = {(c.claim_index, c.citation_index): c for c in report.citations}
     actions = {o.claim_index: o for o in outcomes or ()}
     sources = {chunk.id: chunk.source for chunk in context.chunks}

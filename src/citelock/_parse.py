@@ -20,7 +20,19 @@ from citelock._errors import ParseError
 from citelock._records import Answer, Citation, Claim
 from citelock._segment import split_sentences
 
-__all__ = ["DEFAULT_MARKERS", "MarkerPattern", "parse_answer", "parse_free_text"]
+__all__ = ["ABSTENTION_SENTENCE", "DEFAULT_MARKERS", "MarkerPattern", "parse_answer", "parse_free_text"]
+
+ABSTENTION_SENTENCE = "The sources do not contain the answer."
+"""What the free-text prompt asks a model to write when the sources do not answer the question."""
+
+# A free-text abstention: every sentence says the sources (passages, context...) do not contain, say, mention
+# or answer it, and nothing is cited. "The sources do not say X, but Y [1]" cites something: not an abstention.
+_ABSTAIN = re.compile(
+    r"(?:(?:the|these|those) )?(?:provided |given )?(?:sources?|passages?|context|documents?|texts?)"
+    r"(?: provided| given)? (?:do|does) not "
+    r"(?:contain|say|mention|answer|address|include|cover|provide)\b[^.!?]*[.!?]?",
+    re.IGNORECASE,
+)
 
 _ID = r"[A-Za-z0-9][A-Za-z0-9_.:#/-]*"
 
@@ -76,6 +88,8 @@ def parse_free_text(
     """
     if not text.strip():
         raise ParseError("the answer text is empty; expected prose with citation markers", where="text")
+    if _abstains(text, markers):
+        return Answer(claims=(), format="free_text", raw=text, abstained=True)
     for pattern, what in _SUSPICIOUS:
         bad = pattern.search(text)
         if bad:
@@ -125,6 +139,14 @@ def parse_free_text(
         for (s, e), c in zip(sentences, cites, strict=True)
     )
     return Answer(claims=claims, format="free_text", raw=text)
+
+
+def _abstains(text: str, markers: Sequence[MarkerPattern]) -> bool:
+    """The whole text is abstention sentences (see ``_ABSTAIN``) and cites nothing."""
+    if any(marker.regex.search(text) for marker in markers):
+        return False
+    spans = split_sentences(text)
+    return bool(spans) and all(_ABSTAIN.fullmatch(text[s:e].strip()) for s, e in spans)
 
 
 def _tidy(sentence: str) -> str:
@@ -212,6 +234,8 @@ def parse_answer(
 
 def _parse_structured(data: Mapping[str, Any]) -> Answer:
     claims = data.get("claims")
+    if isinstance(claims, list) and not claims:  # the abstention: {"claims": []}
+        return _abstention(data)
     if not isinstance(claims, list) or not claims:
         raise ParseError("'claims' must be a non-empty list of claims", where="claims")
     try:
@@ -220,3 +244,12 @@ def _parse_structured(data: Mapping[str, Any]) -> Answer:
         err = exc.errors()[0]
         where = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in err["loc"]).replace(".[", "[")
         raise ParseError(f"{err['msg']} (got {err.get('input')!r:.60})", where=where or "answer") from None
+
+
+def _abstention(data: Mapping[str, Any]) -> Answer:
+    """``{"claims": []}``: the answer says the sources do not contain the answer."""
+    try:
+        return Answer.model_validate({**data, "abstained": True})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ParseError(f'an abstention ({{"claims": []}}): {err["msg"]}', where="answer") from None

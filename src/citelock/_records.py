@@ -256,12 +256,26 @@ class Claim(_Record):
 
 
 class Answer(_Record):
-    """A parsed answer: claims with their citations."""
+    """A parsed answer: claims with their citations.
+
+    An abstention (``abstained=True``) says the sources do not contain the answer and makes no claims.
+    """
 
     claims: tuple[Claim, ...]
     format: Literal["structured", "free_text"] = "structured"
     raw: str | None = Field(default=None, description="the raw text the answer was parsed from")
     span_policy: str | None = Field(default=None, description="the span policy decoding enforced")
+    abstained: bool = Field(
+        default=False, description="the answer says the sources do not contain the answer (it has no claims)"
+    )
+
+    @field_validator("abstained")
+    @classmethod
+    def _abstention_has_no_claims(cls, value: bool, info: Any) -> bool:
+        claims = info.data.get("claims") or ()
+        if value and claims:
+            raise ValueError(f"an abstention makes no claims, got {len(claims)}")
+        return value
 
 
 class CitationCheck(_Record):

@@ -1,7 +1,11 @@
 """The per-request citation schema: what decoding may emit, built from the assembled :class:`Context`.
 
-Three span policies (see DESIGN.md, "Span policies"):
+Five span policies (see DESIGN.md, "Span policies"), strongest first:
 
+- ``quote``: each claim's text *is* a verbatim span of the one chunk it cites (after an optional lead-in from
+  :data:`QUOTE_LEAD_INS`): support by construction. Grammar only, like ``substring``.
+- ``quote_sentence``: the claim's text is one whole sentence of the chunk it cites: ``anyOf`` per chunk
+  ``{text: enum, citations: [{chunk_id: const}]}``. The JSON Schema form of ``quote``, for strict servers.
 - ``substring``: a citation's span is any verbatim, non-empty substring of the chosen chunk's text, tied to that
   chunk. Only a grammar can say this (llguidance's substring primitive), so it exists as a grammar only.
 - ``sentence``: the span is one of the chosen chunk's sentences: ``anyOf`` per chunk ``{chunk_id: const,
@@ -13,9 +17,11 @@ Spans are drawn from the chunk's text *normalized* the way guard ① normalizes 
 whitespace run one space), so a span the schema allows always passes provenance.
 
 Every backend publishes :class:`BackendLimits` (data, not code). :func:`fit_schema` builds the requested
-policy and, if the backend cannot take it, downgrades ``substring`` → ``sentence`` → ``id`` *before* anything is
-sent, recording why on the schema (and from there on the answer). Built schemas are cached by the context's
-content hash.
+policy and, if the backend cannot take it, downgrades it along :data:`DOWNGRADES` (``quote`` → ``quote_sentence``
+→ ``sentence`` → ``id``; ``substring`` → ``sentence`` → ``id``) *before* anything is sent, recording why on the
+schema (and from there on the answer). Built schemas are cached by the context's content hash.
+
+Every policy has the abstention branch ``{"claims":[]}``: the model may say the sources do not contain the answer.
 """
 
 from __future__ import annotations
@@ -30,13 +36,26 @@ from functools import cached_property
 from typing import Any, Literal
 
 from citelock._errors import ConstraintViolationError, UsageError
-from citelock._grammar import Bounds, lark_grammar, schema_id, schema_sentence
+from citelock._grammar import (
+    QUOTE_LEAD_INS,
+    QUOTE_MIN_WORDS,
+    Bounds,
+    lark_grammar,
+    quote_body,
+    quote_tails,
+    schema_id,
+    schema_quote,
+    schema_quote_sentence,
+    schema_sentence,
+)
 from citelock._normalize import normalize
 from citelock._records import Answer, Citation, Claim, Context
 from citelock._segment import split_sentences
 
 __all__ = [
+    "DOWNGRADES",
     "POLICY_ORDER",
+    "QUOTE_LEAD_INS",
     "BackendLimits",
     "CitationSchema",
     "SchemaOptions",
@@ -47,9 +66,23 @@ __all__ = [
     "fit_schema",
 ]
 
-SpanPolicy = Literal["substring", "sentence", "id"]
-POLICY_ORDER: tuple[SpanPolicy, ...] = ("substring", "sentence", "id")
-"""Strongest first; the downgrade path."""
+SpanPolicy = Literal["quote", "quote_sentence", "substring", "sentence", "id"]
+POLICY_ORDER: tuple[SpanPolicy, ...] = ("quote", "quote_sentence", "substring", "sentence", "id")
+"""Every span policy, strongest first."""
+
+DOWNGRADES: dict[SpanPolicy, tuple[SpanPolicy, ...]] = {
+    "quote": ("quote", "quote_sentence", "sentence", "id"),
+    "quote_sentence": ("quote_sentence", "sentence", "id"),
+    "substring": ("substring", "sentence", "id"),
+    "sentence": ("sentence", "id"),
+    "id": ("id",),
+}
+"""Per requested policy, the policies :func:`fit_schema` tries in order. ``quote`` goes to its sentence form before
+giving up support by construction (a ``substring`` grammar is no smaller than a ``quote`` one)."""
+
+_GRAMMAR_ONLY = ("quote", "substring")
+_QUOTES = ("quote", "quote_sentence")
+_SENTENCES = ("sentence", "quote_sentence")
 
 _CACHE_SIZE = 64
 
@@ -63,6 +96,9 @@ class SchemaOptions:
         max_citations: ``maxItems`` of each claim's ``citations`` (at least one is required).
         max_text_chars: ``maxLength`` of a claim's text (in JSON-escaped characters for the grammar).
         max_span_chars: ``maxLength`` of a free span (``id`` and ``substring`` policies; sentences are enums).
+
+    The ``quote`` policies cite one chunk per claim (the one quoted) whatever ``max_citations`` says, and a
+    ``quote`` text is at most ``max_text_chars`` after its lead-in.
     """
 
     max_claims: int = 3
@@ -118,14 +154,14 @@ class BackendLimits:
     ``None`` means "no limit". A backend that cannot constrain at all (the naive baseline) has ``policies=()``.
 
     Attributes:
-        policies: Span policies the backend can enforce. ``substring`` needs a grammar engine; ``sentence`` and
-            ``id`` need JSON Schema (``enum``, ``const``, ``anyOf``).
+        policies: Span policies the backend can enforce. ``quote`` and ``substring`` need a grammar engine;
+            ``quote_sentence``, ``sentence`` and ``id`` need JSON Schema (``enum``, ``const``, ``anyOf``).
         max_enum_values: Most enum/const values in one schema.
         max_enum_chars: Most total characters across enum/const values.
         max_nesting: Deepest schema nesting.
         max_properties: Most object properties in one schema.
         max_grammar_chars: Largest grammar the engine compiles in reasonable time.
-        max_substring_chunks: Most chunks a ``substring`` grammar may offer: each chunk's substrings are one
+        max_substring_chunks: Most chunks a ``substring`` or ``quote`` grammar may offer: each chunk's quotes are one
             lexeme, and grammar engines pay per lexeme (llguidance's lexer budget runs out between 400 and 600).
         large_enum_values: A string enum with more than this many values is "large" ...
         large_enum_chars: ... and may total at most this many characters (OpenAI strict mode: 250 / 15,000).
@@ -167,9 +203,9 @@ class BackendLimits:
             ("nesting levels", stats.nesting, self.max_nesting),
             ("object properties", stats.properties, self.max_properties),
         ]
-        if not self.json_schema or schema.policy == "substring":
+        if not self.json_schema or schema.policy in _GRAMMAR_ONLY:
             checks.append(("grammar characters", stats.grammar_chars, self.max_grammar_chars))
-        if schema.policy == "substring":
+        if schema.policy in _GRAMMAR_ONLY:
             checks.append(("quotable chunks", stats.chunks, self.max_substring_chunks))
         for what, value, limit in checks:
             if limit is not None and value > limit:
@@ -183,7 +219,7 @@ class BackendLimits:
                         f"backend allows at most {self.large_enum_chars:,} characters in an enum of more than "
                         f"{self.large_enum_values} values"
                     )
-        if self.max_schema_chars is not None and schema.policy != "substring":
+        if self.max_schema_chars is not None and schema.policy not in _GRAMMAR_ONLY:
             chars = _schema_chars(schema.json_schema)
             if chars > self.max_schema_chars:
                 return (
@@ -219,10 +255,11 @@ class CitationSchema:
         context_hash: :meth:`Context.content_hash` of the context it was built from.
         ids: The chunk ids a citation may name, in prompt order.
         options: The size bounds.
-        sentences: ``sentence`` policy: per chunk id, the allowed spans (normalized sentences).
-        bodies: ``substring`` policy: per chunk id, the normalized text spans are taken from.
-        json_schema: Standard JSON Schema (draft 2020-12). Exact for ``id`` and ``sentence``; for ``substring``
-            it is the looser ``id`` shape (only the grammar can express substrings).
+        sentences: ``sentence``, ``quote_sentence`` and ``quote`` policies: per chunk id, its normalized
+            sentences (the allowed spans or claim texts; for ``quote``, what the allowed quotes are tails of).
+        bodies: ``substring`` and ``quote`` policies: per chunk id, the normalized text quotes are verbatim in.
+        json_schema: Standard JSON Schema (draft 2020-12). Exact for ``id``, ``sentence`` and ``quote_sentence``;
+            for ``substring`` and ``quote`` it is a looser shape (only the grammar can express substrings).
         grammar: An llguidance Lark grammar, exact for every policy, with no free whitespace.
         stats: Sizes, for the backend limits.
         excluded: Chunk ids left out of the span alternatives (e.g. empty text: nothing to quote).
@@ -245,8 +282,8 @@ class CitationSchema:
 
     @property
     def exact_json_schema(self) -> bool:
-        """True when :attr:`json_schema` alone enforces the policy (``id`` and ``sentence``)."""
-        return self.policy != "substring"
+        """True when :attr:`json_schema` alone enforces the policy (not ``substring`` or ``quote``)."""
+        return self.policy not in _GRAMMAR_ONLY
 
     def guidance_json_schema(self) -> dict[str, Any]:
         r""":attr:`json_schema` with llguidance's ``x-guidance`` settings: no free whitespace, no ``\\u`` escapes."""
@@ -263,7 +300,16 @@ class CitationSchema:
     def max_output_chars(self) -> int:
         """An upper bound on the length of any output this schema allows."""
         longest_id = max((len(json.dumps(i, ensure_ascii=False)) for i in self.ids), default=0)
-        if self.policy == "sentence":
+        if self.policy in _QUOTES:
+            if self.policy == "quote":
+                text = self.options.max_text_chars + max(len(lead) for lead in QUOTE_LEAD_INS) + 2
+            else:
+                text = max(
+                    (len(json.dumps(s, ensure_ascii=False)) for v in self.sentences.values() for s in v), default=0
+                )
+            claim = len('{"text":,"citations":[{"chunk_id":}]}') + text + longest_id
+            return len('{"claims":[]}') + self.options.max_claims * (claim + 1)
+        if self.policy in _SENTENCES:
             longest = max(
                 (len(json.dumps(s, ensure_ascii=False)) for spans in self.sentences.values() for s in spans),
                 default=0,
@@ -276,7 +322,8 @@ class CitationSchema:
     def model(self) -> type[Any]:
         """The pydantic model of the answer shape: ``Literal`` ids; a union of per-chunk models for ``sentence``.
 
-        Built on first use (it is not needed for decoding). For ``substring`` a validator checks the span.
+        Built on first use (it is not needed for decoding). For ``substring`` and ``quote`` a validator checks that
+        the span (the claim text, for ``quote``) is verbatim in the chosen chunk.
         """
         from citelock._schema_model import build_model
 
@@ -285,10 +332,13 @@ class CitationSchema:
     def parse_output(self, text: str) -> Answer:
         """Parse a constrained backend's output and verify that the constraint held.
 
+        ``{"claims":[]}`` is the abstention: an :class:`Answer` with no claims and ``abstained=True``. A ``quote``
+        claim's one citation gets the claim text without its lead-in as its span, so guard ① checks it.
+
         Raises:
             ConstraintViolationError: the output is not JSON of the allowed shape, names an id outside this
-                prompt, or carries a span the policy does not allow. A constraint that did not hold is always
-                this loud error, never a quiet pass.
+                prompt, or carries a span (for ``quote``: a claim text) the policy does not allow. A constraint
+                that did not hold is always this loud error, never a quiet pass.
         """
         try:
             data = json.loads(text)
@@ -301,14 +351,18 @@ class CitationSchema:
         if problems:
             shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
             raise ConstraintViolationError(f"{self.policy} constraint did not hold: {shown}")
+        quoting = self.policy in _QUOTES
         claims = tuple(
             Claim(
                 text=claim["text"],
-                citations=tuple(Citation(chunk_id=c["chunk_id"], span=c["span"]) for c in claim["citations"]),
+                citations=tuple(
+                    Citation(chunk_id=c["chunk_id"], span=quote_body(claim["text"]) if quoting else c["span"])
+                    for c in claim["citations"]
+                ),
             )
             for claim in data["claims"]
         )
-        return Answer(claims=claims, format="structured", raw=text, span_policy=self.policy)
+        return Answer(claims=claims, format="structured", raw=text, span_policy=self.policy, abstained=not claims)
 
     def violations(self, data: Any) -> list[str]:
         """Everything in parsed output ``data`` that the schema forbids (empty when it conforms)."""
@@ -317,8 +371,10 @@ class CitationSchema:
             keys = sorted(data) if isinstance(data, dict) else type(data).__name__
             return [f'expected an object with exactly the key "claims", got {keys}']
         claims = data["claims"]
-        if not isinstance(claims, list) or not 1 <= len(claims) <= opts.max_claims:
-            return [f"'claims' must be a list of 1..{opts.max_claims} claims, got {_describe(claims)}"]
+        if not isinstance(claims, list) or len(claims) > opts.max_claims:
+            return [f"'claims' must be a list of 0..{opts.max_claims} claims, got {_describe(claims)}"]
+        if self.policy in _QUOTES:
+            return [p for ci, claim in enumerate(claims) for p in self._quote_problems(f"claims[{ci}]", claim)]
         out: list[str] = []
         allowed = set(self.ids)
         for ci, claim in enumerate(claims):
@@ -336,6 +392,34 @@ class CitationSchema:
             for xi, cite in enumerate(cites):
                 out.extend(self._citation_problems(f"{where}.citations[{xi}]", cite, allowed))
         return out
+
+    def _quote_problems(self, where: str, claim: Any) -> list[str]:
+        if not isinstance(claim, dict) or set(claim) != {"text", "citations"}:
+            return [f"{where}: expected keys ['citations', 'text'], got {_describe(claim)}"]
+        cites, text = claim["citations"], claim["text"]
+        if not isinstance(cites, list) or len(cites) != 1:
+            return [
+                f"{where}.citations: a quote cites exactly the one chunk it was copied from, got {_describe(cites)}"
+            ]
+        cite = cites[0]
+        if not isinstance(cite, dict) or set(cite) != {"chunk_id"}:
+            return [f"{where}.citations[0]: expected keys ['chunk_id'], got {_describe(cite)}"]
+        chunk_id = cite["chunk_id"]
+        if not isinstance(chunk_id, str) or chunk_id not in self.ids:
+            return [f"{where}.citations[0].chunk_id: {chunk_id!r} is not one of this prompt's quotable chunk ids"]
+        if not isinstance(text, str) or not text.strip():
+            return [f"{where}.text: expected a non-blank string, got {_describe(text)}"]
+        if self.policy == "quote_sentence":
+            if text not in self.sentences.get(chunk_id, ()):
+                return [f"{where}.text: {text[:60]!r} is not one of chunk {chunk_id!r}'s sentences"]
+            return []
+        quoted = quote_body(text)
+        if len(quoted) > self.options.max_text_chars:
+            return [f"{where}.text: a {len(quoted)}-character quote, over max_text_chars={self.options.max_text_chars}"]
+        body = self.bodies.get(chunk_id, "")
+        if quoted not in body or normalize(quoted) not in body:
+            return [f"{where}.text: {quoted[:60]!r} is not verbatim in chunk {chunk_id!r}"]
+        return []
 
     def _citation_problems(self, where: str, cite: Any, allowed: set[str]) -> list[str]:
         if not isinstance(cite, dict) or set(cite) != {"chunk_id", "span"}:
@@ -417,12 +501,12 @@ def build_schema(
 
     Args:
         context: The assembled context (its chunks are exactly the prompt's chunks).
-        policy: ``substring``, ``sentence`` or ``id``.
+        policy: ``quote``, ``quote_sentence``, ``substring``, ``sentence`` or ``id``.
         options: Size bounds; defaults to :class:`SchemaOptions`.
 
     Raises:
-        UsageError: an unknown policy, an empty context, or a ``sentence``/``substring`` policy when no chunk has
-            any text to quote.
+        UsageError: an unknown policy, an empty context, or a policy other than ``id`` when no chunk has any
+            text to quote.
     """
     if policy not in POLICY_ORDER:
         raise UsageError(f"unknown span policy {policy!r}; expected one of {list(POLICY_ORDER)}")
@@ -450,7 +534,7 @@ def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_ha
     sentences: dict[str, tuple[str, ...]] = {}
     bodies: dict[str, str] = {}
     excluded: list[str] = []
-    if policy == "sentence":
+    if policy in _SENTENCES:
         for chunk in context.chunks:
             spans = chunk_sentences(chunk.text)
             if spans:
@@ -458,8 +542,11 @@ def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_ha
             else:
                 excluded.append(chunk.id)
         if not sentences:
-            raise UsageError("no chunk has a sentence to quote; the sentence policy needs chunk text")
-        json_schema = schema_sentence(sentences, bounds)
+            raise UsageError(f"no chunk has a sentence to quote; the {policy} policy needs chunk text")
+        if policy == "sentence":
+            json_schema = schema_sentence(sentences, bounds)
+        else:
+            json_schema = schema_quote_sentence(sentences, bounds)
         enum_values = len(sentences) + sum(len(s) for s in sentences.values())
         enum_chars = sum(len(i) for i in sentences) + sum(len(x) for s in sentences.values() for x in s)
         grammar = lark_grammar(policy, ids, bounds, sentences=sentences)
@@ -473,10 +560,23 @@ def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_ha
                     excluded.append(chunk.id)
             if not bodies:
                 raise UsageError("no chunk has text to quote; the substring policy needs chunk text")
-        json_schema = schema_id(ids, bounds)
+        elif policy == "quote":
+            for chunk in context.chunks:
+                spans = chunk_sentences(chunk.text)
+                if quote_tails(spans, opts.max_text_chars):
+                    sentences[chunk.id] = spans
+                    bodies[chunk.id] = normalize(chunk.text)
+                else:
+                    excluded.append(chunk.id)
+            if not bodies:
+                raise UsageError(
+                    f"no chunk has a quote of {QUOTE_MIN_WORDS}+ words within max_text_chars="
+                    f"{opts.max_text_chars}; the quote policy needs chunk text"
+                )
+        json_schema = schema_quote(list(bodies), bounds) if policy == "quote" else schema_id(ids, bounds)
         enum_values = len(ids)
         enum_chars = sum(len(i) for i in ids)
-        grammar = lark_grammar(policy, ids, bounds, bodies=bodies)
+        grammar = lark_grammar(policy, ids, bounds, sentences=sentences, bodies=bodies)
     stats = SchemaStats(
         chunks=len(ids) - len(excluded),
         enum_values=enum_values,
@@ -508,7 +608,8 @@ def fit_schema(
 ) -> CitationSchema:
     """Build the strongest schema at or below ``policy`` that fits ``limits``, recording any downgrade.
 
-    The path is ``substring`` → ``sentence`` → ``id``. The returned schema's ``requested_policy`` is ``policy``
+    The path is :data:`DOWNGRADES` of ``policy`` (``quote`` → ``quote_sentence`` → ``sentence`` → ``id``;
+    ``substring`` → ``sentence`` → ``id``). The returned schema's ``requested_policy`` is ``policy``
     and its ``downgrade_reason`` says which limit forced each step (None when nothing was downgraded).
 
     Raises:
@@ -520,7 +621,7 @@ def fit_schema(
     if not limits.constrains:
         raise UsageError("this backend enforces no span policy; it takes no citation schema")
     reasons: list[str] = []
-    for candidate in POLICY_ORDER[POLICY_ORDER.index(policy) :]:
+    for candidate in DOWNGRADES[policy]:
         if candidate not in limits.policies:
             reasons.append(f"the backend cannot enforce the {candidate!r} policy")
             continue

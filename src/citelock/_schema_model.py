@@ -2,7 +2,10 @@
 
 ``chunk_id`` is a ``Literal`` of this prompt's ids; for the ``sentence`` policy the citation is a union of one
 model per chunk, discriminated by ``chunk_id``, whose ``span`` is a ``Literal`` of that chunk's sentences; for
-``substring`` a validator checks that the span is verbatim in the chosen chunk.
+``substring`` a validator checks that the span is verbatim in the chosen chunk. For ``quote`` a claim has one
+citation (a ``chunk_id``, no span) and a validator checks that the claim text, without its lead-in, is verbatim
+in that chunk; for ``quote_sentence`` a claim is a union of one model per chunk whose ``text`` is a ``Literal``
+of that chunk's sentences. ``claims`` may be empty: the abstention.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
+from citelock._grammar import quote_body
 from citelock._normalize import normalize
 
 if TYPE_CHECKING:
@@ -34,6 +38,8 @@ def _model(name: str, **fields: Any) -> Any:
 def build_model(schema: CitationSchema) -> type[BaseModel]:
     """Build the answer model for ``schema`` (``CitedAnswer`` with ``claims[].citations[]``)."""
     opts = schema.options
+    if schema.policy in ("quote", "quote_sentence"):
+        return _answer_model(_quote_claim(schema), opts.max_claims)
     span_type: Any = Annotated[str, StringConstraints(min_length=1, max_length=opts.max_span_chars, pattern=r"\S")]
     citation: Any
     if schema.policy == "sentence":
@@ -69,10 +75,44 @@ def build_model(schema: CitationSchema) -> type[BaseModel]:
         text=(Annotated[str, StringConstraints(min_length=1, max_length=opts.max_text_chars)], ...),
         citations=(Annotated[list[citation], Field(min_length=1, max_length=opts.max_citations)], ...),
     )
+    return _answer_model(claim, opts.max_claims)
+
+
+def _answer_model(claim: Any, most: int) -> type[BaseModel]:
     return cast(
         "type[BaseModel]",
-        _model(
-            "CitedAnswer",
-            claims=(Annotated[list[claim], Field(min_length=1, max_length=opts.max_claims)], ...),  # type: ignore[valid-type]
-        ),
+        _model("CitedAnswer", claims=(Annotated[list[claim], Field(min_length=0, max_length=most)], ...)),
+    )
+
+
+def _source(name: str, ids: tuple[str, ...]) -> Any:
+    source = _model(name, chunk_id=(_literal(ids), ...))
+    return Annotated[list[source], Field(min_length=1, max_length=1)]  # type: ignore[valid-type]
+
+
+def _quote_claim(schema: CitationSchema) -> Any:
+    """``quote_sentence``: a union of per-chunk claim models; ``quote``: one claim model with a verbatim check."""
+    if schema.policy == "quote_sentence":
+        members = [
+            _model(f"Claim_{n}", text=(_literal(spans), ...), citations=(_source(f"Source_{n}", (chunk_id,)), ...))
+            for n, (chunk_id, spans) in enumerate(schema.sentences.items())
+        ]
+        return reduce(operator.or_, members)
+    bodies = schema.bodies
+    most = schema.options.max_text_chars
+
+    def _verbatim(model: Any) -> Any:
+        quoted = quote_body(model.text)
+        body = bodies.get(model.citations[0].chunk_id, "")
+        if len(quoted) > most:
+            raise ValueError(f"a {len(quoted)}-character quote, over max_text_chars={most}")
+        if quoted not in body or normalize(quoted) not in body:
+            raise ValueError(f"claim text {quoted[:60]!r} is not verbatim in chunk {model.citations[0].chunk_id!r}")
+        return model
+
+    return _model(
+        "Claim",
+        __validators__=cast(Any, {"verbatim": model_validator(mode="after")(_verbatim)}),
+        text=(Annotated[str, StringConstraints(min_length=1, pattern=r"\S")], ...),
+        citations=(_source("Source", tuple(bodies)), ...),
     )

@@ -20,7 +20,7 @@ from citelock._cli._check import CALIBRATION_HELP, ESCALATE_HELP, ON_FAIL_HELP, 
 from citelock._cli._io import fail, read_text
 from citelock._errors import CitelockError, UsageError
 from citelock._records import Chunk
-from citelock._schema import SpanPolicy
+from citelock._schema import POLICY_ORDER, SpanPolicy
 from citelock.backends._protocol import Backend
 from citelock.judges import DEFAULT_JUDGE
 from citelock.store import ResultStore, ReviewQueue
@@ -109,9 +109,13 @@ def answer(
         typer.Option("--server", help="--backend openai: server kind (openai, vllm, llama.cpp, llama-cpp-python)"),
     ] = None,
     policy: Annotated[
-        Literal["substring", "sentence", "id"],
-        typer.Option(help="span policy requested (downgraded, with the reason, if the backend cannot take it)"),
-    ] = "substring",
+        Literal["quote", "quote_sentence", "substring", "sentence", "id"],
+        typer.Option(
+            help="span policy requested (downgraded, with the reason, if the backend cannot take it). quote (the "
+            "default): each claim is copied verbatim from the one chunk it cites; JSON-Schema servers get its "
+            "sentence form, quote_sentence"
+        ),
+    ] = "quote",
     model: Annotated[
         Literal["smollm2", "gemma3"],
         typer.Option(help="bundled model: smollm2 (SmolLM2-135M-Instruct, default) or gemma3 (270M base)"),
@@ -229,7 +233,10 @@ def answer(
 
 
 def _policy(value: str) -> SpanPolicy:
-    return "substring" if value == "substring" else "sentence" if value == "sentence" else "id"
+    for policy in POLICY_ORDER:
+        if value == policy:
+            return policy
+    return "id"
 
 
 def _render(value: str) -> RenderStyle:

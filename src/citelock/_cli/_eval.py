@@ -121,7 +121,7 @@ def _shared_data() -> Path:
     return Path(env) if env else Path.cwd().parent / "shared" / "data"
 
 
-MODES = ("naive", "substring", "sentence", "id")
+MODES = ("naive", "quote", "quote_sentence", "substring", "sentence", "id")
 
 
 def local_modes(names: list[str], *, model: str, max_chars: int, max_tokens: int) -> dict[str, Any]:

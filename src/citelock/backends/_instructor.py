@@ -198,7 +198,7 @@ class InstructorBackend:
 
     @property
     def limits(self) -> BackendLimits:
-        """The server's limits (``sentence`` and ``id``)."""
+        """The server's limits (``quote_sentence``, ``sentence`` and ``id``)."""
         return self._openai.profile.limits
 
     @limits.setter

@@ -18,14 +18,16 @@ from citelock.backends._protocol import Generation
 __all__ = ["LOCAL_LIMITS", "LocalBackend", "NaiveBackend"]
 
 LOCAL_LIMITS = BackendLimits(
-    policies=("substring", "sentence", "id"),
+    policies=("quote", "quote_sentence", "substring", "sentence", "id"),
     max_grammar_chars=600_000,
     max_substring_chunks=1_000,
 )
 """llguidance takes every policy. Measured on SmolLM2's vocabulary with :func:`parser_limits`: a ``substring``
 matcher for 1,000 short chunks (410 KB of grammar) compiles in ~0.7 s, and llguidance refuses the lexer
 configuration of substring grammars past ~730 KB (e.g. 1,000 chunks of 300 characters), so grammars over 600 KB,
-or over 1,000 quotable chunks, are downgraded to ``sentence`` (1,000 chunks compile in ~0.1 s)."""
+or over 1,000 quotable chunks, are downgraded to ``sentence`` (1,000 chunks compile in ~0.1 s). A ``quote``
+grammar has the same one substring lexeme per chunk, so the same limits hold for it; it downgrades to
+``quote_sentence``."""
 
 
 class _LocalBase:

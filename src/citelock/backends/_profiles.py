@@ -260,7 +260,7 @@ _JSON_SAFE_CHARS = r'[^\x00-\x1f"\\]'
 """No control characters, quotes or backslashes: every string the grammar allows is valid JSON as written."""
 
 _GRAMMAR_LIMITS = BackendLimits(
-    policies=("sentence", "id"),
+    policies=("quote_sentence", "sentence", "id"),
     max_enum_values=1_000,
     max_enum_chars=60_000,
     max_nesting=10,
@@ -272,7 +272,7 @@ PROFILES: dict[str, ServerProfile] = {
         kind="openai",
         deliveries=(JSON_SCHEMA_STRICT, TOOL_CALL_STRICT),
         limits=BackendLimits(
-            policies=("sentence", "id"),
+            policies=("quote_sentence", "sentence", "id"),
             max_enum_values=1_000,
             max_enum_chars=120_000,
             max_nesting=10,

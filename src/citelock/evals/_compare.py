@@ -25,6 +25,8 @@ from typing import Any
 
 from citelock._answer import GuardedAnswer, UnparsedAnswerError
 from citelock._errors import CitelockError, InputError
+from citelock._grammar import quote_body
+from citelock._normalize import normalize
 from citelock._records import Chunk, ReasonCode
 from citelock.backends._errors import TruncatedOutputError
 from citelock.evals._datasets import parse_evidence
@@ -170,6 +172,15 @@ def evaluate_answer(item: QAItem, mode: str, fn: ModeFn, judge: Judge | None) ->
         )
         return row
     texts = {c.id: c.text for c in item.chunks}
+    bodies = {c.id: normalize(c.text) for c in item.chunks}
+    cited = [claim for claim in result.answer.claims if claim.citations]
+    # A claim is verbatim when its text, minus a quote lead-in, is in one of its cited chunks (both normalized):
+    # what the quote policy promises, measured here independently of the guard.
+    not_verbatim = [
+        claim.text
+        for claim in cited
+        if not any(normalize(quote_body(claim.text)) in bodies.get(c.chunk_id, "\0") for c in claim.citations)
+    ]
     report = result.report
     counts = Counter(f.reason.value for f in report.findings)
     judged = supported = 0
@@ -187,6 +198,10 @@ def evaluate_answer(item: QAItem, mode: str, fn: ModeFn, judge: Judge | None) ->
         downgrade=result.downgrade_reason,
         dropped=len(result.dropped),
         claims=len(result.answer.claims),
+        abstained=result.answer.abstained,
+        cited_claims=len(cited),
+        claims_not_verbatim=len(not_verbatim),
+        not_verbatim_texts=not_verbatim[:3],
         factual=sum(c.factual for c in report.claims),
         citations=len(report.citations),
         spans=sum(c.span is not None for c in report.citations),
@@ -245,6 +260,11 @@ def _mean(values: Sequence[float]) -> float | None:
 def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Per mode: answers, failures by type, and rates with their numerators and denominators.
 
+    ``abstained`` counts parsed answers that say the sources do not contain the answer; they make no claims and
+    are not counted in ``clean_answers``. ``judge_support`` is ``supported / judged`` (cited pairs the judge said
+    yes to / pairs judged). ``claims_not_verbatim`` counts cited claims whose text (minus a quote lead-in) is in
+    none of their cited chunks: zero by construction under ``quote``.
+
     ``hit_max_tokens`` counts every answer of the mode whose generation stopped at max_tokens, parsed or not
     (a constrained answer cut short fails to parse, so counting parsed answers only would miss it).
     """
@@ -263,6 +283,9 @@ def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -
             "parsed": len(ok),
             "failures": dict(failures),
             "claims": total("claims"),
+            "abstained": sum(1 for r in ok if r.get("abstained")),
+            "cited_claims": total("cited_claims"),
+            "claims_not_verbatim": total("claims_not_verbatim"),
             "factual": total("factual"),
             "citations": total("citations"),
             "spans": total("spans"),
@@ -273,8 +296,11 @@ def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -
             "judged": total("judged"),
             "supported": total("supported"),
             "clean_answers": sum(
-                1 for r in ok if not (r["fabricated"] or r["stale"] or r["non_verbatim"] or r["uncited"])
+                1
+                for r in ok
+                if not (r.get("abstained") or r["fabricated"] or r["stale"] or r["non_verbatim"] or r["uncited"])
             ),
+            "judge_support": (total("supported") / total("judged")) if total("judged") else None,
             "latency_mean_s": _mean(lat),
             "latency_p50_s": lat[len(lat) // 2] if lat else None,
             "prompt_tokens_mean": _mean([r["prompt_tokens"] for r in ok if r.get("prompt_tokens") is not None]),

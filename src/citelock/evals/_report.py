@@ -322,7 +322,11 @@ COMPARE_DEFINITIONS: dict[str, str] = {
     "non-verbatim spans": "spans not verbatim in the cited chunk as sent (SPAN_* codes) / citations with a span",
     "uncited claims": "factual claims without a citation (UNCITED_CLAIM) / factual claims",
     "judge support": "citations that passed provenance and the judge said yes / citations judged",
-    "clean answers": "parsed answers with no fabricated/stale id, non-verbatim span or uncited claim",
+    "abstentions": "parsed answers saying the sources do not contain the answer (no claims) / parsed answers",
+    "claims not verbatim": "cited claims whose text (minus a quote lead-in) is not verbatim in a cited chunk / "
+    "cited claims",
+    "clean answers": "parsed answers that make claims, with no fabricated/stale id, non-verbatim span or uncited "
+    "claim (abstentions are not counted clean)",
     "latency": "mean generation wall time per answer (p50 in brackets)",
     "tokens": "mean prompt / completion tokens per answer",
     "hit max_tokens (all answers)": "answers whose generation stopped at max_tokens, parsed or failed",
@@ -358,6 +362,11 @@ def render_compare_report(
         line("stale ids", [_rate(s[m]["stale"], s[m]["citations"]) for m in modes]),
         line("non-verbatim spans", [_rate(s[m]["non_verbatim"], s[m]["spans"]) for m in modes]),
         line("uncited claims", [_rate(s[m]["uncited"], s[m]["factual"]) for m in modes]),
+        line("abstentions", [_rate(s[m].get("abstained", 0), s[m]["parsed"]) for m in modes]),
+        line(
+            "claims not verbatim",
+            [_rate(s[m].get("claims_not_verbatim", 0), s[m].get("cited_claims", 0)) for m in modes],
+        ),
         line("judge support", [_rate(s[m]["supported"], s[m]["judged"]) for m in modes]),
         line("clean answers", [_rate(s[m]["clean_answers"], s[m]["parsed"]) for m in modes]),
         line(

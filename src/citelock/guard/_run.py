@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from citelock._grammar import quote_body
 from citelock._parse import parse_answer
 from citelock._records import (
     Answer,
+    Citation,
     CitationCheck,
     Finding,
     GuardReport,
@@ -61,8 +63,13 @@ def check(
         )
 
     checks: list[CitationCheck] = []
+    # A quote answer's claim text is its span: checked whatever span the citation carries, so a claim that is
+    # not verbatim in its chunk is SPAN_NOT_IN_CHUNK (or SPAN_IN_OTHER_CHUNK ...) with the quoted text as span.
+    quoting = parsed.span_policy in ("quote", "quote_sentence")
     for ci, claim in enumerate(parsed.claims):
-        for xi, citation in enumerate(claim.citations):
+        for xi, cited in enumerate(claim.citations):
+            quoted = quote_body(claim.text) if quoting and claim.text.strip() else None
+            citation = Citation(chunk_id=cited.chunk_id, span=quoted) if quoted else cited
             result = check_citation(index, citation, ci, xi, store)
             checks.append(result)
             if not result.passed and result.reason is not None:
