@@ -31,7 +31,7 @@ def test_nothing_fits() -> None:
 
 
 def test_token_budget_uses_the_counter() -> None:
-    ctx = assemble("q?", _chunks(10), max_tokens=40, count_tokens=lambda s: len(s.split()), on_overflow="drop")
+    ctx = assemble("q?", _chunks(10), max_tokens=80, count_tokens=lambda s: len(s.split()), on_overflow="drop")
     assert len(ctx.chunks) + len(ctx.dropped) == 10 and ctx.dropped
     with pytest.raises(InputError, match="count_tokens"):
         assemble("q?", _chunks(1), max_tokens=5)
@@ -60,7 +60,7 @@ def test_record_contents() -> None:
     ctx = assemble('Is <b> & "c" safe?', [{"id": "c-1", "text": 'a < b & "c"'}])
     record = serialize(ctx, request_id="req-1", metadata={"surface": "legal"})
     assert record.request_id == "req-1"
-    assert record.template.name == "answer_structured" and record.template.version == "1"
+    assert record.template.name == "answer_structured" and record.template.version == "2"
     assert len(record.sha256) == 64
     q = record.question_placement
     assert record.messages[q.message].content[q.start : q.end] == "Is &lt;b&gt; &amp; &quot;c&quot; safe?"
