@@ -151,3 +151,14 @@ def test_surface_judges_with_the_offline_judge_by_default(tmp_path: Path, fakes:
     data = json.loads(result.output)
     assert data["surface"] == "docs" and data["accounting"]["judge_calls"] == 1
     assert result.exit_code == (0 if data["decision"] == "pass" else 1)
+
+
+def test_an_abstention_prints_the_abstention_and_exits_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def make(kind: str, *, model: str | None = None, **_: Any) -> FakeBackend:
+        return FakeBackend([{"claims": []}], name=kind, model=model or "default")
+
+    monkeypatch.setattr(_factory, "make_backend", make)
+    result = _run(tmp_path, "-q", "Who painted the bridge?", "--chunks", str(EXAMPLES / "corpus.jsonl"))
+    assert result.exit_code == 0, result.output
+    assert "The sources provided do not answer this question." in result.output
+    assert "the model abstained" in result.output and "every claim is cited" not in result.output

@@ -257,6 +257,9 @@ def _print(result: GuardedAnswer) -> None:
         f"{speed} · request {result.request_id}"
     )
     where = f" on surface {result.surface}" if result.surface else ""
+    if result.ok and result.answer.abstained:
+        typer.echo(f"guard: OK{where} (the model abstained: the sources do not answer the question; nothing to cite)")
+        return
     if result.ok:
         judged = " and passed the support judge" if result.accounting and result.accounting.judge_calls else ""
         typer.echo(
