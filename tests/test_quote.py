@@ -16,8 +16,7 @@ from citelock._grammar import QUOTE_LEAD_INS, quote_body, quote_tails
 from citelock._schema import POLICY_ORDER, build_schema, fit_schema
 from citelock.backends import FakeBackend
 from citelock.backends._profiles import PROFILES
-
-llguidance = pytest.importorskip("llguidance")
+from grammar_harness import accepts
 
 CHUNKS = [
     {"id": "c-1", "text": "The Aurora bridge opened in 1932. It spans 880 meters across the bay."},
@@ -37,28 +36,6 @@ def _dump(data: object) -> str:
 
 def _quote(text: str, chunk_id: str) -> str:
     return _dump({"claims": [{"text": text, "citations": [{"chunk_id": chunk_id}]}]})
-
-
-class _ByteTokenizer:
-    """A 256-byte vocabulary: runs a grammar over exact strings, no model needed."""
-
-    def __init__(self) -> None:
-        self.tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
-        self.eos_token_id = 256
-        self.bos_token_id = None
-        self.special_token_ids = [256]
-
-    def __call__(self, text: str | bytes) -> list[int]:
-        return list(text if isinstance(text, bytes) else text.encode("utf-8"))
-
-
-_TOKENIZER = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteTokenizer()))
-
-
-def accepts(grammar: str, text: str) -> bool:
-    matcher = llguidance.LLMatcher(_TOKENIZER, llguidance.LLMatcher.grammar_from_lark(grammar), log_level=0)
-    assert not matcher.is_error(), matcher.get_error()
-    return bool(matcher.consume_tokens(list(text.encode("utf-8"))) and matcher.is_accepting())
 
 
 # ---------------------------------------------------------------- the quote grammar

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from citelock._errors import InputError
-from citelock.judges._routing import Routing, load_calibration, save_calibration, shipped_routing
+from citelock.judges._routing import Routing, load_calibration, load_surface_routing, save_calibration, shipped_routing
 
 
 def _routing(**over: object) -> Routing:
@@ -69,3 +69,21 @@ def test_missing_calibration_file(tmp_path: Path) -> None:
 
 def test_no_shipped_routing_for_an_unknown_judge() -> None:
     assert shipped_routing("no-such-judge", "1") is None
+
+
+def test_surface_routing_falls_back_to_the_default_entry(tmp_path: Path) -> None:
+    path = tmp_path / "cal.json"
+    legal, default = _routing(pass_at=0.9), _routing(pass_at=0.7)
+    save_calibration(path, {"legal": legal, "*": default})
+    assert load_surface_routing(path, "legal") == legal
+    assert load_surface_routing(path, "chat") == default
+    save_calibration(path, {"legal": legal})
+    with pytest.raises(InputError, match="no routing for surface 'chat' and no '\\*' default"):
+        load_surface_routing(path, "chat")
+
+
+def test_shipped_routing_is_read_once() -> None:
+    shipped_routing.cache_clear()
+    shipped_routing("lexical", "does-not-match")
+    shipped_routing("lexical", "does-not-match")
+    assert shipped_routing.cache_info().hits == 1

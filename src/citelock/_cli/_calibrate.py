@@ -36,7 +36,7 @@ from citelock.evals._calibration import (
 from citelock.evals._datasets import DATASET_FORMATS, item_split, read_dataset, read_pairs
 from citelock.evals._routing_fit import fit_routing
 from citelock.judges._protocol import Judge
-from citelock.judges._routing import Routing, load_calibration, save_calibration, shipped_routing
+from citelock.judges._routing import Routing, load_calibration, load_surface_routing, save_calibration, shipped_routing
 
 __all__ = ["calibrate_command", "make_judge", "render_report", "render_routing_report"]
 
@@ -268,12 +268,9 @@ def calibrate_command(
             fail(str(exc))
     elif routing_file is not None:
         try:
-            routings = load_calibration(routing_file)
+            routing = load_surface_routing(routing_file, surface)
         except CitelockError as exc:
             fail(str(exc))
-        routing = routings.get(surface, routings.get("*"))
-        if routing is None:
-            fail(f"calibration file {routing_file}: no routing for surface {surface!r} and no '*' default")
         if not routing.applies_to(the_judge.name, the_judge.version):
             fail(
                 f"calibration file {routing_file}: the routing is for {routing.judge} {routing.judge_version}, "

@@ -18,7 +18,7 @@ from citelock._records import GuardReport
 from citelock.guard import PolicyResult, SurfacePolicy, guard, resolve_routing
 from citelock.guard import check as run_guard
 from citelock.judges import DEFAULT_JUDGE, CachedJudge, Judge, make_judge
-from citelock.judges._routing import Routing, load_calibration
+from citelock.judges._routing import Routing, load_surface_routing
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = [
@@ -123,12 +123,9 @@ def surface_options(
     routing: Routing | None = None
     if calibration is not None:
         try:
-            routings = load_calibration(calibration)
+            routing = load_surface_routing(calibration, name)
         except CitelockError as exc:
             fail(str(exc))
-        routing = routings.get(name, routings.get("*"))
-        if routing is None:
-            fail(f"calibration file {calibration} has no routing for surface {name!r} and no '*' default")
     try:
         policy = SurfacePolicy.model_validate(
             {"name": name, "stakes": stakes, "sample_rate": rate, "routing": routing, "on_fail": on_fail or "block"}

@@ -16,6 +16,7 @@ file (JSON), one routing per surface name plus an optional ``"*"`` default.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -29,6 +30,7 @@ __all__ = [
     "Route",
     "Routing",
     "load_calibration",
+    "load_surface_routing",
     "save_calibration",
     "shipped_routing",
 ]
@@ -131,12 +133,28 @@ def load_calibration(path: str | Path) -> dict[str, Routing]:
         ) from None
 
 
+def load_surface_routing(path: str | Path, surface: str) -> Routing:
+    """The routing a calibration file gives ``surface``: its own entry, else the ``"*"`` default.
+
+    Raises:
+        InputError: the file is unreadable or malformed (see :func:`load_calibration`), or it has neither an
+            entry for ``surface`` nor a ``"*"`` default.
+    """
+    routings = load_calibration(path)
+    routing = routings.get(surface, routings.get("*"))
+    if routing is None:
+        raise InputError(f"calibration file {path}: no routing for surface {surface!r} and no '*' default")
+    return routing
+
+
+@lru_cache(maxsize=16)
 def shipped_routing(judge: str, version: str) -> Routing | None:
     """The routing shipped with citelock for this judge (``params/routing.<judge>.json``), if any.
 
     Returns None when no routing ships for the judge, or when the shipped one was calibrated for another
     version of it (thresholds never silently carry over to a changed judge). Callers then route by the
-    judge's label alone: ``yes`` passes, ``partial`` and ``no`` fail.
+    judge's label alone: ``yes`` passes, ``partial`` and ``no`` fail. Read once per process (the file ships
+    inside the package), not on every guarded answer.
     """
     path = PARAMS_DIR / f"routing.{judge}.json"
     if not path.is_file():
