@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from citelock.backends._server import ManagedServer
+from citelock.runtime._server import ManagedServer
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 import citelock
 from citelock import BackendLimits, FakeBackend
-from citelock._cli import app
-from citelock._cli._answer import lexical_top_k, read_chunks
-from citelock.backends import _factory
+from citelock.backends import _registry as _factory
+from citelock.cli import app
+from citelock.cli._answer import lexical_top_k, read_chunks
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 runner = CliRunner()

@@ -78,7 +78,7 @@ def test_missing_model_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from citelock.backends import _llama
+    from citelock.runtime import _llama
 
     real_import = builtins.__import__
 

@@ -9,14 +9,14 @@ import pytest
 from typer.testing import CliRunner
 
 from citelock import ReasonCode
-from citelock._cli import app
-from citelock._errors import InputError
-from citelock._records import Finding, Layer
+from citelock.cli import app
+from citelock.errors import InputError
 from citelock.evals import fit_routing, item_split, judge_items, read_dataset, routing_rates
 from citelock.evals._calibration import routing_rates_ci, score_auc
 from citelock.judges import LexicalJudge, OfflineJudge
 from citelock.judges._offline import VETO_SCORE_CAP
 from citelock.judges._routing import load_calibration, shipped_routing
+from citelock.records import Finding, Layer
 from citelock.store import ReviewQueue
 
 runner = CliRunner()

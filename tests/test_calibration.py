@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from citelock import UsageError, Verdict
-from citelock._cli import app
+from citelock.cli import app
 from citelock.evals import CalibrationReport, LabeledItem, bootstrap_ci, calibrate, confusion_matrix, read_dataset
 from citelock.evals._calibration import calibration_metrics
 from citelock.judges import JudgeOutputError

@@ -5,8 +5,8 @@ import pytest
 from typer.testing import CliRunner
 
 from citelock import PromptLog, assemble, serialize
-from citelock._cli import app
-from citelock._cli._io import MAX_INPUT_BYTES
+from citelock.cli import app
+from citelock.cli._io import MAX_INPUT_BYTES
 from citelock.judges import DEFAULT_JUDGE
 
 runner = CliRunner()
@@ -274,7 +274,7 @@ def test_a_calibration_routes_by_score(tmp_path) -> None:
 
 def test_escalation_from_the_command_line(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from citelock import Verdict
-    from citelock._cli import _check
+    from citelock.cli import _check
     from citelock.judges import LexicalJudge
 
     asked: list[str] = []

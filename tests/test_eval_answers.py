@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from citelock import ReasonCode
-from citelock._cli import app
+from citelock.cli import app
 from citelock.evals._answers import (
     METRIC_DEFINITIONS,
     build_case,

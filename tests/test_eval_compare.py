@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 import citelock
-from citelock._records import Chunk, Verdict
-from citelock._schema import BackendLimits
 from citelock.backends import FakeBackend, Generation
+from citelock.constraint._schema import BackendLimits
 from citelock.evals._compare import QAItem, load_expertqa, run_compare, summarize_compare
 from citelock.evals._report import render_compare_report, write_compare_report
+from citelock.records import Chunk, Verdict
 
 
 def _expertqa_file(tmp_path: Path) -> Path:
@@ -211,8 +211,8 @@ def test_compare_subset_on_real_expertqa_with_the_bundled_model(shared_data: Pat
     """The CI subset of `citelock eval compare`: real ExpertQA passages, the real local model, every mode."""
     from typer.testing import CliRunner
 
-    from citelock._cli import app
-    from citelock._cli._eval import MODES
+    from citelock.cli import app
+    from citelock.cli._eval import MODES
 
     out = tmp_path / "compare"
     args = ["eval", "compare", "--out", str(out), "--limit", "3", "--max-tokens", "80", "--no-progress"]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from citelock._cli import app
-from citelock._errors import UsageError
+from citelock.cli import app
+from citelock.errors import UsageError
 from citelock.evals._defects import generate_corpus
 from citelock.evals._faithfulness import grade_faithfulness, scramble_citations
 from citelock.evals._harness import run_defects, summarize_defects

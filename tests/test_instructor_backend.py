@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import citelock
-from citelock._schema import SchemaOptions
 from citelock.backends._instructor import InstructorBackend
+from citelock.constraint._schema import SchemaOptions
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("instructor")

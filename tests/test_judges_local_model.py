@@ -36,7 +36,7 @@ held = {}
 # registered first, so it runs last: after citelock's own exit hook
 atexit.register(lambda: print("closed at exit:", held["llm"]._model.model is None, flush=True))
 import llama_cpp
-from citelock.backends._llama import load_llama, locate_model
+from citelock.runtime._llama import load_llama, locate_model
 held["llm"] = load_llama(llama_cpp, model_path=str(locate_model("smollm2")), n_ctx=256, verbose=False)
 print("loaded:", held["llm"]._model.model is not None, flush=True)
 """

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from citelock._cli import app
-from citelock._errors import UsageError
-from citelock.backends._errors import BackendRefusalError
-from citelock.backends._server import ManagedServer
+from citelock.cli import app
+from citelock.errors import UsageError
 from citelock.judges import JudgeOutputError, LLMJudge, OpenAICompleter, make_judge
+from citelock.runtime._errors import BackendRefusalError
+from citelock.runtime._server import ManagedServer
 
 pytest.importorskip("openai")
 from openai_transport import Server, completion, scripted_client

@@ -149,8 +149,8 @@ def test_chart_labels_an_undefined_rate_na_and_a_zero_rate_0_percent() -> None:
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
 
-    from citelock.evals._charts import _metrics_figure
-    from citelock.evals._metrics import MetricsReport, MetricValue
+    from citelock.metrics._charts import _metrics_figure
+    from citelock.metrics._compute import MetricsReport, MetricValue
 
     def value(name: str, v: float | None, num: float, den: int, key: str | None = None) -> MetricValue:
         return MetricValue(

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from citelock._cli import app
+from citelock.cli import app
 from citelock.store import ResultStore, ReviewQueue
 from test_metrics import results
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 import citelock
-from citelock._schema import SchemaOptions, build_schema
-from citelock.backends._errors import (
+from citelock.backends._openai import OpenAIBackend
+from citelock.constraint._schema import SchemaOptions, build_schema
+from citelock.runtime._errors import (
     BackendConnectionError,
     BackendHTTPError,
     BackendRefusalError,
@@ -17,8 +18,7 @@ from citelock.backends._errors import (
     SchemaRejectedError,
     TruncatedOutputError,
 )
-from citelock.backends._openai import OpenAIBackend
-from citelock.backends._profiles import PROFILES
+from citelock.runtime._profiles import PROFILES
 
 pytest.importorskip("openai")
 from openai_transport import Server, httpx, scripted_client

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from citelock._cli import app
+from citelock.cli import app
 from citelock.guard import SurfacePolicy, guard
 from citelock.store import ReviewQueue
 from test_support_fakes import REVENUE_CHUNKS, KeywordJudge, make_record

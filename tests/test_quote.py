@@ -12,10 +12,10 @@ from pydantic import ValidationError
 
 import citelock
 from citelock import BackendLimits, ConstraintViolationError, SchemaOptions
-from citelock._grammar import QUOTE_LEAD_INS, quote_body, quote_tails
-from citelock._schema import POLICY_ORDER, build_schema, fit_schema
 from citelock.backends import FakeBackend
-from citelock.backends._profiles import PROFILES
+from citelock.constraint._grammar import QUOTE_LEAD_INS, quote_body, quote_tails
+from citelock.constraint._schema import POLICY_ORDER, build_schema, fit_schema
+from citelock.runtime._profiles import PROFILES
 from grammar_harness import accepts
 
 CHUNKS = [

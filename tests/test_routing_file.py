@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from citelock._errors import InputError
+from citelock.errors import InputError
 from citelock.judges._routing import Routing, load_calibration, load_surface_routing, save_calibration, shipped_routing
 
 

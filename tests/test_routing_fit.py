@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from citelock._errors import UsageError
+from citelock.errors import UsageError
 from citelock.evals import fit_routing
 from citelock.evals._routing_fit import binomial_cdf, clopper_pearson_upper, max_allowed_errors
 

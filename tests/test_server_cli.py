@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from citelock._cli import app
-from citelock.backends._server import ManagedServer, free_port
+from citelock.cli import app
+from citelock.runtime._server import ManagedServer, free_port
 
 pytestmark = pytest.mark.server
 
@@ -58,7 +58,7 @@ def test_answer_with_openai_backend_against_the_started_server(llama_server: Man
 def test_serve_starts_answers_and_stops_on_sigterm() -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", "from citelock._cli import main; main()", "serve", "--port", str(port)],
+        [sys.executable, "-c", "from citelock.cli import main; main()", "serve", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

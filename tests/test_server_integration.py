@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 import citelock
-from citelock._schema import SchemaOptions
-from citelock.backends._errors import TruncatedOutputError
 from citelock.backends._instructor import InstructorBackend
 from citelock.backends._openai import OpenAIBackend, verify_output
-from citelock.backends._profiles import PROFILES
-from citelock.backends._server import ManagedServer
+from citelock.constraint._schema import SchemaOptions
+from citelock.runtime._errors import TruncatedOutputError
+from citelock.runtime._profiles import PROFILES
+from citelock.runtime._server import ManagedServer
 
 pytestmark = pytest.mark.server
 openai = pytest.importorskip("openai")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import citelock
-from citelock.backends._server import ManagedServer, ServerStartError, bundled_model_path, free_port
+from citelock.runtime._server import ManagedServer, ServerStartError, bundled_model_path, free_port
 
 
 def test_bundled_model_is_found_without_importing_its_package() -> None:
@@ -20,7 +20,7 @@ def test_bundled_model_is_found_without_importing_its_package() -> None:
 def test_command_runs_llama_cpp_server_on_localhost_with_repacking_off() -> None:
     server = ManagedServer(port=12345, n_ctx=1024, n_threads=1)
     command = server.command
-    assert command[:3] == [sys.executable, "-m", "citelock.backends._server"]
+    assert command[:3] == [sys.executable, "-m", "citelock.runtime._server"]
     assert command[command.index("--host") + 1] == "127.0.0.1"
     assert command[command.index("--port") + 1] == "12345"
     assert command[command.index("--n_ctx") + 1] == "1024"

@@ -4,17 +4,17 @@ Assemble a prompt under a budget, log it exactly as sent, parse the answer, and 
 against the logged prompt. See the README for the two-minute tour.
 """
 
-from citelock._answer import (
-    GenerationStats,
-    GuardedAnswer,
-    UnparsedAnswerError,
-    answer,
-    answer_async,
-    guarded_answer_json_schema,
-    render_answer,
+from citelock.backends import Backend, FakeBackend, Generation
+from citelock.constraint._schema import (
+    BackendLimits,
+    CitationSchema,
+    SchemaOptions,
+    SchemaStats,
+    SpanPolicy,
+    build_schema,
+    fit_schema,
 )
-from citelock._context import assemble
-from citelock._errors import (
+from citelock.errors import (
     BudgetExceededError,
     CitelockError,
     ConstraintViolationError,
@@ -25,10 +25,21 @@ from citelock._errors import (
     StoreIntegrityError,
     UsageError,
 )
-from citelock._normalize import normalize, normalize_with_map
-from citelock._parse import DEFAULT_MARKERS, MarkerPattern, parse_answer, parse_free_text
-from citelock._prompt import record_from_messages, serialize
-from citelock._records import (
+from citelock.guard import check
+from citelock.pipeline import (
+    GenerationStats,
+    GuardedAnswer,
+    UnparsedAnswerError,
+    answer,
+    answer_async,
+    guarded_answer_json_schema,
+    render_answer,
+)
+from citelock.prompt._assemble import assemble
+from citelock.prompt._parse import DEFAULT_MARKERS, MarkerPattern, parse_answer, parse_free_text
+from citelock.prompt._serialize import record_from_messages, serialize
+from citelock.prompt._templates import PromptTemplate, load_template
+from citelock.records import (
     Answer,
     Chunk,
     Citation,
@@ -48,20 +59,9 @@ from citelock._records import (
     TemplateRef,
     Verdict,
 )
-from citelock._schema import (
-    BackendLimits,
-    CitationSchema,
-    SchemaOptions,
-    SchemaStats,
-    SpanPolicy,
-    build_schema,
-    fit_schema,
-)
-from citelock._segment import classify_claim, split_sentences
-from citelock._templates import PromptTemplate, load_template
-from citelock.backends import Backend, FakeBackend, Generation
-from citelock.guard import check
 from citelock.store import PromptLog
+from citelock.text._normalize import normalize, normalize_with_map
+from citelock.text._segment import classify_claim, split_sentences
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,5 @@
 """``python -m citelock``: the same command line as ``citelock``."""
 
-from citelock._cli import main
+from citelock.cli import main
 
 main()

@@ -16,15 +16,15 @@ __all__ = ["RECORD_SCHEMAS", "record_schemas", "schemas_dir", "write_schemas"]
 
 # file stem -> (module, class name, version); modules are imported lazily so optional parts stay optional.
 RECORD_SCHEMAS: dict[str, tuple[str, str, str]] = {
-    "chunk": ("citelock._records", "Chunk", "1"),
-    "context": ("citelock._records", "Context", "1"),
-    "prompt_record": ("citelock._records", "PromptRecord", "1"),
-    "answer": ("citelock._records", "Answer", "1"),
-    "finding": ("citelock._records", "Finding", "1"),
-    "guard_report": ("citelock._records", "GuardReport", "1"),
-    "verdict": ("citelock._records", "Verdict", "1"),
+    "chunk": ("citelock.records", "Chunk", "1"),
+    "context": ("citelock.records", "Context", "1"),
+    "prompt_record": ("citelock.records", "PromptRecord", "1"),
+    "answer": ("citelock.records", "Answer", "1"),
+    "finding": ("citelock.records", "Finding", "1"),
+    "guard_report": ("citelock.records", "GuardReport", "1"),
+    "verdict": ("citelock.records", "Verdict", "1"),
     "queue_entry": ("citelock.store._queue", "QueueEntry", "1"),
-    "guarded_answer": ("citelock._answer", "GuardedAnswer", "1"),
+    "guarded_answer": ("citelock.pipeline", "GuardedAnswer", "1"),
     "policy_result": ("citelock.guard._policy", "PolicyResult", "1"),
 }
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from citelock._errors import InputError
-from citelock._records import Answer, Citation, Claim, Message
-from citelock._segment import split_sentences
+from citelock.errors import InputError
+from citelock.records import Answer, Citation, Claim, Message
+from citelock.text._segment import split_sentences
 
 __all__ = ["Mark", "answer_from_marks", "document_message"]
 

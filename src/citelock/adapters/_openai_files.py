@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from citelock._errors import InputError
-from citelock._prompt import record_from_messages
-from citelock._records import Answer, Chunk, Citation, Message, PromptRecord
 from citelock.adapters._claims import Mark, answer_from_marks, document_message
+from citelock.errors import InputError
+from citelock.prompt._serialize import record_from_messages
+from citelock.records import Answer, Chunk, Citation, Message, PromptRecord
 
 __all__ = ["from_openai_file_search", "openai_file_search_record"]
 

@@ -5,7 +5,13 @@ constrained by llguidance) and ``NaiveBackend`` (the same model writing free tex
 baseline). SDKs and models load lazily: importing this package imports none of them.
 """
 
-from citelock.backends._errors import (
+from citelock.backends._fake import FakeBackend, FakeCall
+from citelock.backends._instructor import InstructorBackend, InstructorGeneration
+from citelock.backends._local import LOCAL_LIMITS, LocalBackend, NaiveBackend
+from citelock.backends._openai import OpenAIBackend, OpenAIGeneration
+from citelock.backends._protocol import AsyncBackend, Backend, Generation
+from citelock.backends._registry import BACKEND_NAMES, make_backend
+from citelock.runtime._errors import (
     BackendConnectionError,
     BackendError,
     BackendHTTPError,
@@ -14,15 +20,9 @@ from citelock.backends._errors import (
     SchemaRejectedError,
     TruncatedOutputError,
 )
-from citelock.backends._factory import BACKEND_NAMES, make_backend
-from citelock.backends._fake import FakeBackend, FakeCall
-from citelock.backends._instructor import InstructorBackend, InstructorGeneration
-from citelock.backends._llama import MODELS, ModelSpec, locate_model
-from citelock.backends._local import LOCAL_LIMITS, LocalBackend, NaiveBackend
-from citelock.backends._openai import OpenAIBackend, OpenAIGeneration
-from citelock.backends._profiles import PROFILES, Delivery, ServerProfile, fit_for_profile, get_profile
-from citelock.backends._protocol import AsyncBackend, Backend, Generation
-from citelock.backends._server import ManagedServer, ServerStartError
+from citelock.runtime._llama import MODELS, ModelSpec, locate_model
+from citelock.runtime._profiles import PROFILES, Delivery, ServerProfile, fit_for_profile, get_profile
+from citelock.runtime._server import ManagedServer, ServerStartError
 
 __all__ = [
     "BACKEND_NAMES",

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from citelock._errors import RuntimeFailure, UsageError
-from citelock._records import PromptRecord
-from citelock._schema import BackendLimits, CitationSchema
 from citelock.backends._protocol import Generation
+from citelock.constraint._schema import BackendLimits, CitationSchema
+from citelock.errors import RuntimeFailure, UsageError
+from citelock.records import PromptRecord
 
 __all__ = ["FakeBackend", "FakeCall"]
 

@@ -22,14 +22,14 @@ from typing import Annotated, Any, Literal, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, model_validator
 
-from citelock._errors import MissingExtraError, UsageError
-from citelock._records import Answer, Citation, Claim, Layer, PromptRecord
-from citelock._schema import BackendLimits, CitationSchema
-from citelock.backends._errors import BackendError, TruncatedOutputError
 from citelock.backends._openai import OpenAIBackend, map_openai_error, verify_output
-from citelock.backends._profiles import ServerProfile
 from citelock.backends._protocol import Generation
+from citelock.constraint._schema import BackendLimits, CitationSchema
+from citelock.errors import MissingExtraError, UsageError
 from citelock.guard import check
+from citelock.records import Answer, Citation, Claim, Layer, PromptRecord
+from citelock.runtime._errors import BackendError, TruncatedOutputError
+from citelock.runtime._profiles import ServerProfile
 
 __all__ = ["InstructorBackend", "InstructorGeneration", "citation_model"]
 

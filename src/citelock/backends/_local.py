@@ -9,11 +9,11 @@ lazily, and a missing one raises :class:`citelock.MissingExtraError` naming ``pi
 
 from __future__ import annotations
 
-from citelock._errors import UsageError
-from citelock._records import PromptRecord
-from citelock._schema import BackendLimits, CitationSchema
-from citelock.backends._llama import MODELS, DecodeResult, LlamaRuntime, runtime
 from citelock.backends._protocol import Generation
+from citelock.constraint._schema import BackendLimits, CitationSchema
+from citelock.errors import UsageError
+from citelock.records import PromptRecord
+from citelock.runtime._llama import MODELS, DecodeResult, LlamaRuntime, runtime
 
 __all__ = ["LOCAL_LIMITS", "LocalBackend", "NaiveBackend"]
 

@@ -21,10 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from citelock._errors import MissingExtraError, UsageError
-from citelock._records import Context, PromptRecord
-from citelock._schema import BackendLimits, CitationSchema, SchemaOptions, SpanPolicy
-from citelock.backends._errors import (
+from citelock.backends._protocol import Generation
+from citelock.constraint._schema import BackendLimits, CitationSchema, SchemaOptions, SpanPolicy
+from citelock.errors import MissingExtraError, UsageError
+from citelock.records import Context, PromptRecord
+from citelock.runtime._errors import (
     BackendConnectionError,
     BackendError,
     BackendHTTPError,
@@ -34,8 +35,7 @@ from citelock.backends._errors import (
     TruncatedOutputError,
     retryable_status,
 )
-from citelock.backends._profiles import Delivery, ServerProfile, fit_for_profile, get_profile
-from citelock.backends._protocol import Generation
+from citelock.runtime._profiles import Delivery, ServerProfile, fit_for_profile, get_profile
 
 __all__ = ["OpenAIBackend", "OpenAIGeneration", "chat_completion", "map_openai_error", "verify_output"]
 

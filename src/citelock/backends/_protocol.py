@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from citelock._records import PromptRecord
+from citelock.records import PromptRecord
 
 if TYPE_CHECKING:
-    from citelock._schema import BackendLimits, CitationSchema
+    from citelock.constraint._schema import BackendLimits, CitationSchema
 
 __all__ = ["AsyncBackend", "Backend", "Generation"]
 

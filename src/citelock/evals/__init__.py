@@ -10,7 +10,6 @@ from citelock.evals._calibration import (
     judge_items,
     routing_rates,
 )
-from citelock.evals._charts import metrics_chart
 from citelock.evals._datasets import LabeledItem, item_split, read_dataset, wice_split
 from citelock.evals._defects import (
     DEFECT_CLASSES,
@@ -21,8 +20,15 @@ from citelock.evals._defects import (
     expected_guard_reasons,
     generate_corpus,
 )
-from citelock.evals._metrics import METRIC_DEFINITIONS, MetricsReport, MetricValue, compute_metrics, metrics_from_store
 from citelock.evals._routing_fit import fit_routing
+from citelock.metrics._charts import metrics_chart
+from citelock.metrics._compute import (
+    METRIC_DEFINITIONS,
+    MetricsReport,
+    MetricValue,
+    compute_metrics,
+    metrics_from_store,
+)
 
 __all__ = [
     "DEFECT_CLASSES",

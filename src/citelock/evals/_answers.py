@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from citelock._errors import InputError
-from citelock._prompt import serialize
-from citelock._records import Answer, Chunk, Citation, Claim, Context, PromptRecord, ReasonCode
+from citelock.errors import InputError
 from citelock.evals._datasets import parse_evidence
 from citelock.guard._policy import PolicyResult, SurfacePolicy, guard
 from citelock.judges import Judge
+from citelock.prompt._serialize import serialize
+from citelock.records import Answer, Chunk, Citation, Claim, Context, PromptRecord, ReasonCode
 
 __all__ = [
     "METRIC_DEFINITIONS",

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from citelock._errors import CitelockError, UsageError
+from citelock.errors import CitelockError, UsageError
 from citelock.evals._datasets import LabeledItem
 from citelock.judges._protocol import Judge
 from citelock.judges._routing import Route, Routing

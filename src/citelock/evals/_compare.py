@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from citelock._answer import GuardedAnswer, UnparsedAnswerError
-from citelock._errors import CitelockError, InputError
-from citelock._grammar import quote_body
-from citelock._normalize import normalize
-from citelock._records import Chunk, ReasonCode
-from citelock.backends._errors import TruncatedOutputError
+from citelock.constraint._grammar import quote_body
+from citelock.errors import CitelockError, InputError
 from citelock.evals._datasets import parse_evidence
 from citelock.evals._journal import Journal
 from citelock.judges import Judge
+from citelock.pipeline import GuardedAnswer, UnparsedAnswerError
+from citelock.records import Chunk, ReasonCode
+from citelock.runtime._errors import TruncatedOutputError
+from citelock.text._normalize import normalize
 
 __all__ = [
     "ModeFn",

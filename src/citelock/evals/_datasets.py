@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from citelock._errors import InputError
+from citelock.errors import InputError
 
 __all__ = [
     "DATASET_FORMATS",

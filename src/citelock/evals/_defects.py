@@ -24,11 +24,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Literal
 
-from citelock._context import assemble
-from citelock._parse import parse_free_text
-from citelock._prompt import record_from_messages, serialize
-from citelock._records import Answer, Chunk, Citation, Claim, Context, PromptRecord, ReasonCode
 from citelock.evals._topics import TOPICS, Topic
+from citelock.prompt._assemble import assemble
+from citelock.prompt._parse import parse_free_text
+from citelock.prompt._serialize import record_from_messages, serialize
+from citelock.records import Answer, Chunk, Citation, Claim, Context, PromptRecord, ReasonCode
 
 __all__ = [
     "DEFECT_CLASSES",

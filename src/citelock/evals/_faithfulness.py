@@ -12,9 +12,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
-from citelock._records import Answer, Citation, Claim, PromptRecord, VerdictLabel
 from citelock.guard import PromptIndex, check_coverage
 from citelock.judges import Judge
+from citelock.records import Answer, Citation, Claim, PromptRecord, VerdictLabel
 
 __all__ = ["FaithfulnessMode", "FaithfulnessResult", "grade_faithfulness", "scramble_citations"]
 

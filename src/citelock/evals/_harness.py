@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from citelock._records import Layer, ReasonCode
 from citelock.evals._defects import DEFECT_CLASSES, DefectCorpus, SeededItem, generate_corpus
 from citelock.evals._faithfulness import FaithfulnessMode, grade_faithfulness, scramble_citations
 from citelock.evals._journal import Journal
 from citelock.guard import SurfacePolicy, check, guard
 from citelock.judges import Judge
+from citelock.records import Layer, ReasonCode
 
 __all__ = [
     "CHECKS",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from citelock._errors import InputError, UsageError
+from citelock.errors import InputError, UsageError
 
 __all__ = ["Journal"]
 

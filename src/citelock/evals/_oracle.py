@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from citelock._normalize import normalize
-from citelock._records import Verdict
+from citelock.records import Verdict
+from citelock.text._normalize import normalize
 
 __all__ = ["SeededEntailmentJudge"]
 

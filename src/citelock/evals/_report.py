@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from citelock._errors import MissingExtraError
+from citelock.errors import MissingExtraError
 from citelock.evals._defects import DEFECT_CLASSES
 from citelock.evals._harness import CHECKS, FREE_CHECKS, DefectsRun, DefectsSummary
 

@@ -50,7 +50,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from citelock._errors import UsageError
+from citelock.errors import UsageError
 from citelock.judges._routing import Routing
 
 __all__ = [

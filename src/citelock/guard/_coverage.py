@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from citelock._records import Answer, ClaimCheck
-from citelock._segment import classify_claim
+from citelock.records import Answer, ClaimCheck
+from citelock.text._segment import classify_claim
 
 __all__ = ["check_coverage"]
 

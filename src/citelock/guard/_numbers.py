@@ -1,6 +1,6 @@
 """``NUMBER_MISMATCH``: a number in a claim that occurs in none of its cited passages (free, deterministic).
 
-Numbers compare by magnitude (see :mod:`citelock._numbers`, the rule the offline judge shares): ``1,200``
+Numbers compare by magnitude (see :mod:`citelock.text._numbers`, the rule the offline judge shares): ``1,200``
 matches ``1200``, ``12%`` matches ``12 percent``, ``3.50`` matches ``3.5``; digits inside identifiers (``c-10``,
 ``v2``) are not numbers.
 
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal, InvalidOperation
 from itertools import permutations
 
-from citelock._numbers import extract_numbers, numbers_in_order
+from citelock.text._numbers import extract_numbers, numbers_in_order
 
 __all__ = ["MAX_OPERANDS", "derivable", "extract_numbers", "missing_numbers"]
 
@@ -87,7 +87,7 @@ def derivable(target: str, operands: Sequence[str], *, percent: bool = False, ar
     """Whether ``target`` is computed from two of ``operands`` (see the module docstring for the rule).
 
     Args:
-        target: The claim's number, canonical (as :func:`citelock._numbers.numbers_in_order` gives it).
+        target: The claim's number, canonical (as :func:`citelock.text._numbers.numbers_in_order` gives it).
         operands: Numbers the claim states that the cited passages contain, canonical; at most
             :data:`MAX_OPERANDS` are combined.
         percent: The claim writes ``target`` as a percent: try ``a / b`` and ``(a - b) / b`` times 100.

@@ -29,9 +29,14 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from citelock._errors import UsageError
-from citelock._parse import parse_answer
-from citelock._records import (
+from citelock.errors import UsageError
+from citelock.guard._provenance import PromptIndex
+from citelock.guard._run import check
+from citelock.guard._support import SupportCheck, SupportTarget, judge_support, require_routing_for
+from citelock.judges import Judge
+from citelock.judges._routing import Routing, shipped_routing
+from citelock.prompt._parse import parse_answer
+from citelock.records import (
     Answer,
     Finding,
     GuardReport,
@@ -39,11 +44,6 @@ from citelock._records import (
     PromptRecord,
     ReasonCode,
 )
-from citelock.guard._provenance import PromptIndex
-from citelock.guard._run import check
-from citelock.guard._support import SupportCheck, SupportTarget, judge_support, require_routing_for
-from citelock.judges import Judge
-from citelock.judges._routing import Routing, shipped_routing
 
 if TYPE_CHECKING:
     from citelock.store import ResultStore, ReviewQueue

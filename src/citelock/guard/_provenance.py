@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from citelock._normalize import normalize, raw_offset
-from citelock._records import Citation, CitationCheck, PlacedChunk, Placement, PromptRecord, ReasonCode
+from citelock.records import Citation, CitationCheck, PlacedChunk, Placement, PromptRecord, ReasonCode
+from citelock.text._normalize import normalize, raw_offset
 
 __all__ = ["DETAIL", "PromptIndex", "check_citation", "describe"]
 

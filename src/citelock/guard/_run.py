@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from citelock._grammar import quote_body
-from citelock._parse import parse_answer
-from citelock._records import (
+from citelock.constraint._grammar import quote_body
+from citelock.guard._coverage import check_coverage
+from citelock.guard._numbers import missing_numbers
+from citelock.guard._provenance import PromptIndex, check_citation, describe
+from citelock.prompt._parse import parse_answer
+from citelock.records import (
     Answer,
     Citation,
     CitationCheck,
@@ -21,9 +24,6 @@ from citelock._records import (
     PromptRecord,
     ReasonCode,
 )
-from citelock.guard._coverage import check_coverage
-from citelock.guard._numbers import missing_numbers
-from citelock.guard._provenance import PromptIndex, check_citation, describe
 
 __all__ = ["check"]
 

@@ -25,11 +25,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from citelock._errors import InputError, UsageError
-from citelock._records import Finding, Layer, PlacedChunk, PromptRecord, ReasonCode, Verdict, VerdictLabel
+from citelock.errors import InputError, UsageError
 from citelock.guard._provenance import PromptIndex
 from citelock.judges import Judge
 from citelock.judges._routing import Route, Routing
+from citelock.records import Finding, Layer, PlacedChunk, PromptRecord, ReasonCode, Verdict, VerdictLabel
 
 __all__ = [
     "SupportCheck",

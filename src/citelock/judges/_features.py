@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from citelock._numbers import numbers_in_order
+from citelock.text._numbers import numbers_in_order
 
 __all__ = [
     "FEATURE_NAMES",
@@ -141,7 +141,7 @@ def _normalize_number(token: str) -> str:
 
 
 def numbers_in(text: str) -> list[str]:
-    """The numbers in ``text`` (citation markers ignored), by the guard's rule (:mod:`citelock._numbers`)."""
+    """The numbers in ``text`` (citation markers ignored), by the guard's rule (:mod:`citelock.text._numbers`)."""
     return numbers_in_order(_MARKER.sub(" ", text))
 
 

@@ -8,10 +8,10 @@ as the offline judge's routing: ``yes`` = route ``pass``, ``partial`` = ``review
 
 from __future__ import annotations
 
-from citelock._errors import UsageError
-from citelock._records import Verdict
+from citelock.errors import UsageError
 from citelock.judges._features import content_tokens
 from citelock.judges._params import load_params
+from citelock.records import Verdict
 
 __all__ = ["LexicalJudge", "lexical_overlap"]
 

@@ -18,9 +18,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from citelock._errors import InputError, MissingExtraError, RuntimeFailure
-from citelock._records import Verdict
-from citelock._templates import prompts_dir
+from citelock.errors import InputError, MissingExtraError, RuntimeFailure
+from citelock.prompt._templates import prompts_dir
+from citelock.records import Verdict
 
 __all__ = [
     "LABEL_SCORES",
@@ -164,7 +164,7 @@ class LlamaCppCompleter:
             import llama_cpp
         except ImportError:
             raise MissingExtraError("local", "llama_cpp") from None
-        from citelock.backends._llama import load_llama, locate_model
+        from citelock.runtime._llama import load_llama, locate_model
 
         path = Path(model_path) if model_path is not None else locate_model("smollm2")
         if not path.is_file():

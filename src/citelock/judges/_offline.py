@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from citelock._errors import RuntimeFailure
-from citelock._records import Verdict
+from citelock.errors import RuntimeFailure
 from citelock.judges._features import (
     FEATURE_NAMES,
     FEATURE_SET_VERSION,
@@ -25,6 +24,7 @@ from citelock.judges._features import (
     verbatim_in,
 )
 from citelock.judges._params import load_params
+from citelock.records import Verdict
 
 __all__ = ["VETO_FEATURES", "VETO_RULES", "VETO_SCORE_CAP", "OfflineJudge"]
 

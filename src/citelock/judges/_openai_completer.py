@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from citelock._errors import UsageError
 from citelock.backends._openai import OpenAIBackend, _output_text, chat_completion
+from citelock.errors import UsageError
 
 __all__ = ["OpenAICompleter"]
 

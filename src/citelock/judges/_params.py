@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from citelock._errors import RuntimeFailure
+from citelock.errors import RuntimeFailure
 
 __all__ = ["PARAMS_DIR", "load_params"]
 

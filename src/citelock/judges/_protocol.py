@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from citelock._records import Verdict
+from citelock.records import Verdict
 
 __all__ = ["Judge"]
 

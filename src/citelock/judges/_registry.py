@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from citelock._errors import UsageError
+from citelock.errors import UsageError
 from citelock.judges._protocol import Judge
 
 __all__ = ["DEFAULT_JUDGE", "JUDGE_NAMES", "default_judge", "make_judge"]

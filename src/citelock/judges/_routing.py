@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from citelock._errors import InputError
+from citelock.errors import InputError
 from citelock.judges._params import PARAMS_DIR
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 
-from citelock._errors import MissingExtraError
+from citelock.errors import MissingExtraError
 
 __all__ = ["make_engine", "to_url"]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from sqlalchemy import Column, DateTime, Engine, MetaData, String, Table, Text, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 
-from citelock._errors import InputError, StoreIntegrityError
-from citelock._prompt import messages_sha256
-from citelock._records import PromptRecord
+from citelock.errors import InputError, StoreIntegrityError
+from citelock.prompt._serialize import messages_sha256
+from citelock.records import PromptRecord
 from citelock.store._engine import make_engine
 
 __all__ = ["PromptLog"]

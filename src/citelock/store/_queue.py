@@ -45,8 +45,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
-from citelock._errors import InputError
-from citelock._records import Finding, ReasonCode, VerdictLabel
+from citelock.errors import InputError
+from citelock.records import Finding, ReasonCode, VerdictLabel
 from citelock.store._engine import make_engine
 from citelock.store._tables import create_tables
 

@@ -9,10 +9,10 @@ from typing import Any, NoReturn
 import typer
 from pydantic import ValidationError
 
-from citelock._cli._app import EXIT_INPUT
-from citelock._errors import CitelockError
-from citelock._prompt import record_from_messages
-from citelock._records import PromptRecord
+from citelock.cli._app import EXIT_INPUT
+from citelock.errors import CitelockError
+from citelock.prompt._serialize import record_from_messages
+from citelock.records import PromptRecord
 
 __all__ = ["MAX_INPUT_BYTES", "fail", "load_prompt", "load_store_ids", "read_json", "read_text"]
 

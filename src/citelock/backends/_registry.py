@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from citelock._errors import UsageError
 from citelock.backends._protocol import Backend
+from citelock.errors import UsageError
 
 __all__ = ["BACKEND_NAMES", "make_backend"]
 

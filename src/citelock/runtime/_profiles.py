@@ -28,15 +28,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from citelock._errors import UsageError
-from citelock._records import Context
-from citelock._schema import (
+from citelock.constraint._schema import (
     BackendLimits,
     CitationSchema,
     SchemaOptions,
     SpanPolicy,
     fit_schema,
 )
+from citelock.errors import UsageError
+from citelock.records import Context
 
 __all__ = [
     "PROFILES",
@@ -247,7 +247,7 @@ def fit_for_profile(
     """The strongest schema at or below ``policy`` that ``profile``'s server takes, with any downgrade recorded.
 
     Every rule of a profile is part of its :class:`BackendLimits` (OpenAI's large-enum quota and total schema
-    characters included), so this is :func:`citelock._schema.fit_schema` with the profile's limits: the same
+    characters included), so this is :func:`citelock.constraint._schema.fit_schema` with the profile's limits: the same
     downgrade ``citelock.answer`` applies to any backend.
 
     Raises:

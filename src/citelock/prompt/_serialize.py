@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from citelock._context import coerce_chunks
-from citelock._errors import InputError
-from citelock._normalize import compress_offsets, normalize, normalize_with_map
-from citelock._records import (
+from citelock.errors import InputError
+from citelock.prompt._assemble import coerce_chunks
+from citelock.prompt._templates import PromptTemplate, load_template
+from citelock.records import (
     Chunk,
     Context,
     Message,
@@ -29,7 +29,7 @@ from citelock._records import (
     PromptRecord,
     TemplateRef,
 )
-from citelock._templates import PromptTemplate, load_template
+from citelock.text._normalize import compress_offsets, normalize, normalize_with_map
 
 __all__ = ["MIN_TRUNCATED_PREFIX", "messages_sha256", "record_from_messages", "serialize"]
 

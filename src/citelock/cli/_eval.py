@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from citelock._cli._app import EXIT_FINDINGS, EXIT_OK, app
-from citelock._cli._io import fail
-from citelock._errors import CitelockError, UsageError
+from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app
+from citelock.cli._io import fail
+from citelock.errors import CitelockError, UsageError
 
 __all__ = ["eval_app", "make_judge"]
 
@@ -127,8 +127,8 @@ MODES = ("naive", "quote", "quote_sentence", "substring", "sentence", "id")
 def local_modes(names: list[str], *, model: str, max_chars: int, max_tokens: int) -> dict[str, Any]:
     """Mode callables on the bundled local model: ``naive`` (free text) and the constrained span policies."""
     import citelock
-    from citelock._schema import SchemaOptions
     from citelock.backends._local import LocalBackend, NaiveBackend
+    from citelock.constraint._schema import SchemaOptions
 
     options = SchemaOptions(max_claims=2, max_citations=1, max_text_chars=100, max_span_chars=60)
     constrained = LocalBackend(model)

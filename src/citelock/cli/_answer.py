@@ -13,16 +13,16 @@ from typing import Annotated, Literal
 import typer
 from pydantic import ValidationError
 
-from citelock._answer import GuardedAnswer, RenderStyle, UnparsedAnswerError
-from citelock._answer import answer as run_answer
-from citelock._cli._app import EXIT_FINDINGS, EXIT_OK, app
-from citelock._cli._check import CALIBRATION_HELP, ESCALATE_HELP, ON_FAIL_HELP, surface_options
-from citelock._cli._io import fail, read_text
-from citelock._errors import CitelockError, UsageError
-from citelock._records import Chunk
-from citelock._schema import POLICY_ORDER, SpanPolicy
 from citelock.backends._protocol import Backend
+from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app
+from citelock.cli._check import CALIBRATION_HELP, ESCALATE_HELP, ON_FAIL_HELP, surface_options
+from citelock.cli._io import fail, read_text
+from citelock.constraint._schema import POLICY_ORDER, SpanPolicy
+from citelock.errors import CitelockError, UsageError
 from citelock.judges import DEFAULT_JUDGE
+from citelock.pipeline import GuardedAnswer, RenderStyle, UnparsedAnswerError
+from citelock.pipeline import answer as run_answer
+from citelock.records import Chunk
 from citelock.store import ResultStore, ReviewQueue
 
 __all__ = ["answer", "default_db", "lexical_top_k", "read_chunks"]
@@ -194,7 +194,7 @@ def answer(
     if top_k is not None:
         chunks = lexical_top_k(question, chunks, top_k)
     try:
-        from citelock.backends._factory import make_backend
+        from citelock.backends._registry import make_backend
 
         if backend == "openai":
             from citelock.backends._openai import OpenAIBackend

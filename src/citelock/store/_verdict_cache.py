@@ -14,8 +14,8 @@ from typing import Protocol
 from sqlalchemy import Column, Float, MetaData, String, Table, Text, select
 from sqlalchemy.exc import IntegrityError
 
-from citelock._records import Verdict
 from citelock.judges._protocol import Judge
+from citelock.records import Verdict
 from citelock.store import make_engine
 
 __all__ = ["CacheKey", "CachedJudge", "MemoryVerdictCache", "SqlVerdictCache", "VerdictCache", "cache_key"]

@@ -22,9 +22,9 @@ from typing import Annotated, Any
 import typer
 
 from citelock import judges
-from citelock._cli._app import EXIT_OK, app
-from citelock._cli._io import fail
-from citelock._errors import CitelockError, UsageError
+from citelock.cli._app import EXIT_OK, app
+from citelock.cli._io import fail
+from citelock.errors import CitelockError, UsageError
 from citelock.evals._calibration import (
     CALIBRATION_DEFINITIONS,
     ROUTING_DEFINITIONS,

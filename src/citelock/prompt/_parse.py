@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from citelock._errors import ParseError
-from citelock._records import Answer, Citation, Claim
-from citelock._segment import split_sentences
+from citelock.errors import ParseError
+from citelock.records import Answer, Citation, Claim
+from citelock.text._segment import split_sentences
 
 __all__ = ["ABSTENTION_SENTENCE", "DEFAULT_MARKERS", "MarkerPattern", "parse_answer", "parse_free_text"]
 

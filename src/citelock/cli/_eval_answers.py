@@ -8,10 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from citelock._cli._app import EXIT_OK
-from citelock._cli._eval import JUDGES, eval_app, make_judge
-from citelock._cli._io import fail
-from citelock._errors import CitelockError
+from citelock.cli._app import EXIT_OK
+from citelock.cli._eval import JUDGES, eval_app, make_judge
+from citelock.cli._io import fail
+from citelock.errors import CitelockError
 from citelock.judges import DEFAULT_JUDGE
 
 __all__ = ["answers"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from citelock._errors import ConstraintViolationError, InputError, MissingExtraError, UsageError
+from citelock.errors import ConstraintViolationError, InputError, MissingExtraError, UsageError
 
 __all__ = [
     "MODELS",

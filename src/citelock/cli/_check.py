@@ -10,15 +10,15 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from citelock._cli._app import EXIT_FINDINGS, EXIT_OK, app
-from citelock._cli._io import fail, load_prompt, load_store_ids, read_json, read_text
-from citelock._errors import CitelockError, ParseError, UsageError
-from citelock._parse import parse_answer
-from citelock._records import GuardReport
+from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app
+from citelock.cli._io import fail, load_prompt, load_store_ids, read_json, read_text
+from citelock.errors import CitelockError, ParseError, UsageError
 from citelock.guard import PolicyResult, SurfacePolicy, guard, resolve_routing
 from citelock.guard import check as run_guard
 from citelock.judges import DEFAULT_JUDGE, CachedJudge, Judge, make_judge
 from citelock.judges._routing import Routing, load_surface_routing
+from citelock.prompt._parse import parse_answer
+from citelock.records import GuardReport
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = [

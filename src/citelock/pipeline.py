@@ -20,15 +20,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from citelock._context import assemble
-from citelock._errors import ParseError, UsageError
-from citelock._parse import parse_answer
-from citelock._prompt import serialize
-from citelock._records import Answer, Chunk, Context, DroppedChunk, Finding, GuardReport, PromptRecord
-from citelock._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
-from citelock._templates import PromptTemplate
-from citelock.backends._errors import TruncatedOutputError
 from citelock.backends._protocol import Backend, Generation
+from citelock.constraint._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
+from citelock.errors import ParseError, UsageError
 from citelock.guard import (
     ClaimOutcome,
     Decision,
@@ -40,6 +34,12 @@ from citelock.guard import (
     resolve_routing,
 )
 from citelock.judges import Judge
+from citelock.prompt._assemble import assemble
+from citelock.prompt._parse import parse_answer
+from citelock.prompt._serialize import serialize
+from citelock.prompt._templates import PromptTemplate
+from citelock.records import Answer, Chunk, Context, DroppedChunk, Finding, GuardReport, PromptRecord
+from citelock.runtime._errors import TruncatedOutputError
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = [

@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 
-from citelock._cli._app import app
-from citelock._cli._io import fail
-from citelock._cli._queue import DbOption, resolve_db
-from citelock._errors import CitelockError
-from citelock.evals._metrics import ALL, MetricsReport, metrics_from_store
+from citelock.cli._app import app
+from citelock.cli._io import fail
+from citelock.cli._queue import DbOption, resolve_db
+from citelock.errors import CitelockError
+from citelock.metrics._compute import ALL, MetricsReport, metrics_from_store
 
 __all__ = ["metrics"]
 
@@ -37,7 +37,7 @@ def metrics(
     except CitelockError as exc:
         fail(f"cannot read metrics from {target}: {exc}")
     if png is not None:
-        from citelock.evals._charts import metrics_chart
+        from citelock.metrics._charts import metrics_chart
 
         try:
             metrics_chart(report, png, title=f"citelock metrics{f' — {surface}' if surface else ''}")

@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine
 
-from citelock._records import ReasonCode
 from citelock.guard import PolicyResult
+from citelock.records import ReasonCode
 from citelock.store import QueueEntry, Resolution, ResultStore, ReviewQueue, make_engine
 
 __all__ = ["METRIC_DEFINITIONS", "MetricValue", "MetricsReport", "compute_metrics", "metrics_from_store"]

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from citelock._errors import MissingExtraError
-from citelock.evals._metrics import ALL, MetricsReport
+from citelock.errors import MissingExtraError
+from citelock.metrics._compute import ALL, MetricsReport
 
 __all__ = ["metrics_chart"]
 

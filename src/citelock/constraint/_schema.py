@@ -35,8 +35,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Literal
 
-from citelock._errors import ConstraintViolationError, UsageError
-from citelock._grammar import (
+from citelock.constraint._grammar import (
     QUOTE_LEAD_INS,
     QUOTE_MIN_WORDS,
     Bounds,
@@ -48,9 +47,10 @@ from citelock._grammar import (
     schema_quote_sentence,
     schema_sentence,
 )
-from citelock._normalize import normalize
-from citelock._records import Answer, Citation, Claim, Context
-from citelock._segment import split_sentences
+from citelock.errors import ConstraintViolationError, UsageError
+from citelock.records import Answer, Citation, Claim, Context
+from citelock.text._normalize import normalize
+from citelock.text._segment import split_sentences
 
 __all__ = [
     "DOWNGRADES",
@@ -325,7 +325,7 @@ class CitationSchema:
         Built on first use (it is not needed for decoding). For ``substring`` and ``quote`` a validator checks that
         the span (the claim text, for ``quote``) is verbatim in the chosen chunk.
         """
-        from citelock._schema_model import build_model
+        from citelock.constraint._model import build_model
 
         return build_model(self)
 

@@ -18,7 +18,7 @@ __all__ = [
     "retryable_status",
 ]
 
-from citelock._errors import RuntimeFailure
+from citelock.errors import RuntimeFailure
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 

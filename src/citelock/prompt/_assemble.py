@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from citelock._errors import BudgetExceededError, InputError
-from citelock._records import Chunk, Context, DroppedChunk
-from citelock._templates import PromptTemplate, load_template
+from citelock.errors import BudgetExceededError, InputError
+from citelock.prompt._templates import PromptTemplate, load_template
+from citelock.records import Chunk, Context, DroppedChunk
 
 __all__ = ["assemble", "coerce_chunks", "render_messages"]
 

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from citelock._cli._app import EXIT_OK, app
-from citelock._cli._io import fail
-from citelock._errors import CitelockError
+from citelock.cli._app import EXIT_OK, app
+from citelock.cli._io import fail
+from citelock.errors import CitelockError
 from citelock.store import QueueEntry, Resolution, ReviewQueue
 
 __all__ = ["open_queue", "queue_app", "resolve_db"]

@@ -10,12 +10,12 @@ from string import Formatter
 from typing import Literal
 from xml.sax.saxutils import escape as _xml_escape
 
-from citelock._errors import InputError, UsageError
+from citelock.errors import InputError, UsageError
 
 __all__ = ["PromptTemplate", "load_template", "prompts_dir"]
 
-_PACKAGE_PROMPTS = Path(__file__).parent / "prompts"
-_SOURCE_PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
+_PACKAGE_PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
+_SOURCE_PROMPTS = Path(__file__).resolve().parents[3] / "prompts"
 
 
 def prompts_dir() -> Path:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from citelock._grammar import quote_body
-from citelock._normalize import normalize
+from citelock.constraint._grammar import quote_body
+from citelock.text._normalize import normalize
 
 if TYPE_CHECKING:
-    from citelock._schema import CitationSchema
+    from citelock.constraint._schema import CitationSchema
 
 __all__ = ["build_model"]
 

@@ -4,7 +4,7 @@
 SmolLM2-135M-Instruct GGUF, waits until ``/v1/models`` answers, and stops it (a context manager). ``citelock
 serve`` runs the same thing in the foreground.
 
-The server is launched through this module (``python -m citelock.backends._server ARGS``), which runs
+The server is launched through this module (``python -m citelock.runtime._server ARGS``), which runs
 llama-cpp-python's own server entry point with the same arguments. It exists for one switch: weight repacking
 (llama.cpp's "extra buffer types", the AMX/AVX repacked matmul path) is off unless ``--repack`` is given.
 Measured on a CPU with AMX under a kernel that does not grant AMX tile state, the repacked path crashes the
@@ -32,8 +32,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from citelock._errors import MissingExtraError, UsageError
-from citelock.backends._errors import BackendError
+from citelock.errors import MissingExtraError, UsageError
+from citelock.runtime._errors import BackendError
 
 __all__ = ["ManagedServer", "ServerStartError", "bundled_model_path", "free_port"]
 
@@ -48,7 +48,7 @@ def bundled_model_path() -> Path:
     Raises:
         MissingExtraError: the package is not installed.
     """
-    from citelock.backends._llama import locate_model
+    from citelock.runtime._llama import locate_model
 
     return locate_model("smollm2")
 
@@ -124,7 +124,7 @@ class ManagedServer:
         args = [
             sys.executable,
             "-m",
-            "citelock.backends._server",
+            "citelock.runtime._server",
             "--model",
             str(self.model),
             "--host",
@@ -237,7 +237,7 @@ def _run_llama_server(argv: list[str]) -> None:
     import llama_cpp
     from llama_cpp.server.__main__ import main
 
-    from citelock.backends._llama import without_extra_buffer_types
+    from citelock.runtime._llama import without_extra_buffer_types
 
     sys.argv = ["llama_cpp.server", *argv]
     if repack:

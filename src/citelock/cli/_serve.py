@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from citelock._cli._app import EXIT_FINDINGS, app
-from citelock._cli._io import fail
-from citelock._errors import CitelockError, UsageError
+from citelock.cli._app import EXIT_FINDINGS, app
+from citelock.cli._io import fail
+from citelock.errors import CitelockError, UsageError
 
 __all__ = ["serve"]
 
@@ -34,7 +34,7 @@ def serve(
     Same as ``python -m llama_cpp.server --model MODEL --host HOST --port PORT``. Then, for example:
     ``citelock answer --backend openai --base-url http://127.0.0.1:8080/v1 -q ... --chunks ...``.
     """
-    from citelock.backends._server import ManagedServer
+    from citelock.runtime._server import ManagedServer
 
     try:
         server = ManagedServer(model, host=host, port=port or None, n_ctx=n_ctx, n_threads=threads, repack=repack)

@@ -1,0 +1,1 @@
+"""Constraints: backend limits, the per-request citation schema, its grammar and pydantic model."""

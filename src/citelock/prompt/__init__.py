@@ -1,0 +1,1 @@
+"""Prompts: templates, assembly under a budget, serialization, the prompt index, answer parsing."""

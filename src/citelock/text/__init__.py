@@ -1,0 +1,1 @@
+"""Text tools: normalization, numbers, sentence and claim segmentation."""
