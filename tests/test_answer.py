@@ -87,7 +87,7 @@ def test_naive_unparseable_output_raises_with_the_raw_text() -> None:
     with pytest.raises(citelock.UnparsedAnswerError, match="empty citation marker") as info:
         citelock.answer(QUESTION, CHUNKS, backend=fake)
     assert info.value.generation.text == "The bridge [] is long."
-    assert isinstance(info.value, citelock.ParseError)
+    assert isinstance(info.value, citelock.RuntimeFailure) and not isinstance(info.value, citelock.UsageError)
 
 
 def test_downgrade_is_recorded_on_the_answer() -> None:

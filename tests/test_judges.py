@@ -7,15 +7,11 @@ import pytest
 
 from citelock import Verdict
 from citelock.judges import (
-    CachedJudge,
     Judge,
     JudgeOutputError,
     LexicalJudge,
     LLMJudge,
-    MemoryVerdictCache,
     OfflineJudge,
-    SqlVerdictCache,
-    cache_key,
     choices_grammar,
     default_judge,
     lexical_overlap,
@@ -24,6 +20,7 @@ from citelock.judges import (
 )
 from citelock.judges._features import FEATURE_NAMES, extract_features, numbers_in
 from citelock.judges._params import PARAMS_DIR
+from citelock.store import CachedJudge, MemoryVerdictCache, SqlVerdictCache, cache_key
 
 PASSAGE = (
     "Acme Corp reported its annual results on Tuesday. Revenue grew 12% in 2023 to 4.1 billion dollars, "

@@ -10,9 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from citelock.cli import app
-from citelock.errors import UsageError
+from citelock.errors import BackendRefusalError, UsageError
 from citelock.judges import JudgeOutputError, LLMJudge, OpenAICompleter, make_judge
-from citelock.runtime._errors import BackendRefusalError
 from citelock.runtime._server import ManagedServer
 
 pytest.importorskip("openai")

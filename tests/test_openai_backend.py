@@ -10,7 +10,7 @@ import pytest
 import citelock
 from citelock.backends._openai import OpenAIBackend
 from citelock.constraint._schema import SchemaOptions, build_schema
-from citelock.runtime._errors import (
+from citelock.errors import (
     BackendConnectionError,
     BackendHTTPError,
     BackendRefusalError,

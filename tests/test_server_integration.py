@@ -22,7 +22,7 @@ import citelock
 from citelock.backends._instructor import InstructorBackend
 from citelock.backends._openai import OpenAIBackend, verify_output
 from citelock.constraint._schema import SchemaOptions
-from citelock.runtime._errors import TruncatedOutputError
+from citelock.errors import TruncatedOutputError
 from citelock.runtime._profiles import PROFILES
 from citelock.runtime._server import ManagedServer
 

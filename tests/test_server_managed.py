@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import citelock
-from citelock.runtime._server import ManagedServer, ServerStartError, bundled_model_path, free_port
+from citelock.errors import ServerStartError
+from citelock.runtime._server import ManagedServer, bundled_model_path, free_port
 
 
 def test_bundled_model_is_found_without_importing_its_package() -> None:

@@ -4,6 +4,7 @@ Assemble a prompt under a budget, log it exactly as sent, parse the answer, and 
 against the logged prompt. See the README for the two-minute tour.
 """
 
+from citelock._version import __version__
 from citelock.backends import Backend, FakeBackend, Generation
 from citelock.constraint._schema import (
     BackendLimits,
@@ -23,13 +24,13 @@ from citelock.errors import (
     ParseError,
     RuntimeFailure,
     StoreIntegrityError,
+    UnparsedAnswerError,
     UsageError,
 )
 from citelock.guard import check
 from citelock.pipeline import (
     GenerationStats,
     GuardedAnswer,
-    UnparsedAnswerError,
     answer,
     answer_async,
     guarded_answer_json_schema,
@@ -62,8 +63,6 @@ from citelock.records import (
 from citelock.store import PromptLog
 from citelock.text._normalize import normalize, normalize_with_map
 from citelock.text._segment import classify_claim, split_sentences
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MARKERS",

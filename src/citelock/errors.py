@@ -1,22 +1,62 @@
-"""The exception tree.
+"""Every exception citelock raises, in one tree.
 
-One root, :class:`CitelockError`. Usage mistakes (bad input, wrong arguments) and runtime failures
-(a backend that broke, a store that is corrupt) are separate branches, so callers can tell "fix your call"
-from "retry or page someone". Findings about an answer are never exceptions: they are values in a
-:class:`~citelock.GuardReport`.
+One root, :class:`CitelockError`, and two branches, so a caller can tell "fix your call" from "retry, or page
+someone" by type, never by message::
+
+    CitelockError
+    ├── UsageError                    fix the call; retrying the same call fails again
+    │   ├── InputError (ValueError)   malformed input data: what was expected, what arrived, where
+    │   │   ├── ParseError            an answer given to citelock cannot be parsed (.where)
+    │   │   └── AlreadyResolvedError  a review-queue entry resolves exactly once
+    │   ├── BudgetExceededError       the context does not fit max_chars and dropping was not allowed
+    │   └── MissingExtraError (ImportError)  an optional dependency is missing (.extra, .module)
+    └── RuntimeFailure                something failed while running: the model, the server, the store
+        ├── ModelOutputError          the model's output is unusable
+        │   ├── UnparsedAnswerError   an unconstrained answer cannot be parsed (.record, .generation)
+        │   ├── ConstraintViolationError  a constraining backend produced output outside the schema
+        │   └── JudgeOutputError      a judge answered other than one allowed word (.raw, .choices)
+        ├── StoreIntegrityError       a stored record no longer matches its hash, or an append-only rule
+        └── BackendError              a backend or server call failed (.provider .status .request_id
+            │                         .citelock_request_id .retryable)
+            ├── BackendTimeoutError
+            ├── BackendConnectionError
+            ├── ServerStartError      a managed server did not come up (message has its log tail)
+            ├── BackendHTTPError
+            │   └── SchemaRejectedError   the server refused the schema or grammar
+            ├── BackendRefusalError   the model refused (.refusal)
+            └── TruncatedOutputError  generation hit max_tokens mid-answer (.partial, .max_tokens)
+
+Findings about an answer are never exceptions: they are values in a :class:`~citelock.GuardReport`.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from citelock.records import Generation, PromptRecord
+
 __all__ = [
+    "AlreadyResolvedError",
+    "BackendConnectionError",
+    "BackendError",
+    "BackendHTTPError",
+    "BackendRefusalError",
+    "BackendTimeoutError",
     "BudgetExceededError",
     "CitelockError",
     "ConstraintViolationError",
     "InputError",
+    "JudgeOutputError",
     "MissingExtraError",
+    "ModelOutputError",
     "ParseError",
     "RuntimeFailure",
+    "SchemaRejectedError",
+    "ServerStartError",
     "StoreIntegrityError",
+    "TruncatedOutputError",
+    "UnparsedAnswerError",
     "UsageError",
 ]
 
@@ -62,5 +102,163 @@ class StoreIntegrityError(RuntimeFailure):
     """A stored record no longer matches its hash, or the store refused an append-only violation."""
 
 
-class ConstraintViolationError(RuntimeFailure):
+class ModelOutputError(RuntimeFailure):
+    """The model's output is unusable (the model, not the caller, is at fault)."""
+
+
+class ConstraintViolationError(ModelOutputError):
     """A backend claimed to constrain decoding but its output broke the constraint."""
+
+
+class UnparsedAnswerError(ModelOutputError):
+    """A backend's output could not be parsed as an answer (the naive baseline's "parse failure").
+
+    Attributes:
+        record: The logged prompt the output was generated for.
+        generation: The backend's raw output and accounting.
+        where: The offending position or field, when the parser named one.
+    """
+
+    def __init__(self, message: str, *, record: PromptRecord, generation: Generation, where: str | None = None) -> None:
+        self.record = record
+        self.generation = generation
+        self.where = where
+        super().__init__(f"request {record.request_id}: {message}; raw output {generation.text[:200]!r}")
+
+
+class JudgeOutputError(ModelOutputError):
+    """The judge model answered something other than exactly one of the allowed words."""
+
+    def __init__(self, raw: str, choices: tuple[str, ...]) -> None:
+        self.raw = raw
+        self.choices = choices
+        super().__init__(f"judge output should be exactly one of {', '.join(choices)}; got {raw!r}")
+
+
+class AlreadyResolvedError(InputError):
+    """The review-queue entry already has a resolution; an entry resolves exactly once."""
+
+
+_RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+def retryable_status(status: int | None) -> bool:
+    """Whether an HTTP status is worth retrying (timeouts, conflicts, rate limits, server errors)."""
+    return status in _RETRYABLE_STATUS
+
+
+class BackendError(RuntimeFailure):
+    """A backend call failed.
+
+    Attributes:
+        provider: Which backend or server kind failed (``openai``, ``llama-cpp-python``, ``instructor``...).
+        status: The HTTP status, when there was a response.
+        request_id: The provider's request id (``x-request-id`` header or completion id), when known.
+        citelock_request_id: The id of the logged prompt this call was for, when known.
+        retryable: True when sending the same request again may succeed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status: int | None = None,
+        request_id: str | None = None,
+        citelock_request_id: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.request_id = request_id
+        self.citelock_request_id = citelock_request_id
+        self.retryable = retryable
+        where = [f"provider={provider}"]
+        if status is not None:
+            where.append(f"status={status}")
+        if request_id:
+            where.append(f"request_id={request_id}")
+        if citelock_request_id:
+            where.append(f"prompt={citelock_request_id}")
+        where.append("retryable" if retryable else "not retryable")
+        super().__init__(f"{message} ({', '.join(where)})")
+
+
+class BackendTimeoutError(BackendError):
+    """The call did not complete in time (retryable)."""
+
+
+class BackendConnectionError(BackendError):
+    """The server could not be reached (retryable: it may be starting or restarting)."""
+
+
+class ServerStartError(BackendError):
+    """The managed server did not come up (it exited, or did not answer in time); the message has its log tail."""
+
+
+class BackendHTTPError(BackendError):
+    """The server answered with an error status; :attr:`retryable` follows the status."""
+
+
+class SchemaRejectedError(BackendHTTPError):
+    """The server refused the constraint itself (unsupported ``response_format``, schema too large).
+
+    Not retryable as is: send the schema another way (a different delivery in the server's profile) or a
+    weaker span policy.
+    """
+
+
+class BackendRefusalError(BackendError):
+    """The model refused to answer (OpenAI ``message.refusal``); :attr:`refusal` holds its text."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        refusal: str,
+        provider: str,
+        status: int | None = None,
+        request_id: str | None = None,
+        citelock_request_id: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.refusal = refusal
+        super().__init__(
+            message,
+            provider=provider,
+            status=status,
+            request_id=request_id,
+            citelock_request_id=citelock_request_id,
+            retryable=retryable,
+        )
+
+
+class TruncatedOutputError(BackendError):
+    """The output stopped at ``max_tokens`` before the JSON was complete.
+
+    Not retryable as is (the same budget truncates again); :attr:`partial` holds what arrived and
+    :attr:`max_tokens` the budget it hit.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        partial: str,
+        max_tokens: int,
+        provider: str,
+        status: int | None = None,
+        request_id: str | None = None,
+        citelock_request_id: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.partial = partial
+        self.max_tokens = max_tokens
+        super().__init__(
+            message,
+            provider=provider,
+            status=status,
+            request_id=request_id,
+            citelock_request_id=citelock_request_id,
+            retryable=retryable,
+        )

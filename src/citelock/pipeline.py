@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from citelock.backends._protocol import Backend, Generation
 from citelock.constraint._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
-from citelock.errors import ParseError, UsageError
+from citelock.errors import ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
 from citelock.guard import (
     ClaimOutcome,
     Decision,
@@ -39,7 +39,6 @@ from citelock.prompt._parse import parse_answer
 from citelock.prompt._serialize import serialize
 from citelock.prompt._templates import PromptTemplate
 from citelock.records import Answer, Chunk, Context, DroppedChunk, Finding, GuardReport, PromptRecord
-from citelock.runtime._errors import TruncatedOutputError
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = [
@@ -48,7 +47,6 @@ __all__ = [
     "GenerationStats",
     "GuardedAnswer",
     "RenderStyle",
-    "UnparsedAnswerError",
     "answer",
     "answer_async",
     "guarded_answer_json_schema",
@@ -159,20 +157,6 @@ class GuardedAnswer(_Record):
 def guarded_answer_json_schema() -> dict[str, Any]:
     """The JSON Schema of :class:`GuardedAnswer` (for ``schemas/``)."""
     return GuardedAnswer.model_json_schema()
-
-
-class UnparsedAnswerError(ParseError):
-    """A backend's output could not be parsed as an answer (the baseline's "parse failure").
-
-    Attributes:
-        record: The logged prompt the output was generated for.
-        generation: The backend's raw output and accounting.
-    """
-
-    def __init__(self, message: str, *, record: PromptRecord, generation: Generation) -> None:
-        self.record = record
-        self.generation = generation
-        super().__init__(f"request {record.request_id}: {message}; raw output {generation.text[:200]!r}")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -17,6 +18,7 @@ from uuid import uuid4
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
+    "Generation",
     "Answer",
     "Chunk",
     "ChunkStatus",
@@ -354,3 +356,32 @@ class GuardReport(_Record):
         for finding in self.findings:
             out[finding.reason.value] = out.get(finding.reason.value, 0) + 1
         return out
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a backend returns for one request.
+
+    Attributes:
+        text: The raw output text (JSON for constrained backends, prose for naive ones).
+        backend: Backend name (``local``, ``naive``, ``openai``, ``instructor``, ``fake``).
+        model: Model identifier.
+        enforced: The constraint was enforced during decoding (False for naive or unconstrained output).
+        prompt_tokens: Prompt tokens, if known.
+        completion_tokens: Generated tokens, if known.
+        latency_s: Wall time of the call in seconds.
+        first_token_s: Time to first token in seconds, if measured.
+        finish_reason: ``stop``, ``length`` (hit max_tokens) or backend-specific.
+        notes: Anything the backend wants recorded (downgrades, reasks, warnings).
+    """
+
+    text: str
+    backend: str
+    model: str
+    enforced: bool
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float = 0.0
+    first_token_s: float | None = None
+    finish_reason: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)

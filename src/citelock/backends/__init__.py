@@ -11,18 +11,19 @@ from citelock.backends._local import LOCAL_LIMITS, LocalBackend, NaiveBackend
 from citelock.backends._openai import OpenAIBackend, OpenAIGeneration
 from citelock.backends._protocol import AsyncBackend, Backend, Generation
 from citelock.backends._registry import BACKEND_NAMES, make_backend
-from citelock.runtime._errors import (
+from citelock.errors import (
     BackendConnectionError,
     BackendError,
     BackendHTTPError,
     BackendRefusalError,
     BackendTimeoutError,
     SchemaRejectedError,
+    ServerStartError,
     TruncatedOutputError,
 )
 from citelock.runtime._llama import MODELS, ModelSpec, locate_model
 from citelock.runtime._profiles import PROFILES, Delivery, ServerProfile, fit_for_profile, get_profile
-from citelock.runtime._server import ManagedServer, ServerStartError
+from citelock.runtime._server import ManagedServer
 
 __all__ = [
     "BACKEND_NAMES",

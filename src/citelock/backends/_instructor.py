@@ -25,10 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model,
 from citelock.backends._openai import OpenAIBackend, map_openai_error, verify_output
 from citelock.backends._protocol import Generation
 from citelock.constraint._schema import BackendLimits, CitationSchema
-from citelock.errors import MissingExtraError, UsageError
-from citelock.guard import check
-from citelock.records import Answer, Citation, Claim, Layer, PromptRecord
-from citelock.runtime._errors import BackendError, TruncatedOutputError
+from citelock.errors import BackendError, MissingExtraError, TruncatedOutputError, UsageError
+from citelock.prompt._index import PromptIndex, check_citation, describe
+from citelock.records import Answer, Citation, Claim, PromptRecord
 from citelock.runtime._profiles import ServerProfile
 
 __all__ = ["InstructorBackend", "InstructorGeneration", "citation_model"]
@@ -114,13 +113,18 @@ def citation_model(record: PromptRecord, schema: CitationSchema, profile: Server
                 for c in model.claims
             )
         )
-        report = check(record, answer, numbers=False)
-        bad = [f for f in report.findings if f.layer == Layer.PROVENANCE]
+        index = PromptIndex.build(record)
+        bad = []
+        for ci, claim_ in enumerate(answer.claims):
+            for xi, cited in enumerate(claim_.citations):
+                result = check_citation(index, cited, ci, xi, None)
+                if not result.passed and result.reason is not None:
+                    bad.append((result, describe(index, result), cited))
         if bad:
             lines = [
-                f"claims[{f.claim_index}].citations[{f.citation_index}]: {f.reason.value}: {f.detail} "
-                f"(chunk_id={f.chunk_id!r}, span={(f.span or '')[:80]!r})"
-                for f in bad
+                f"claims[{r.claim_index}].citations[{r.citation_index}]: {r.reason.value if r.reason else ''}: "
+                f"{detail} (chunk_id={c.chunk_id!r}, span={(c.span or '')[:80]!r})"
+                for r, detail, c in bad
             ]
             raise ValueError(
                 "citations must quote the cited source verbatim and cite only the sources given: " + "; ".join(lines)

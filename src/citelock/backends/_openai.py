@@ -23,18 +23,19 @@ from typing import Any
 
 from citelock.backends._protocol import Generation
 from citelock.constraint._schema import BackendLimits, CitationSchema, SchemaOptions, SpanPolicy
-from citelock.errors import MissingExtraError, UsageError
-from citelock.records import Context, PromptRecord
-from citelock.runtime._errors import (
+from citelock.errors import (
     BackendConnectionError,
     BackendError,
     BackendHTTPError,
     BackendRefusalError,
     BackendTimeoutError,
+    MissingExtraError,
     SchemaRejectedError,
     TruncatedOutputError,
+    UsageError,
     retryable_status,
 )
+from citelock.records import Context, PromptRecord
 from citelock.runtime._profiles import Delivery, ServerProfile, fit_for_profile, get_profile
 
 __all__ = ["OpenAIBackend", "OpenAIGeneration", "chat_completion", "map_openai_error", "verify_output"]

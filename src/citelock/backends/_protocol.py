@@ -7,44 +7,14 @@ same way for every backend, after the fact.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from citelock.records import PromptRecord
+from citelock.records import Generation, PromptRecord
 
 if TYPE_CHECKING:
     from citelock.constraint._schema import BackendLimits, CitationSchema
 
 __all__ = ["AsyncBackend", "Backend", "Generation"]
-
-
-@dataclass(frozen=True)
-class Generation:
-    """What a backend returns for one request.
-
-    Attributes:
-        text: The raw output text (JSON for constrained backends, prose for naive ones).
-        backend: Backend name (``local``, ``naive``, ``openai``, ``instructor``, ``fake``).
-        model: Model identifier.
-        enforced: The constraint was enforced during decoding (False for naive or unconstrained output).
-        prompt_tokens: Prompt tokens, if known.
-        completion_tokens: Generated tokens, if known.
-        latency_s: Wall time of the call in seconds.
-        first_token_s: Time to first token in seconds, if measured.
-        finish_reason: ``stop``, ``length`` (hit max_tokens) or backend-specific.
-        notes: Anything the backend wants recorded (downgrades, reasks, warnings).
-    """
-
-    text: str
-    backend: str
-    model: str
-    enforced: bool
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_s: float = 0.0
-    first_token_s: float | None = None
-    finish_reason: str | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 @runtime_checkable

@@ -18,9 +18,9 @@ from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app
 from citelock.cli._check import CALIBRATION_HELP, ESCALATE_HELP, ON_FAIL_HELP, surface_options
 from citelock.cli._io import fail, read_text
 from citelock.constraint._schema import POLICY_ORDER, SpanPolicy
-from citelock.errors import CitelockError, UsageError
+from citelock.errors import CitelockError, UnparsedAnswerError, UsageError
 from citelock.judges import DEFAULT_JUDGE
-from citelock.pipeline import GuardedAnswer, RenderStyle, UnparsedAnswerError
+from citelock.pipeline import GuardedAnswer, RenderStyle
 from citelock.pipeline import answer as run_answer
 from citelock.records import Chunk
 from citelock.store import ResultStore, ReviewQueue

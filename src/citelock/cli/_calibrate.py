@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from citelock import judges
+import citelock.judges as judges
 from citelock.cli._app import EXIT_OK, app
 from citelock.cli._io import fail
 from citelock.errors import CitelockError, UsageError

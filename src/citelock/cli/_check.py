@@ -15,11 +15,11 @@ from citelock.cli._io import fail, load_prompt, load_store_ids, read_json, read_
 from citelock.errors import CitelockError, ParseError, UsageError
 from citelock.guard import PolicyResult, SurfacePolicy, guard, resolve_routing
 from citelock.guard import check as run_guard
-from citelock.judges import DEFAULT_JUDGE, CachedJudge, Judge, make_judge
+from citelock.judges import DEFAULT_JUDGE, Judge, make_judge
 from citelock.judges._routing import Routing, load_surface_routing
 from citelock.prompt._parse import parse_answer
 from citelock.records import GuardReport
-from citelock.store import PromptLog, ResultStore, ReviewQueue
+from citelock.store import CachedJudge, PromptLog, ResultStore, ReviewQueue
 
 __all__ = [
     "CALIBRATION_HELP",

@@ -126,9 +126,9 @@ MODES = ("naive", "quote", "quote_sentence", "substring", "sentence", "id")
 
 def local_modes(names: list[str], *, model: str, max_chars: int, max_tokens: int) -> dict[str, Any]:
     """Mode callables on the bundled local model: ``naive`` (free text) and the constrained span policies."""
-    import citelock
     from citelock.backends._local import LocalBackend, NaiveBackend
     from citelock.constraint._schema import SchemaOptions
+    from citelock.pipeline import answer
 
     options = SchemaOptions(max_claims=2, max_citations=1, max_text_chars=100, max_span_chars=60)
     constrained = LocalBackend(model)
@@ -139,7 +139,7 @@ def local_modes(names: list[str], *, model: str, max_chars: int, max_tokens: int
         policy = "id" if name == "naive" else name
 
         def run(question: str, chunks: Any) -> Any:
-            return citelock.answer(
+            return answer(
                 question,
                 chunks,
                 backend=backend,
@@ -177,7 +177,7 @@ def compare(
     """Answer ExpertQA questions naively and under each span policy on the same model; write a report."""
     import time
 
-    import citelock
+    from citelock._version import __version__
     from citelock.evals._compare import human_support, load_expertqa, run_compare, summarize_compare
     from citelock.evals._harness import judge_label
     from citelock.evals._report import write_compare_report
@@ -207,7 +207,7 @@ def compare(
         "max_tokens": max_tokens,
         "temperature": 0.0,
         "judge": judge_label(chosen) if chosen is not None else "none (support not estimated)",
-        "citelock": citelock.__version__,
+        "citelock": __version__,
     }
     command = _command(
         "compare", "--out", out, *(["--limit", limit] if limit else []), "--kinds", kinds, "--modes", modes,

@@ -24,13 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from citelock.constraint._grammar import quote_body
-from citelock.errors import CitelockError, InputError
+from citelock.errors import CitelockError, InputError, TruncatedOutputError, UnparsedAnswerError
 from citelock.evals._datasets import parse_evidence
 from citelock.evals._journal import Journal
 from citelock.judges import Judge
-from citelock.pipeline import GuardedAnswer, UnparsedAnswerError
+from citelock.pipeline import GuardedAnswer
 from citelock.records import Chunk, ReasonCode
-from citelock.runtime._errors import TruncatedOutputError
 from citelock.text._normalize import normalize
 
 __all__ = [

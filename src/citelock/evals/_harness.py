@@ -165,7 +165,7 @@ def run_defects(
         command: The command line that reproduces the run (recorded in the configuration).
         corpus: A pre-generated corpus (must match ``seed``/``per_class``); generated when None.
     """
-    import citelock
+    from citelock._version import __version__
 
     config: dict[str, Any] = {
         "benchmark": "defects",
@@ -173,7 +173,7 @@ def run_defects(
         "per_class": per_class,
         "faithfulness_mode": mode,
         "judge": judge_label(judge),
-        "citelock": citelock.__version__,
+        "citelock": __version__,
     }
     started = time.perf_counter()
     corpus = corpus or generate_corpus(seed=seed, per_class=per_class)

@@ -14,7 +14,6 @@ from citelock.guard._policy import (
     iso_week,
     resolve_routing,
 )
-from citelock.guard._provenance import PromptIndex, check_citation
 from citelock.guard._run import check
 from citelock.guard._support import (
     SupportCheck,
@@ -24,6 +23,7 @@ from citelock.guard._support import (
     judge_support,
     require_routing_for,
 )
+from citelock.prompt._index import PromptIndex, check_citation
 
 __all__ = [
     "ClaimAction",

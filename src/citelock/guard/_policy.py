@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from citelock.errors import UsageError
-from citelock.guard._provenance import PromptIndex
 from citelock.guard._run import check
 from citelock.guard._support import SupportCheck, SupportTarget, judge_support, require_routing_for
 from citelock.judges import Judge
 from citelock.judges._routing import Routing, shipped_routing
+from citelock.prompt._index import PromptIndex
 from citelock.prompt._parse import parse_answer
 from citelock.records import (
     Answer,

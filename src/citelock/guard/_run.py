@@ -12,7 +12,7 @@ from typing import Any
 from citelock.constraint._grammar import quote_body
 from citelock.guard._coverage import check_coverage
 from citelock.guard._numbers import missing_numbers
-from citelock.guard._provenance import PromptIndex, check_citation, describe
+from citelock.prompt._index import PromptIndex, check_citation, describe
 from citelock.prompt._parse import parse_answer
 from citelock.records import (
     Answer,

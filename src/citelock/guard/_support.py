@@ -26,9 +26,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from citelock.errors import InputError, UsageError
-from citelock.guard._provenance import PromptIndex
 from citelock.judges import Judge
 from citelock.judges._routing import Route, Routing
+from citelock.prompt._index import PromptIndex
 from citelock.records import Finding, Layer, PlacedChunk, PromptRecord, ReasonCode, Verdict, VerdictLabel
 
 __all__ = [

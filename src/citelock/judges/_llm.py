@@ -18,13 +18,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from citelock.errors import InputError, MissingExtraError, RuntimeFailure
+from citelock.errors import InputError, JudgeOutputError, MissingExtraError, RuntimeFailure
 from citelock.prompt._templates import prompts_dir
 from citelock.records import Verdict
 
 __all__ = [
     "LABEL_SCORES",
-    "JudgeOutputError",
     "JudgePrompt",
     "LLMJudge",
     "LlamaCppCompleter",
@@ -32,15 +31,6 @@ __all__ = [
     "choices_grammar",
     "load_judge_prompt",
 ]
-
-
-class JudgeOutputError(RuntimeFailure):
-    """The judge model answered something other than exactly one of the allowed words."""
-
-    def __init__(self, raw: str, choices: tuple[str, ...]) -> None:
-        self.raw = raw
-        self.choices = choices
-        super().__init__(f"judge output should be exactly one of {', '.join(choices)}; got {raw!r}")
 
 
 @runtime_checkable

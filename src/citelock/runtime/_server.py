@@ -32,14 +32,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from citelock.errors import MissingExtraError, UsageError
-from citelock.runtime._errors import BackendError
+from citelock.errors import MissingExtraError, ServerStartError, UsageError
 
-__all__ = ["ManagedServer", "ServerStartError", "bundled_model_path", "free_port"]
-
-
-class ServerStartError(BackendError):
-    """The managed server did not come up (it exited, or did not answer in time); the message has its log tail."""
+__all__ = ["ManagedServer", "bundled_model_path", "free_port"]
 
 
 def bundled_model_path() -> Path:

@@ -45,13 +45,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
-from citelock.errors import InputError
+from citelock.errors import AlreadyResolvedError, InputError
 from citelock.records import Finding, ReasonCode, VerdictLabel
 from citelock.store._engine import make_engine
 from citelock.store._tables import create_tables
 
 __all__ = [
-    "AlreadyResolvedError",
     "CalibrationSample",
     "EscalationCategory",
     "Outcome",
@@ -163,10 +162,6 @@ class CalibrationSample(_Record):
     judge_label: str | None = None
     judge_version: str | None = None
     created_at: datetime
-
-
-class AlreadyResolvedError(InputError):
-    """The entry already has a resolution; an entry resolves exactly once."""
 
 
 def queue_entry_schema() -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""Guard ①, provenance: is each citation's id in this prompt, and is its span verbatim in that chunk as sent?
+"""The prompt index: where every chunk sits in a prompt as sent, and whether a citation is verbatim there.
+
+This is guard ①'s primitive (provenance): is each citation's id in this prompt, and is its span verbatim in
+that chunk as sent? It lives with the prompt, below the backends, so a backend that validates its own output
+(instructor) asks exactly the question the guard asks.
 
 Both sides are normalized identically (see :func:`citelock.normalize`). The order of the span checks is the
 order of the diagnosis: in the cited chunk (pass) → in the cut-off tail of a truncated chunk
