@@ -20,7 +20,7 @@ from rich.table import Table
 
 from citelock.evals import generate_corpus
 from citelock.evals._oracle import SeededEntailmentJudge
-from citelock.guard import JudgeAccounting, SurfacePolicy, guard
+from citelock.guard import Guard, JudgeAccounting, SurfacePolicy
 
 
 @dataclass
@@ -53,13 +53,8 @@ def main() -> None:
         caught = seeded = blocked = 0
         missed: Counter[str] = Counter()
         for item in corpus.items:
-            result = guard(
-                item.record,
-                item.answer,
-                policy=policy,
-                judge=judge if policy.sample_rate > 0 else None,
-                store=store,
-                ordering=ordering,
+            result = Guard(policy, judge if policy.sample_rate > 0 else None, ordering=ordering).run(
+                item.record, item.answer, store=store
             )
             total = total + result.accounting
             found = {(f.claim_index, f.reason) for f in result.report.findings}

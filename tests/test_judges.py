@@ -157,7 +157,8 @@ def test_cached_judge_hits_and_partial_fails() -> None:
     cached = CachedJudge(inner)
     first = cached.judge("plant in Ohio", PASSAGE)
     second = cached.judge("plant in Ohio", PASSAGE)
-    assert first == second and first.passed
+    assert second == first.model_copy(update={"cached": True}) and first.passed
+    assert not first.cached and second.cached  # a cache hit says so on the verdict
     assert len(inner.calls) == 1 and cached.hits == 1 and cached.misses == 1
     partial = cached.judge("a plant in Texas", PASSAGE)
     assert partial.label == "partial" and not partial.passed
@@ -182,7 +183,7 @@ def test_sqlite_cache_persists_across_instances(tmp_path: Path) -> None:
     v1 = CachedJudge(inner, db).judge("plant in Ohio", PASSAGE)
     again = CachedJudge(inner, SqlVerdictCache(db))
     v2 = again.judge("plant in Ohio", PASSAGE)
-    assert v1 == v2
+    assert v2 == v1.model_copy(update={"cached": True}) and v2.cached
     assert len(inner.calls) == 1 and again.hits == 1
 
 
@@ -199,7 +200,8 @@ def test_isolation_verdict_depends_only_on_claim_and_passage() -> None:
         busy.judge(other_claim, other_passage)
     in_context = busy.judge(claim, PASSAGE)
     assert in_context == alone
-    assert busy.judge(claim, PASSAGE) == alone  # served from the cache, still identical
+    hit = busy.judge(claim, PASSAGE)
+    assert hit.cached and hit.model_copy(update={"cached": False}) == alone  # served from the cache, still identical
 
 
 # --- LLM judge over a fake completer ---------------------------------------------------------------------

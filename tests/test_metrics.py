@@ -7,8 +7,9 @@ import pytest
 
 from citelock import MissingExtraError, PromptRecord
 from citelock.evals import METRIC_DEFINITIONS, compute_metrics, metrics_chart, metrics_from_store
-from citelock.guard import PolicyResult, SurfacePolicy, guard
+from citelock.guard import PolicyResult, SurfacePolicy
 from citelock.store import ResultStore, ReviewQueue
+from guarding import guard_and_store
 from test_support_fakes import REVENUE_CHUNKS, KeywordJudge, make_record
 
 WEEK1 = datetime(2025, 2, 12, 9, 0, tzinfo=UTC)  # 2025-W07
@@ -44,9 +45,9 @@ ANSWER_C = {"claims": [{"text": "Happy to help!"}, cite("Revenue grew 12%.", "c1
 def results(queue: ReviewQueue | None = None, store: ResultStore | None = None) -> list[PolicyResult]:
     judge = KeywordJudge()
     return [
-        guard(record("a", WEEK1), ANSWER_A, policy=HIGH, judge=judge, queue=queue, results=store),
-        guard(record("b", WEEK1), ANSWER_B, policy=HIGH, judge=judge, queue=queue, results=store),
-        guard(record("c", WEEK2), ANSWER_C, policy=OFF, judge=None, queue=queue, results=store),
+        guard_and_store(record("a", WEEK1), ANSWER_A, policy=HIGH, judge=judge, queue=queue, results=store),
+        guard_and_store(record("b", WEEK1), ANSWER_B, policy=HIGH, judge=judge, queue=queue, results=store),
+        guard_and_store(record("c", WEEK2), ANSWER_C, policy=OFF, judge=None, queue=queue, results=store),
     ]
 
 

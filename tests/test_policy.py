@@ -6,7 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from citelock import Chunk, ReasonCode, UsageError
-from citelock.guard import PolicyResult, SurfacePolicy, guard, iso_week
+from citelock.guard import Guard, PolicyResult, SurfacePolicy, iso_week
+from citelock.judges import DEFAULT_JUDGE
 from test_support_fakes import (
     REVENUE_CHUNKS,
     CountingCacheJudge,
@@ -74,31 +75,36 @@ def test_replayed_request_judges_the_same_citations() -> None:
     runs = []
     for _ in range(3):
         record = make_record("q?", REVENUE_CHUNKS, request_id="req-replay")
-        result = guard(record, claims, policy=policy, judge=KeywordJudge())
+        result = Guard(policy, KeywordJudge()).run(record, claims)
         runs.append([s.status for s in result.support])
     assert runs[0] == runs[1] == runs[2]
     assert {"judged", "skipped_sampling"} == set(runs[0])
     other_record = make_record("q?", REVENUE_CHUNKS, request_id="req-other")
-    other = guard(other_record, claims, policy=policy, judge=KeywordJudge())
+    other = Guard(policy, KeywordJudge()).run(other_record, claims)
     assert [s.status for s in other.support] != runs[0]
 
 
 def test_high_stakes_judges_every_survivor() -> None:
     claims = {"claims": [cite("Revenue grew 12%.", "c1") for _ in range(10)]}
-    result = guard(make_record("q?", REVENUE_CHUNKS), claims, policy=HIGH, judge=KeywordJudge())
+    result = Guard(HIGH, KeywordJudge()).run(make_record("q?", REVENUE_CHUNKS), claims)
     assert all(s.status == "judged" for s in result.support)
     assert result.accounting.judge_calls == 1  # identical (claim, passage) pairs are judged once per answer
     assert result.accounting.saved_by_sampling == 0
 
 
-def test_rate_zero_needs_no_judge_and_nonzero_does() -> None:
+def test_rate_zero_needs_no_judge_and_nonzero_gets_the_default() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
     none = SurfacePolicy(name="chat", stakes="low", sample_rate=0.0)
-    result = guard(record, {"claims": [cite("Dividends were suspended.", "c1")]}, policy=none, judge=None)
+    result = Guard(none, None).run(record, {"claims": [cite("Dividends were suspended.", "c1")]})
     assert result.decision == "pass"  # nothing deterministic fails, and nothing was judged
     assert result.accounting.saved_by_sampling == 1
-    with pytest.raises(UsageError, match="needs a support judge"):
-        guard(record, {"claims": [cite("x", "c1")]}, policy=HIGH, judge=None)
+    assert Guard(none).judge is None
+    judged = Guard(HIGH)  # a judging surface without a judge gets the default one, built with the guard
+    assert judged.judge is not None and judged.judge.name == DEFAULT_JUDGE
+    result = judged.run(record, {"claims": [cite("Revenue grew 12% in 2024.", "c1")]})
+    assert [s.status for s in result.support] == ["judged"] and result.support[0].judge == DEFAULT_JUDGE
+    with pytest.raises(UsageError, match="take effect with a policy"):
+        Guard(None, KeywordJudge())
 
 
 # --- ordering ------------------------------------------------------------------------------------------------
@@ -150,8 +156,8 @@ def test_ordering_catches_the_same_defects_with_fewer_calls() -> None:
     for request_id, chunks, answer in answers:
         record = make_record("What rose?", chunks, request_id=request_id)
         ordered_judge, all_judge = RecordingJudge(), RecordingJudge()
-        ordered = guard(record, answer, policy=HIGH, judge=ordered_judge)
-        everything = guard(record, answer, policy=HIGH, judge=all_judge, ordering=False)
+        ordered = Guard(HIGH, ordered_judge).run(record, answer)
+        everything = Guard(HIGH, all_judge, ordering=False).run(record, answer)
         defective = {ci for ci, _ in _defects(ordered)}
         assert defective == {ci for ci, _ in _defects(everything)}, request_id
         assert ordered.decision == everything.decision
@@ -170,7 +176,7 @@ def test_ordering_catches_the_same_defects_with_fewer_calls() -> None:
 def test_citations_failing_numbers_are_not_judged() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
     judge = RecordingJudge()
-    result = guard(record, {"claims": [cite("Revenue grew 15%.", "c1")]}, policy=HIGH, judge=judge)
+    result = Guard(HIGH, judge).run(record, {"claims": [cite("Revenue grew 15%.", "c1")]})
     assert [f.reason for f in result.report.findings] == [ReasonCode.NUMBER_MISMATCH]
     assert judge.calls == []
     assert result.support[0].status == "skipped_ordering"
@@ -180,7 +186,7 @@ def test_citations_failing_numbers_are_not_judged() -> None:
 def test_accounting_partitions_every_citation() -> None:
     policy = SurfacePolicy(name="chat", stakes="low", sample_rate=0.5, seed=1)
     for request_id, chunks, answer in _seeded_answers(seed=9, count=20):
-        result = guard(make_record("q", chunks, request_id=request_id), answer, policy=policy, judge=KeywordJudge())
+        result = Guard(policy, KeywordJudge()).run(make_record("q", chunks, request_id=request_id), answer)
         statuses = [s.status for s in result.support]
         a = result.accounting
         assert a.citations == len(statuses) == len(result.report.citations)
@@ -201,8 +207,8 @@ def test_cache_hits_are_counted_from_a_caching_judge() -> None:
     judge = CountingCacheJudge()
     record = make_record("q?", REVENUE_CHUNKS)
     answer = {"claims": [cite("Revenue grew 12%.", "c1"), cite("Operating margins expanded.", "c2")]}
-    first = guard(record, answer, policy=HIGH, judge=judge)
-    second = guard(record, answer, policy=HIGH, judge=judge)
+    first = Guard(HIGH, judge).run(record, answer)
+    second = Guard(HIGH, judge).run(record, answer)
     assert first.accounting.cache_hits == 0
     assert second.accounting.cache_hits == second.accounting.judge_calls == 2
 
@@ -212,14 +218,14 @@ def test_cache_hits_are_counted_from_a_caching_judge() -> None:
 
 def test_high_stakes_fails_closed_on_judge_error() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
-    result = guard(record, {"claims": [cite("Revenue grew 12%.", "c1")]}, policy=HIGH, judge=FailingJudge())
+    result = Guard(HIGH, FailingJudge()).run(record, {"claims": [cite("Revenue grew 12%.", "c1")]})
     assert [f.reason for f in result.report.findings] == [ReasonCode.CHECK_ERROR]
     assert result.decision == "block"
 
 
 def test_low_stakes_records_judge_error_without_blocking() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
-    result = guard(record, {"claims": [cite("Revenue grew 12%.", "c1")]}, policy=LOW_ALL, judge=FailingJudge())
+    result = Guard(LOW_ALL, FailingJudge()).run(record, {"claims": [cite("Revenue grew 12%.", "c1")]})
     assert [f.reason for f in result.report.findings] == [ReasonCode.CHECK_ERROR]
     assert not result.report.ok
     assert result.decision == "pass"
@@ -234,8 +240,8 @@ def test_a_check_that_raises_fails_closed_on_high_stakes(monkeypatch: pytest.Mon
     monkeypatch.setattr(policy_module, "check", broken)
     record = make_record("q?", REVENUE_CHUNKS)
     answer = {"claims": [cite("Revenue grew 12%.", "c1")]}
-    high = guard(record, answer, policy=HIGH, judge=KeywordJudge())
-    low = guard(record, answer, policy=LOW_ALL, judge=KeywordJudge())
+    high = Guard(HIGH, KeywordJudge()).run(record, answer)
+    low = Guard(LOW_ALL, KeywordJudge()).run(record, answer)
     for result in (high, low):
         (finding,) = result.report.findings
         assert finding.reason is ReasonCode.CHECK_ERROR
@@ -246,14 +252,14 @@ def test_a_check_that_raises_fails_closed_on_high_stakes(monkeypatch: pytest.Mon
 
 def test_findings_block_on_any_surface() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
-    result = guard(record, {"claims": [cite("Revenue grew 12%.", "c-999")]}, policy=LOW_ALL, judge=KeywordJudge())
+    result = Guard(LOW_ALL, KeywordJudge()).run(record, {"claims": [cite("Revenue grew 12%.", "c-999")]})
     assert result.decision == "block"
     assert result.support[0].status == "no_passage"
 
 
 def test_result_round_trips_as_json_and_carries_the_week() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
-    result = guard(record, {"claims": [cite("Operating margins expanded.", "c1")]}, policy=HIGH, judge=KeywordJudge())
+    result = Guard(HIGH, KeywordJudge()).run(record, {"claims": [cite("Operating margins expanded.", "c1")]})
     assert PolicyResult.model_validate_json(result.model_dump_json()) == result
     assert result.week == iso_week(record)
     assert result.week.startswith(str(record.created_at.isocalendar()[0]))

@@ -9,9 +9,10 @@ import pytest
 
 import citelock
 from citelock import FakeBackend, ReasonCode
-from citelock.guard import ClaimOutcome, PolicyResult, SurfacePolicy, guard
+from citelock.guard import ClaimOutcome, PolicyResult, SurfacePolicy
 from citelock.judges._routing import Routing
 from citelock.store import PromptLog, ReviewQueue
+from guarding import guard_and_store
 from test_policy_routing import ROUTING, ShareJudge
 from test_support_fakes import REVENUE_CHUNKS, FailingJudge, make_record
 
@@ -32,7 +33,7 @@ def surface(on_fail: str, stakes: str = "high", **extra: object) -> SurfacePolic
 def run(*claims: dict[str, object], policy: SurfacePolicy, **kwargs: object) -> PolicyResult:
     record = make_record("What happened?", REVENUE_CHUNKS)
     judge = kwargs.pop("judge", None) or ShareJudge()
-    return guard(record, {"claims": list(claims)}, policy=policy, judge=judge, **kwargs)  # type: ignore[arg-type]
+    return guard_and_store(record, {"claims": list(claims)}, policy=policy, judge=judge, **kwargs)  # type: ignore[arg-type]
 
 
 def actions(result: PolicyResult) -> list[tuple[str, tuple[str, ...]]]:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from citelock import ReasonCode, UsageError, Verdict
-from citelock.guard import PolicyResult, SurfacePolicy, guard
+from citelock.guard import PolicyResult, SurfacePolicy
 from citelock.judges._routing import Routing
 from citelock.store import ReviewQueue
+from guarding import guard_and_store
 from test_support_fakes import REVENUE_CHUNKS, FailingJudge, KeywordJudge, content_words, make_record
 
 
@@ -53,7 +54,7 @@ def cite(text: str, chunk_id: str) -> dict[str, object]:
 
 def run(*claims: dict[str, object], policy: SurfacePolicy, judge: object = None, **kwargs: object) -> PolicyResult:
     record = make_record("What happened?", REVENUE_CHUNKS)
-    return guard(record, {"claims": list(claims)}, policy=policy, judge=judge or ShareJudge(), **kwargs)  # type: ignore[arg-type]
+    return guard_and_store(record, {"claims": list(claims)}, policy=policy, judge=judge or ShareJudge(), **kwargs)  # type: ignore[arg-type]
 
 
 HIGH = SurfacePolicy(name="billing", stakes="high", routing=ROUTING)
@@ -149,11 +150,11 @@ def test_review_escalates_to_the_stronger_judge_whose_label_decides(
 
 
 def test_an_escalation_with_its_own_shipped_routing_can_stay_in_review(monkeypatch: pytest.MonkeyPatch) -> None:
-    import citelock.guard._policy as policy_module
+    import citelock.guard._guard as guard_module
 
     strong_routing = Routing(pass_at=0.9, fail_below=0.1, judge="share-test", judge_version="2")
     monkeypatch.setattr(
-        policy_module, "shipped_routing", lambda name, version: strong_routing if version == "2" else None
+        guard_module, "shipped_routing", lambda name, version: strong_routing if version == "2" else None
     )
     strong = ShareJudge(version="2")
     result = run(cite("Revenue grew sharply in Europe.", "c1"), policy=HIGH, escalate=strong)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from citelock import Finding, InputError, Layer, ReasonCode
-from citelock.guard import SurfacePolicy, guard
+from citelock.guard import SurfacePolicy
 from citelock.store import AlreadyResolvedError, QueueEntry, ReviewQueue, queue_entry_schema
+from guarding import guard_and_store
 from test_support_fakes import REVENUE_CHUNKS, KeywordJudge, make_record
 
 
@@ -39,7 +40,7 @@ def finding(n: int, reason: ReasonCode = ReasonCode.UNSUPPORTED, passage: str = 
 def test_entry_carries_everything_a_reviewer_needs(target: str) -> None:
     queue = ReviewQueue(target)
     record = make_record("q?", REVENUE_CHUNKS, request_id="req-42")
-    result = guard(
+    result = guard_and_store(
         record,
         {"claims": [{"text": "Operating margins expanded.", "citations": [{"chunk_id": "c1"}]}]},
         policy=SurfacePolicy(name="billing", stakes="high"),

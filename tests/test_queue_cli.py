@@ -7,8 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from citelock.cli import app
-from citelock.guard import SurfacePolicy, guard
+from citelock.guard import SurfacePolicy
 from citelock.store import ReviewQueue
+from guarding import guard_and_store
 from test_support_fakes import REVENUE_CHUNKS, KeywordJudge, make_record
 
 runner = CliRunner()
@@ -28,7 +29,7 @@ def db(tmp_path: Path) -> Path:
         {"claims": [cite("Dividends were suspended.", "c1"), cite("Revenue grew 12%.", "c-405")]},
     ]
     for n, answer in enumerate(answers):
-        guard(
+        guard_and_store(
             make_record("q?", REVENUE_CHUNKS, request_id=f"r{n}"),
             answer,
             policy=policy,

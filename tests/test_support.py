@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from citelock import Chunk, InputError, Layer, ReasonCode, record_from_messages
-from citelock.guard import PromptIndex, SupportTarget, SurfacePolicy, guard, judge_support
+from citelock.guard import Guard, PromptIndex, SupportTarget, SurfacePolicy, judge_support
 from test_support_fakes import (
     REVENUE_CHUNKS,
     FailingJudge,
@@ -25,7 +25,7 @@ def cite(text: str, chunk_id: str, span: str | None = None) -> dict[str, object]
 def test_judge_sees_claim_and_the_one_cited_body_as_sent() -> None:
     record = make_record("How did revenue do?", REVENUE_CHUNKS)
     judge = RecordingJudge()
-    result = guard(record, {"claims": [cite("Revenue grew 12%.", "c1", "Revenue grew 12%")]}, policy=HIGH, judge=judge)
+    result = Guard(HIGH, judge).run(record, {"claims": [cite("Revenue grew 12%.", "c1", "Revenue grew 12%")]})
     body = PromptIndex.build(record).body(PromptIndex.build(record).by_id["c1"])
     assert judge.calls == [("Revenue grew 12%.", body)]
     assert "How did revenue do" not in judge.calls[0][1]
@@ -37,9 +37,7 @@ def test_judge_sees_claim_and_the_one_cited_body_as_sent() -> None:
 
 def test_partial_support_when_no_other_chunk_supports() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
-    result = guard(
-        record, {"claims": [cite("Revenue grew and dividends doubled.", "c1")]}, policy=HIGH, judge=KeywordJudge()
-    )
+    result = Guard(HIGH, KeywordJudge()).run(record, {"claims": [cite("Revenue grew and dividends doubled.", "c1")]})
     (finding,) = result.report.findings
     assert finding.reason is ReasonCode.PARTIAL_SUPPORT
     assert finding.layer is Layer.SUPPORT
@@ -57,7 +55,7 @@ def test_partial_support_when_no_other_chunk_supports() -> None:
 
 def test_wrong_chunk_names_the_supporting_chunk() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
-    result = guard(record, {"claims": [cite("Operating margins expanded.", "c1")]}, policy=HIGH, judge=KeywordJudge())
+    result = Guard(HIGH, KeywordJudge()).run(record, {"claims": [cite("Operating margins expanded.", "c1")]})
     (finding,) = result.report.findings
     assert finding.reason is ReasonCode.WRONG_CHUNK
     assert finding.related_chunk_id == "c2"
@@ -70,7 +68,7 @@ def test_wrong_chunk_names_the_supporting_chunk() -> None:
 
 def test_unsupported_when_nothing_supports() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
-    result = guard(record, {"claims": [cite("Dividends were suspended.", "c3")]}, policy=HIGH, judge=KeywordJudge())
+    result = Guard(HIGH, KeywordJudge()).run(record, {"claims": [cite("Dividends were suspended.", "c3")]})
     (finding,) = result.report.findings
     assert finding.reason is ReasonCode.UNSUPPORTED
     assert "nor does any other assembled chunk" in finding.detail
@@ -80,7 +78,7 @@ def test_unsupported_when_nothing_supports() -> None:
 def test_diagnosis_can_be_switched_off() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
     policy = SurfacePolicy(name="s", stakes="high", diagnose=False)
-    result = guard(record, {"claims": [cite("Operating margins expanded.", "c1")]}, policy=policy, judge=KeywordJudge())
+    result = Guard(policy, KeywordJudge()).run(record, {"claims": [cite("Operating margins expanded.", "c1")]})
     (finding,) = result.report.findings
     assert finding.reason is ReasonCode.UNSUPPORTED
     assert result.accounting.diagnosis_calls == 0
@@ -105,7 +103,7 @@ def test_isolation_question_and_other_chunks_never_change_a_verdict() -> None:
     seen_first_calls = []
     for question, chunks in variants:
         judge = RecordingJudge()
-        result = guard(make_record(question, chunks), claims, policy=HIGH, judge=judge)
+        result = Guard(HIGH, judge).run(make_record(question, chunks), claims)
         seen_labels.append([s.label for s in result.support])
         # the first call per citation is (claim, cited passage): identical in every variant
         cited_calls = [c for c in judge.calls if c[1] == "Revenue grew 12% in 2024."]
@@ -115,7 +113,7 @@ def test_isolation_question_and_other_chunks_never_change_a_verdict() -> None:
     assert all(labels == ["yes", "partial", "no"] for labels in seen_labels)
     assert all(calls == seen_first_calls[0] for calls in seen_first_calls)
     # but the diagnosis does depend on the other chunks: that is its job
-    with_z9 = guard(make_record("q?", variants[3][1]), claims, policy=HIGH, judge=KeywordJudge())
+    with_z9 = Guard(HIGH, KeywordJudge()).run(make_record("q?", variants[3][1]), claims)
     reasons = [f.reason for f in with_z9.report.findings]
     assert reasons == [ReasonCode.PARTIAL_SUPPORT, ReasonCode.WRONG_CHUNK]
 
@@ -130,7 +128,7 @@ def test_truncated_chunk_judge_sees_only_the_part_that_was_sent() -> None:
     )
     assert record.chunks[0].status == "truncated"
     judge = RecordingJudge()
-    result = guard(record, {"claims": [cite("The warranty covers parts.", "w1")]}, policy=HIGH, judge=judge)
+    result = Guard(HIGH, judge).run(record, {"claims": [cite("The warranty covers parts.", "w1")]})
     assert judge.calls[0][1] == sent.strip()
     assert "ninety" not in judge.calls[0][1]
     assert result.decision == "pass"
@@ -138,7 +136,7 @@ def test_truncated_chunk_judge_sees_only_the_part_that_was_sent() -> None:
 
 def test_judge_error_becomes_check_error_finding() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
-    result = guard(record, {"claims": [cite("Revenue grew 12%.", "c1")]}, policy=HIGH, judge=FailingJudge())
+    result = Guard(HIGH, FailingJudge()).run(record, {"claims": [cite("Revenue grew 12%.", "c1")]})
     (finding,) = result.report.findings
     assert finding.reason is ReasonCode.CHECK_ERROR
     assert "timed out" in finding.detail
@@ -150,7 +148,7 @@ def test_judge_error_becomes_check_error_finding() -> None:
 def test_diagnosis_error_keeps_the_support_finding_and_adds_check_error() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
     judge = FailingJudge(trigger="margins")  # only judging c2 fails
-    result = guard(record, {"claims": [cite("Dividends were suspended.", "c1")]}, policy=HIGH, judge=judge)
+    result = Guard(HIGH, judge).run(record, {"claims": [cite("Dividends were suspended.", "c1")]})
     reasons = [f.reason for f in result.report.findings]
     assert reasons == [ReasonCode.UNSUPPORTED, ReasonCode.CHECK_ERROR]
     assert "may really be WRONG_CHUNK" in result.report.findings[1].detail
@@ -165,7 +163,7 @@ def test_judge_returning_a_non_verdict_is_a_check_error() -> None:
             return "yes"
 
     record = make_record("q?", REVENUE_CHUNKS)
-    result = guard(record, {"claims": [cite("Revenue grew 12%.", "c1")]}, policy=HIGH, judge=Broken())  # type: ignore[arg-type]
+    result = Guard(HIGH, Broken()).run(record, {"claims": [cite("Revenue grew 12%.", "c1")]})  # type: ignore[arg-type]
     (finding,) = result.report.findings
     assert finding.reason is ReasonCode.CHECK_ERROR
     assert "expected a citelock Verdict" in finding.detail

@@ -66,7 +66,7 @@ class FailingJudge:
 
 @dataclass
 class CountingCacheJudge:
-    """A keyword judge with an in-memory cache that reports ``cache_hits`` like a caching judge would."""
+    """A keyword judge with an in-memory cache whose hits say so on the verdict (``cached=True``), as caches do."""
 
     cache_hits: int = 0
     cache: dict[tuple[str, str], Verdict] = field(default_factory=dict)
@@ -77,8 +77,8 @@ class CountingCacheJudge:
         key = (claim, passage)
         if key in self.cache:
             self.cache_hits += 1
-        else:
-            self.cache[key] = KeywordJudge().judge(claim, passage)
+            return self.cache[key].model_copy(update={"cached": True})
+        self.cache[key] = KeywordJudge().judge(claim, passage)
         return self.cache[key]
 
 

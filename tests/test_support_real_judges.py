@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
+import citelock.judges as judges
 from citelock import Chunk, ReasonCode
-from citelock.guard import PromptIndex, SurfacePolicy, guard
+from citelock.guard import Guard, PromptIndex, SurfacePolicy
+from citelock.store import CachedJudge
 from test_support_fakes import REVENUE_CHUNKS, make_record
-
-judges = pytest.importorskip("citelock.judges")
-if not all(hasattr(judges, name) for name in ("OfflineJudge", "LexicalJudge", "CachedJudge")):
-    pytest.skip(
-        "the library's judges (OfflineJudge, LexicalJudge, CachedJudge) are not available", allow_module_level=True
-    )
 
 HIGH = SurfacePolicy(name="billing", stakes="high")
 
@@ -32,7 +26,7 @@ def test_lexical_judge_diagnoses_wrong_chunk_and_unsupported() -> None:
             cite("The warranty covers labour for ninety days.", "c1"),
         ]
     }
-    result = guard(record, answer, policy=HIGH, judge=judges.LexicalJudge())
+    result = Guard(HIGH, judges.LexicalJudge()).run(record, answer)
     assert [(f.claim_index, f.reason, f.related_chunk_id) for f in result.report.findings] == [
         (1, ReasonCode.WRONG_CHUNK, "c2"),
         (2, ReasonCode.UNSUPPORTED, None),
@@ -52,7 +46,7 @@ def test_offline_judge_verdicts_are_isolated_from_question_and_other_chunks() ->
     seen = []
     for question, chunks in variants:
         record = make_record(question, chunks)
-        result = guard(record, claims, policy=HIGH, judge=judge)
+        result = Guard(HIGH, judge).run(record, claims)
         seen.append([(s.label, s.raw) for s in result.support])
         index = PromptIndex.build(record)
         direct = judge.judge("Revenue grew 12% in 2024.", index.body(index.by_id["c1"]))
@@ -62,11 +56,11 @@ def test_offline_judge_verdicts_are_isolated_from_question_and_other_chunks() ->
 
 
 def test_cached_offline_judge_counts_cache_hits_and_keeps_verdicts(tmp_path: Path) -> None:
-    judge = judges.CachedJudge(judges.OfflineJudge(), tmp_path / "verdicts.db")
+    judge = CachedJudge(judges.OfflineJudge(), tmp_path / "verdicts.db")
     record = make_record("q?", REVENUE_CHUNKS)
     answer = {"claims": [cite("Revenue grew 12% in 2024.", "c1"), cite("Freight costs are billed to the buyer.", "c3")]}
-    first = guard(record, answer, policy=HIGH, judge=judge)
-    second = guard(record, answer, policy=HIGH, judge=judge)
+    first = Guard(HIGH, judge).run(record, answer)
+    second = Guard(HIGH, judge).run(record, answer)
     assert first.accounting.cache_hits == 0
     assert first.accounting.judge_calls == 2
     assert second.accounting.cache_hits == second.accounting.judge_calls == 2

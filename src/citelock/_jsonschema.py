@@ -25,7 +25,7 @@ RECORD_SCHEMAS: dict[str, tuple[str, str, str]] = {
     "verdict": ("citelock.records", "Verdict", "1"),
     "queue_entry": ("citelock.store._queue", "QueueEntry", "1"),
     "guarded_answer": ("citelock.pipeline", "GuardedAnswer", "1"),
-    "policy_result": ("citelock.guard._policy", "PolicyResult", "1"),
+    "guard_result": ("citelock.guard._policy", "GuardResult", "1"),
 }
 
 _PACKAGE_SCHEMAS = Path(__file__).parent / "schemas"

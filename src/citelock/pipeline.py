@@ -1,63 +1,63 @@
-"""The wrapper API: ``citelock.answer(question, chunks, backend=...)`` around a team's generation call.
+"""The pipeline: ``Citelock`` ties assemble -> log -> constrain -> generate -> verify -> guard -> repair -> persist.
+
+A :class:`Citelock` client holds configuration, the way an HTTP client does: the backend, the prompt log, the
+:class:`~citelock.Guard` (surface policy and judges) and the sinks that receive every result (the review queue,
+the result store, your own callable). :meth:`Citelock.answer` and :meth:`Citelock.aanswer` take only what
+changes per request: the question, the chunks and a few overrides. :func:`answer` / :func:`aanswer` are thin
+wrappers for a one-off call.
 
 One call assembles the context, builds the per-request citation schema (downgrading it to fit the backend),
-serializes and logs the prompt, generates, parses, runs guard ①② (and, with ``surface=``, the tiered surface
-policy with the support judge ③) and renders the answer's citation markers as footnotes, links or nothing.
-Under a surface whose ``on_fail`` is ``drop_claim`` or ``mark`` the rendered answer omits the failing claims
-or marks them ``(unverified: REASON)``. The result, :class:`GuardedAnswer`, is a record: the answer, the
-guard's findings, what was removed or marked and why, the span policy actually used and why, and the
-generation's accounting.
+serializes and logs the prompt, generates, parses, runs the guard and renders the answer's citation markers.
+Under a surface whose ``on_fail`` is ``drop_claim`` or ``mark`` the rendered answer omits the failing claims or
+marks them ``(unverified: REASON)``. The result, :class:`GuardedAnswer`, is a record: the answer, the guard's
+findings, what was removed or marked and why, the span policy actually used and why, and the generation's
+accounting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from citelock.backends._protocol import Backend, Generation
+from citelock.backends._protocol import Backend
 from citelock.constraint._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock.errors import ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
-from citelock.guard import (
-    ClaimOutcome,
-    Decision,
-    JudgeAccounting,
-    PolicyResult,
-    SurfacePolicy,
-    check,
-    guard,
-    resolve_routing,
-)
+from citelock.guard import ClaimOutcome, Decision, Guard, GuardResult, JudgeAccounting, SurfacePolicy
 from citelock.judges import Judge
 from citelock.prompt._assemble import assemble
 from citelock.prompt._parse import parse_answer
 from citelock.prompt._serialize import serialize
 from citelock.prompt._templates import PromptTemplate
-from citelock.records import Answer, Chunk, Context, DroppedChunk, Finding, GuardReport, PromptRecord
+from citelock.records import Answer, Chunk, Context, DroppedChunk, Finding, Generation, GuardReport, PromptRecord
+from citelock.render import RenderStyle, render_answer
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = [
-    "ABSTENTION_TEXT",
     "GUARDED_ANSWER_SCHEMA_VERSION",
+    "Citelock",
     "GenerationStats",
     "GuardedAnswer",
-    "RenderStyle",
+    "Sink",
+    "aanswer",
     "answer",
     "answer_async",
     "guarded_answer_json_schema",
-    "render_answer",
 ]
 
 GUARDED_ANSWER_SCHEMA_VERSION: Literal["1"] = "1"
-RenderStyle = Literal["footnotes", "links", "none"]
 NAIVE_MAX_TOKENS = 384
-ABSTENTION_TEXT = "The sources provided do not answer this question."
-"""How an abstention (:attr:`Answer.abstained`) is rendered."""
+
+Sink = ReviewQueue | ResultStore | Callable[["GuardedAnswer", GuardResult], None]
+"""Where every guarded answer goes: a :class:`~citelock.store.ReviewQueue` (each finding is queued on the
+surface), a :class:`~citelock.store.ResultStore` (the :class:`~citelock.GuardResult`, which metrics read), or
+any callable ``(guarded_answer, guard_result) -> None`` (your logger, your metrics exporter)."""
 
 
 class _Record(BaseModel):
@@ -170,19 +170,6 @@ class _Prepared:
     max_tokens: int
 
 
-_default_backend: Backend | None = None
-
-
-def default_backend() -> Backend:
-    """The embedded default: the local backend with the bundled SmolLM2-135M-Instruct (loaded once)."""
-    global _default_backend
-    if _default_backend is None:
-        from citelock.backends._local import LocalBackend
-
-        _default_backend = LocalBackend()
-    return _default_backend
-
-
 def _prepare(
     question: str,
     chunks: Iterable[Chunk | Mapping[str, Any]],
@@ -198,18 +185,12 @@ def _prepare(
     request_id: str | None,
     metadata: Mapping[str, Any] | None,
 ) -> _Prepared:
-    if not isinstance(backend, Backend):
-        raise UsageError(
-            f"backend must implement citelock.Backend (name, limits, generate), got {type(backend).__name__}"
-        )
     constrains = backend.limits.constrains
     tmpl = template if template is not None else ("answer_structured" if constrains else "answer_naive")
     context = assemble(question, chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
     schema: CitationSchema | None = None
     build_ms: float | None = None
     if constrains:
-        from time import perf_counter
-
         started = perf_counter()
         schema = fit_schema(context, policy, backend.limits, options)
         build_ms = (perf_counter() - started) * 1000
@@ -229,14 +210,7 @@ def _prepare(
     return _Prepared(context, record, schema, build_ms, policy if constrains else None, name, max_tokens)
 
 
-def _finish(
-    prep: _Prepared,
-    generation: Generation,
-    *,
-    render: RenderStyle,
-    store: Collection[str] | None,
-    tiered: _Tiered | None = None,
-) -> GuardedAnswer:
+def _parse(prep: _Prepared, generation: Generation) -> Answer:
     record, schema = prep.record, prep.schema
     if schema is not None and generation.enforced:
         if generation.finish_reason == "length":
@@ -249,26 +223,19 @@ def _finish(
                 provider=generation.backend,
                 citelock_request_id=record.request_id,
             )
-        parsed = schema.parse_output(generation.text)  # ConstraintViolationError if the constraint broke
-    else:
-        try:
-            parsed = parse_answer(generation.text)
-        except ParseError as exc:
-            raise UnparsedAnswerError(str(exc), record=record, generation=generation) from None
-    policy_result = None
-    if tiered is None:
-        report = check(record, parsed, store=store)
-    else:
-        policy_result = guard(
-            record, parsed, policy=tiered.surface, judge=tiered.judge, escalate=tiered.escalate, store=store,
-            queue=tiered.queue, results=tiered.results,
-        )  # fmt: skip
-        report = policy_result.report
+        return schema.parse_output(generation.text)  # ConstraintViolationError if the constraint broke
+    try:
+        return parse_answer(generation.text)
+    except ParseError as exc:
+        raise UnparsedAnswerError(str(exc), record=record, generation=generation, where=exc.where) from None
+
+
+def _stats(prep: _Prepared, generation: Generation) -> GenerationStats:
     speed = None
     if generation.completion_tokens and generation.latency_s > 0:
         decode_s = generation.latency_s - (generation.first_token_s or 0.0)
         speed = generation.completion_tokens / decode_s if decode_s > 0 else None
-    stats = GenerationStats(
+    return GenerationStats(
         enforced=generation.enforced,
         prompt_tokens=generation.prompt_tokens,
         completion_tokens=generation.completion_tokens,
@@ -280,13 +247,23 @@ def _finish(
         max_tokens=prep.max_tokens,
         notes=generation.notes,
     )
+
+
+def _guarded(
+    prep: _Prepared, generation: Generation, parsed: Answer, result: GuardResult, render: RenderStyle
+) -> GuardedAnswer:
+    record, schema = prep.record, prep.schema
+    surfaced = result.policy is not None
+    report = result.report
+    # Rendering drops or marks claims only under a surface that serves the answer (a blocked one is shown whole).
+    outcomes = result.claims if surfaced and result.decision != "block" else None
     return GuardedAnswer(
         request_id=record.request_id,
         question=prep.context.question,
         answer=parsed,
         report=report,
         findings=report.findings,
-        ok=report.ok if policy_result is None else policy_result.decision == "pass",
+        ok=report.ok if not surfaced else result.decision == "pass",
         span_policy=schema.policy if schema is not None else None,
         requested_policy=prep.requested,
         downgrade_reason=schema.downgrade_reason if schema is not None else None,
@@ -295,57 +272,264 @@ def _finish(
         template=prep.template,
         prompt_sha256=record.sha256,
         dropped=prep.context.dropped,
-        generation=stats,
+        generation=_stats(prep, generation),
         render_style=render,
-        rendered=render_answer(
-            parsed,
-            report,
-            prep.context,
-            style=render,
-            outcomes=_served_outcomes(policy_result),
-        ),
-        surface=policy_result.surface if policy_result else None,
-        decision=policy_result.decision if policy_result else None,
-        accounting=policy_result.accounting if policy_result else None,
-        removed=policy_result.dropped if policy_result else (),
-        marked=policy_result.marked if policy_result else (),
+        rendered=render_answer(parsed, report, prep.context, style=render, outcomes=outcomes),
+        surface=result.surface,
+        decision=result.decision if surfaced else None,
+        accounting=result.accounting if surfaced else None,
+        removed=tuple(c for c in result.claims if c.action == "drop") if surfaced else (),
+        marked=tuple(c for c in result.claims if c.action == "mark") if surfaced else (),
     )
 
 
-def _served_outcomes(result: PolicyResult | None) -> tuple[ClaimOutcome, ...] | None:
-    """What rendering drops or marks: nothing without a surface or when the answer is blocked (shown whole)."""
-    return result.claims if result is not None and result.served else None
+class Citelock:
+    """A configured client: build it once, answer many questions with it.
+
+    Example:
+        >>> from citelock import Citelock, Guard, SurfacePolicy
+        >>> from citelock.store import PromptLog, ReviewQueue
+        >>> client = Citelock(
+        ...     backend="local",  # or any Backend: OpenAIBackend.from_client(openai.OpenAI(...)), ...
+        ...     log=PromptLog("citelock.db"),
+        ...     guard=Guard(SurfacePolicy(name="legal", stakes="high", on_fail="drop_claim")),
+        ...     sinks=[ReviewQueue("citelock.db")],
+        ... )  # doctest: +SKIP
+        >>> result = client.answer("When did the bridge open?", chunks)  # doctest: +SKIP
+        >>> result.decision, result.rendered  # doctest: +SKIP
+
+    Args:
+        backend: Any :class:`citelock.Backend`, or a backend name the registry knows
+            (:data:`citelock.backends.BACKEND_NAMES`). None: a :class:`~citelock.backends.LocalBackend` with the
+            bundled SmolLM2-135M-Instruct, created on first use and owned by this client (never shared
+            process-wide).
+        log: A :class:`~citelock.store.PromptLog`, or a SQLite path / database URL to open one (None: the prompts
+            are not logged). Every prompt is appended exactly as sent, before generation.
+        guard: The :class:`~citelock.Guard` run on every answer (None: ``Guard()``, the free checks only).
+        sinks: Where every result goes (see :data:`Sink`). A queue or result store needs a guard with a
+            surface policy (their rows are grouped by surface).
+        policy: Requested span policy (``quote``, ``quote_sentence``, ``substring``, ``sentence``, ``id``);
+            downgraded to fit the backend's limits, with the reason on the result. Ignored by backends that
+            constrain nothing (naive).
+        render: How citation markers appear in ``rendered``: ``footnotes``, ``links`` or ``none``.
+        template: Prompt template; defaults to ``answer_structured`` (``answer_naive`` for free-text backends).
+        max_chars: Character budget for the prompt (see :func:`citelock.assemble`).
+        on_overflow: ``error`` or ``drop`` whole chunks when over budget.
+        options: Bounds of the answer shape (:class:`citelock.SchemaOptions`).
+        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+
+    Raises:
+        UsageError: a backend that is not a Backend or an unknown name, a sink of the wrong kind, a queue or
+            result store without a surface policy (all raised here, before anything is logged).
+    """
+
+    def __init__(
+        self,
+        backend: Backend | str | None = None,
+        *,
+        log: PromptLog | str | Path | None = None,
+        guard: Guard | None = None,
+        sinks: Iterable[Sink] = (),
+        policy: SpanPolicy = "substring",
+        render: RenderStyle = "footnotes",
+        template: str | PromptTemplate | None = None,
+        max_chars: int | None = None,
+        on_overflow: Literal["error", "drop"] = "error",
+        options: SchemaOptions | None = None,
+        store: Collection[str] | None = None,
+    ) -> None:
+        if isinstance(backend, str):
+            from citelock.backends import make_backend
+
+            backend = make_backend(backend)
+        if backend is not None and not isinstance(backend, Backend):
+            raise UsageError(
+                f"backend must implement citelock.Backend (name, limits, generate) or be a backend name, "
+                f"got {type(backend).__name__}"
+            )
+        if guard is not None and not isinstance(guard, Guard):
+            raise UsageError(f"guard must be a citelock.Guard, got {type(guard).__name__}")
+        guard = guard if guard is not None else Guard()
+        sinks = tuple(sinks)
+        for sink in sinks:
+            if isinstance(sink, ReviewQueue | ResultStore):
+                if guard.policy is None:
+                    raise UsageError(
+                        f"a {type(sink).__name__} sink groups results by surface: give the client "
+                        "guard=Guard(SurfacePolicy(...))"
+                    )
+            elif not callable(sink):
+                raise UsageError(
+                    f"a sink must be a ReviewQueue, a ResultStore or a callable (answer, result), "
+                    f"got {type(sink).__name__}"
+                )
+        _check_render(render)
+        self._backend = backend
+        self.log = log if isinstance(log, PromptLog) or log is None else PromptLog(log)
+        self.guard = guard
+        self.sinks = sinks
+        self.policy: SpanPolicy = policy
+        self.render: RenderStyle = render
+        self.template = template
+        self.max_chars = max_chars
+        self.on_overflow: Literal["error", "drop"] = on_overflow
+        self.options = options
+        self.store = store
+
+    @property
+    def backend(self) -> Backend:
+        """The client's backend (the bundled local model is loaded on first use when none was given)."""
+        if self._backend is None:
+            from citelock.backends._local import LocalBackend
+
+            self._backend = LocalBackend()
+        return self._backend
+
+    def __repr__(self) -> str:
+        backend = self._backend.name if self._backend is not None else "local (not loaded)"
+        return f"Citelock(backend={backend!r}, guard={self.guard!r}, sinks={len(self.sinks)})"
+
+    def answer(
+        self,
+        question: str,
+        chunks: Iterable[Chunk | Mapping[str, Any]],
+        *,
+        request_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        policy: SpanPolicy | None = None,
+        max_tokens: int | None = None,
+        render: RenderStyle | None = None,
+        store: Collection[str] | None = None,
+    ) -> GuardedAnswer:
+        """Answer ``question`` from ``chunks`` with citations constrained by construction and checked by the guard.
+
+        Args:
+            question: The user's question.
+            chunks: Retrieved chunks, best first (records or dicts with ``id`` and ``text``).
+            request_id: Request id to use (default: a fresh one).
+            metadata: Values recorded on the logged prompt (user, trace ids).
+            policy: This request's span policy (default: the client's).
+            max_tokens: Token budget for generation; defaults to the schema's longest possible answer.
+            render: This request's render style (default: the client's).
+            store: Ids of the whole chunk store for this request (default: the client's).
+
+        Returns:
+            A :class:`GuardedAnswer`. ``ok`` is True when the answer is clean: without a surface, the guard found
+            nothing; with one, the decision is ``pass``. ``served`` is False only when the surface blocked it;
+            ``removed`` / ``marked`` say what was repaired.
+
+        Raises:
+            InputError: malformed chunks, an empty question, duplicate ids.
+            BudgetExceededError: the prompt does not fit ``max_chars``.
+            UsageError: no span policy fits the backend (assemble fewer chunks).
+            ConstraintViolationError: a backend that claimed to constrain produced output outside the schema.
+            UnparsedAnswerError: an unconstrained backend's output is not a parseable answer.
+            TruncatedOutputError: generation hit ``max_tokens`` mid-answer (with the partial text).
+            BackendError: the backend failed (typed: timeout, connection, HTTP status, refusal).
+        """
+        style = self._style(render)
+        backend = self.backend
+        prep = self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata)
+        generation = backend.generate(prep.record, prep.schema, max_tokens=prep.max_tokens)
+        return self._finish(prep, generation, style, store)
+
+    async def aanswer(
+        self,
+        question: str,
+        chunks: Iterable[Chunk | Mapping[str, Any]],
+        *,
+        request_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        policy: SpanPolicy | None = None,
+        max_tokens: int | None = None,
+        render: RenderStyle | None = None,
+        store: Collection[str] | None = None,
+    ) -> GuardedAnswer:
+        """The async :meth:`answer` (same arguments, same result).
+
+        A backend with an ``async def agenerate(record, schema, *, max_tokens)`` method (see
+        :class:`citelock.backends.AsyncBackend`) is awaited; any other backend, and the blocking steps (loading
+        the default model, logging, guarding, persisting), run in a worker thread so the event loop is never
+        blocked.
+        """
+        style = self._style(render)
+        backend = await asyncio.to_thread(lambda: self.backend)
+        prep = await asyncio.to_thread(
+            self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata
+        )
+        agenerate = getattr(backend, "agenerate", None)
+        if agenerate is not None and inspect.iscoroutinefunction(agenerate):
+            generation = await agenerate(prep.record, prep.schema, max_tokens=prep.max_tokens)
+        else:
+            generation = await asyncio.to_thread(backend.generate, prep.record, prep.schema, max_tokens=prep.max_tokens)
+        return await asyncio.to_thread(self._finish, prep, generation, style, store)
+
+    def _style(self, render: RenderStyle | None) -> RenderStyle:
+        style = render if render is not None else self.render
+        _check_render(style)
+        return style
+
+    def _prepare(
+        self,
+        question: str,
+        chunks: Iterable[Chunk | Mapping[str, Any]],
+        backend: Backend,
+        policy: SpanPolicy | None,
+        max_tokens: int | None,
+        request_id: str | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> _Prepared:
+        return _prepare(
+            question, chunks, backend, policy if policy is not None else self.policy, log=self.log,
+            template=self.template, max_chars=self.max_chars, on_overflow=self.on_overflow,
+            max_tokens=max_tokens, options=self.options, request_id=request_id, metadata=metadata,
+        )  # fmt: skip
+
+    def _finish(
+        self, prep: _Prepared, generation: Generation, render: RenderStyle, store: Collection[str] | None
+    ) -> GuardedAnswer:
+        parsed = _parse(prep, generation)
+        result = self.guard.run(prep.record, parsed, store=store if store is not None else self.store)
+        guarded = _guarded(prep, generation, parsed, result, render)
+        for sink in self.sinks:
+            if isinstance(sink, ReviewQueue):
+                sink.enqueue(result.report.findings, surface=result.surface or "", week=result.week)
+            elif isinstance(sink, ResultStore):
+                sink.append(result)
+            else:
+                sink(guarded, result)
+        return guarded
 
 
-@dataclass(frozen=True)
-class _Tiered:
-    surface: SurfacePolicy
-    judge: Judge | None
-    queue: ReviewQueue | None
-    results: ResultStore | None
-    escalate: Judge | None = None
+def _check_render(style: str) -> None:
+    if style not in ("footnotes", "links", "none"):
+        raise UsageError(f"render style must be 'footnotes', 'links' or 'none', got {style!r}")
 
 
-def _tiered(
+def _one_off(
+    backend: Backend | None,
+    policy: SpanPolicy,
+    log: PromptLog | str | Path | None,
+    render: RenderStyle,
+    template: str | PromptTemplate | None,
+    max_chars: int | None,
+    on_overflow: Literal["error", "drop"],
+    options: SchemaOptions | None,
+    store: Collection[str] | None,
     surface: SurfacePolicy | None,
     judge: Judge | None,
+    escalate: Judge | None,
     queue: ReviewQueue | None,
     results: ResultStore | None,
-    escalate: Judge | None = None,
-) -> _Tiered | None:
-    """Resolve the surface's judge and check its routing before anything is logged or generated."""
-    if surface is None:
-        if judge is not None or queue is not None or results is not None or escalate is not None:
-            raise UsageError(
-                "judge=, escalate=, queue= and results= take effect with surface=SurfacePolicy(...); pass one"
-            )
-        return None
-    if judge is None and (surface.stakes == "high" or surface.sample_rate > 0):
-        from citelock.judges import default_judge
-
-        judge = default_judge()
-    resolve_routing(surface, judge)  # a routing made for another judge is a UsageError, raised now
-    return _Tiered(surface, judge, queue, results, escalate)
+) -> Citelock:
+    if surface is None and (judge is not None or queue is not None or results is not None or escalate is not None):
+        raise UsageError("judge=, escalate=, queue= and results= take effect with surface=SurfacePolicy(...); pass one")
+    guard = Guard(surface, judge, escalate=escalate) if surface is not None else Guard()
+    sinks: list[Sink] = [s for s in (queue, results) if s is not None]
+    return Citelock(
+        backend, log=log, guard=guard, sinks=sinks, policy=policy, render=render, template=template,
+        max_chars=max_chars, on_overflow=on_overflow, options=options, store=store,
+    )  # fmt: skip
 
 
 def answer(
@@ -370,7 +554,10 @@ def answer(
     queue: ReviewQueue | None = None,
     results: ResultStore | None = None,
 ) -> GuardedAnswer:
-    """Answer ``question`` from ``chunks`` with citations constrained by construction and checked by the guard.
+    """One-off call: build a :class:`Citelock` from these options and answer one question with it.
+
+    For more than one call, build a :class:`Citelock` once: this wrapper builds a new client (and, with
+    ``backend=None``, loads the bundled model) on every call.
 
     Example:
         >>> result = citelock.answer("When did the bridge open?", chunks, policy="sentence")  # doctest: +SKIP
@@ -379,12 +566,10 @@ def answer(
     Args:
         question: The user's question.
         chunks: Retrieved chunks, best first (records or dicts with ``id`` and ``text``).
-        backend: Any :class:`citelock.Backend`; None runs the embedded default (local SmolLM2-135M).
-        policy: Requested span policy (``quote``, ``quote_sentence``, ``substring``, ``sentence``, ``id``);
-            downgraded to fit the backend's limits, with the reason on the result. Ignored by backends that
-            constrain nothing (naive).
+        backend: Any :class:`citelock.Backend`; None loads the embedded default (local SmolLM2-135M).
+        policy: Requested span policy (see :class:`Citelock`).
         log: A :class:`citelock.PromptLog` or a database path/URL to append the prompt to (None: not logged).
-        render: How citation markers appear in ``rendered``: ``footnotes``, ``links`` or ``none``.
+        render: ``footnotes``, ``links`` or ``none``.
         template: Prompt template; defaults to ``answer_structured`` (``answer_naive`` for free-text backends).
         max_chars: Character budget for the prompt (see :func:`citelock.assemble`).
         on_overflow: ``error`` or ``drop`` whole chunks when over budget.
@@ -393,41 +578,27 @@ def answer(
         store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         request_id: Request id to use (default: a fresh one).
         metadata: Values recorded on the logged prompt (surface, user, trace ids).
-        surface: Run the tiered guard of this surface (:class:`citelock.guard.SurfacePolicy`): the support
-            judge ③ on citations that survived ①② and the number check, all of them on a high-stakes surface, a
-            deterministic sample on a low-stakes one, routed by the surface's thresholds; its ``on_fail`` decides
-            whether a failing claim blocks the answer, is dropped from ``rendered`` or is marked there.
+        surface: Run the guard under this surface policy (``Guard(surface, judge, escalate=escalate)``).
         judge: The support judge for ``surface`` (default: :func:`citelock.judges.default_judge`).
         escalate: With ``surface``: a stronger judge for citations routed to ``review``.
         queue: With ``surface``: every finding is enqueued for review.
         results: With ``surface``: the result is stored for ``citelock metrics``.
 
     Returns:
-        A :class:`GuardedAnswer`; ``ok`` is True when the guard found nothing (or the surface passed it whole);
-        ``served`` is False only when the surface blocked it; ``removed`` / ``marked`` say what was repaired.
+        A :class:`GuardedAnswer` (see :meth:`Citelock.answer`).
 
     Raises:
-        InputError: malformed chunks, an empty question, duplicate ids.
-        BudgetExceededError: the prompt does not fit ``max_chars``.
-        UsageError: no span policy fits the backend (assemble fewer chunks); the surface's routing was
-            calibrated for another judge (raised before the prompt is logged).
-        ConstraintViolationError: a backend that claimed to constrain produced output outside the schema.
-        UnparsedAnswerError: an unconstrained backend's output is not a parseable answer.
-        TruncatedOutputError: generation hit ``max_tokens`` mid-answer (a RuntimeFailure, with the partial text).
-        RuntimeFailure: the backend failed.
+        UsageError: options that do not fit together, raised before anything is logged; and everything
+            :meth:`Citelock.answer` raises.
     """
-    tiered = _tiered(surface, judge, queue, results, escalate)
-    chosen = backend if backend is not None else default_backend()
-    prep = _prepare(
-        question, chunks, chosen, policy, log=log, template=template, max_chars=max_chars,
-        on_overflow=on_overflow, max_tokens=max_tokens, options=options, request_id=request_id,
-        metadata=metadata,
+    client = _one_off(
+        backend, policy, log, render, template, max_chars, on_overflow, options, store, surface, judge,
+        escalate, queue, results,
     )  # fmt: skip
-    generation = chosen.generate(prep.record, prep.schema, max_tokens=prep.max_tokens)
-    return _finish(prep, generation, render=render, store=store, tiered=tiered)
+    return client.answer(question, chunks, request_id=request_id, metadata=metadata, max_tokens=max_tokens)
 
 
-async def answer_async(
+async def aanswer(
     question: str,
     chunks: Iterable[Chunk | Mapping[str, Any]],
     *,
@@ -449,88 +620,13 @@ async def answer_async(
     queue: ReviewQueue | None = None,
     results: ResultStore | None = None,
 ) -> GuardedAnswer:
-    """The async variant of :func:`answer` (same arguments, same result).
-
-    A backend with an ``async def agenerate(record, schema, *, max_tokens)`` method (see
-    :class:`citelock.backends.AsyncBackend`) is awaited; any other backend runs in a worker thread so the
-    event loop is never blocked by decoding.
-    """
-    tiered = _tiered(surface, judge, queue, results, escalate)
-    chosen = backend if backend is not None else await asyncio.to_thread(default_backend)
-    prep = await asyncio.to_thread(
-        _prepare, question, chunks, chosen, policy, log=log, template=template, max_chars=max_chars,
-        on_overflow=on_overflow, max_tokens=max_tokens, options=options, request_id=request_id,
-        metadata=metadata,
+    """The async one-off call (same arguments as :func:`answer`; see :meth:`Citelock.aanswer`)."""
+    client = await asyncio.to_thread(
+        _one_off, backend, policy, log, render, template, max_chars, on_overflow, options, store, surface,
+        judge, escalate, queue, results,
     )  # fmt: skip
-    agenerate = getattr(chosen, "agenerate", None)
-    if agenerate is not None and inspect.iscoroutinefunction(agenerate):
-        generation = await agenerate(prep.record, prep.schema, max_tokens=prep.max_tokens)
-    else:
-        generation = await asyncio.to_thread(chosen.generate, prep.record, prep.schema, max_tokens=prep.max_tokens)
-    return _finish(prep, generation, render=render, store=store, tiered=tiered)
+    return await client.aanswer(question, chunks, request_id=request_id, metadata=metadata, max_tokens=max_tokens)
 
 
-def render_answer(
-    answer: Answer,
-    report: GuardReport,
-    context: Context,
-    *,
-    style: RenderStyle = "footnotes",
-    outcomes: Sequence[ClaimOutcome] | None = None,
-) -> str:
-    """Render an answer's claims with their citation markers.
-
-    ``footnotes`` puts ``[n]`` after each claim and lists the cited passages below; ``links`` puts
-    ``[chunk-id](source)`` after each claim (``#chunk-id`` when the chunk has no source); ``none`` prints the
-    claims only. A citation that failed guard ① is never shown as a source: it is marked ``unverified`` with
-    its reason code. An abstention renders as :data:`ABSTENTION_TEXT` in every style.
-
-    With ``outcomes`` (a surface's :attr:`~citelock.guard.PolicyResult.claims`), a claim whose action is
-    ``drop`` is left out, and so are the footnotes only it used (the others are numbered without gaps); a claim
-    whose action is ``mark`` is followed by ``(unverified: REASON, ...)``.
-    """
-    if style not in ("footnotes", "links", "none"):
-        raise UsageError(f"render style must be 'footnotes', 'links' or 'none', got {style!r}")
-    if answer.abstained:
-        return ABSTENTION_TEXT
-    verdicts = {(c.claim_index, c.citation_index): c for c in report.citations}
-    actions = {o.claim_index: o for o in outcomes or ()}
-    sources = {chunk.id: chunk.source for chunk in context.chunks}
-    parts: list[str] = []
-    notes: list[str] = []
-    numbers: dict[tuple[str, str | None], int] = {}
-    for ci, claim in enumerate(answer.claims):
-        outcome = actions.get(ci)
-        if outcome is not None and outcome.action == "drop":
-            continue
-        markers: list[str] = []
-        for xi, cite in enumerate(claim.citations):
-            check_ = verdicts.get((ci, xi))
-            failed = check_ is not None and not check_.passed
-            reason = check_.reason.value if failed and check_ is not None and check_.reason else ""
-            if style == "links":
-                if failed:
-                    markers.append(f"[{cite.chunk_id}: unverified, {reason}]")
-                else:
-                    markers.append(f"[{cite.chunk_id}]({sources.get(cite.chunk_id) or '#' + cite.chunk_id})")
-            elif style == "footnotes":
-                key = (cite.chunk_id, cite.span)
-                if key not in numbers:
-                    numbers[key] = len(numbers) + 1
-                    quote = f": “{cite.span}”" if cite.span else ""
-                    where = f" ({sources[cite.chunk_id]})" if sources.get(cite.chunk_id) else ""
-                    status = f" [unverified: {reason}]" if failed else ""
-                    notes.append(f"[{numbers[key]}] {cite.chunk_id}{where}{quote}{status}")
-                markers.append(f"[{numbers[key]}]")
-        text = claim.text.strip()
-        if markers and style == "links":
-            text = f"{text} {' '.join(markers)}"
-        elif markers:
-            text = text + "".join(markers)
-        if outcome is not None and outcome.action == "mark":
-            text += f" (unverified: {', '.join(r.value for r in outcome.reasons)})"
-        parts.append(text)
-    body = " ".join(parts)
-    if style == "footnotes" and notes:
-        body += "\n\n" + "\n".join(notes)
-    return body
+answer_async = aanswer
+"""The name :func:`aanswer` had before (kept so existing callers keep working)."""

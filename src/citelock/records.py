@@ -303,13 +303,23 @@ class ClaimCheck(_Record):
 
 
 class Verdict(_Record):
-    """A support judge's verdict on one (claim, passage) pair. ``partial`` fails."""
+    """A support judge's verdict on one (claim, passage) pair. ``partial`` fails.
+
+    Attributes:
+        label: ``yes``, ``partial`` or ``no``.
+        raw: What the judge said, verbatim.
+        judge: The judge's name.
+        version: The judge's version (a cache or a routing made for another version does not apply).
+        score: The judge's score in [0, 1] when it has one (routing thresholds apply to it).
+        cached: The verdict came from a verdict cache, not a fresh judge call.
+    """
 
     label: VerdictLabel
     raw: str
     judge: str
     version: str
     score: float | None = None
+    cached: bool = False
 
     @property
     def passed(self) -> bool:

@@ -20,9 +20,10 @@ from citelock.cli._io import fail, read_text
 from citelock.constraint._schema import POLICY_ORDER, SpanPolicy
 from citelock.errors import CitelockError, UnparsedAnswerError, UsageError
 from citelock.judges import DEFAULT_JUDGE
-from citelock.pipeline import GuardedAnswer, RenderStyle
+from citelock.pipeline import GuardedAnswer
 from citelock.pipeline import answer as run_answer
 from citelock.records import Chunk
+from citelock.render import RenderStyle
 from citelock.store import ResultStore, ReviewQueue
 
 __all__ = ["answer", "default_db", "lexical_top_k", "read_chunks"]

@@ -13,8 +13,7 @@ from pydantic import ValidationError
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app
 from citelock.cli._io import fail, load_prompt, load_store_ids, read_json, read_text
 from citelock.errors import CitelockError, ParseError, UsageError
-from citelock.guard import PolicyResult, SurfacePolicy, guard, resolve_routing
-from citelock.guard import check as run_guard
+from citelock.guard import Guard, GuardResult, SurfacePolicy, resolve_routing
 from citelock.judges import DEFAULT_JUDGE, Judge, make_judge
 from citelock.judges._routing import Routing, load_surface_routing
 from citelock.prompt._parse import parse_answer
@@ -59,12 +58,12 @@ def report_json(report: GuardReport) -> dict[str, object]:
     }
 
 
-def policy_json(result: PolicyResult) -> dict[str, object]:
+def policy_json(result: GuardResult) -> dict[str, object]:
     """The surface part of ``--json``: ``surface``, ``decision``, ``on_fail``, ``outcomes``, ``accounting``."""
     return {
         "surface": result.surface,
         "decision": result.decision,
-        "on_fail": result.policy.on_fail,
+        "on_fail": result.policy.on_fail if result.policy is not None else None,
         "outcomes": [o.model_dump(mode="json") for o in result.claims],
         "routes": [
             s.model_dump(mode="json", include={"claim_index", "citation_index", "route", "score"})
@@ -225,6 +224,10 @@ def check(
         calibration=calibration,
         escalate_base_url=escalate_base_url,
     )
+    try:  # built before anything is read or written: a routing made for another judge fails here
+        checker = Guard() if options is None else Guard(options.policy, options.judge, escalate=options.escalate)
+    except UsageError as exc:
+        fail(str(exc))
     raw = read_json(answer, "answer") if answer.suffix == ".json" else read_text(answer, "answer")
     try:
         parsed = parse_answer(raw)
@@ -242,28 +245,17 @@ def check(
             record = log.get(request_id)
         except KeyError:
             fail(f"request id {request_id!r} is not in the prompt log {db}")
+    outcome = checker.run(record, parsed, store=ids)
+    report = outcome.report
+    result: GuardResult | None = None
     if options is None:
-        report = run_guard(record, parsed, store=ids)
         out = report_json(report)
         passed = report.ok
-        result = None
     else:
-        queue = ReviewQueue(db) if db is not None else None
-        results = ResultStore(db) if db is not None else None
-        try:
-            result = guard(
-                record,
-                parsed,
-                policy=options.policy,
-                judge=options.judge,
-                escalate=options.escalate,
-                store=ids,
-                queue=queue,
-                results=results,
-            )
-        except UsageError as exc:
-            fail(str(exc))
-        report = result.report
+        result = outcome
+        if db is not None:  # the guard writes nothing: the command persists what it found
+            ReviewQueue(db).enqueue(report.findings, surface=options.policy.name, week=result.week)
+            ResultStore(db).append(result)
         out = {**report_json(report), **policy_json(result)}
         passed = result.decision == "pass"
     if as_json:
@@ -275,9 +267,10 @@ def check(
     raise typer.Exit(EXIT_OK if passed else EXIT_FINDINGS)
 
 
-def _print_outcome(result: PolicyResult) -> None:
+def _print_outcome(result: GuardResult) -> None:
     how = {"pass": "pass", "repaired": "repaired (served without / marking failing claims)", "block": "BLOCKED"}
-    typer.echo(f"surface {result.surface} (on_fail={result.policy.on_fail}): {how[result.decision]}")
+    on_fail = result.policy.on_fail if result.policy is not None else "block"
+    typer.echo(f"surface {result.surface} (on_fail={on_fail}): {how[result.decision]}")
     for o in result.claims:
         if o.action != "serve":
             typer.echo(f"  claim {o.claim_index} {o.action}: {', '.join(r.value for r in o.reasons)}")

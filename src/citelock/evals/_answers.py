@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from citelock.errors import InputError
 from citelock.evals._datasets import parse_evidence
-from citelock.guard._policy import PolicyResult, SurfacePolicy, guard
+from citelock.guard import Guard, GuardResult, SurfacePolicy
 from citelock.judges import Judge
 from citelock.prompt._serialize import serialize
 from citelock.records import Answer, Chunk, Citation, Claim, Context, PromptRecord, ReasonCode
@@ -231,7 +231,7 @@ class AnswerOutcome:
     """One guarded answer: the case and the policy's result (None when no claim could be guarded)."""
 
     case: AnswerCase
-    result: PolicyResult | None
+    result: GuardResult | None
 
 
 def evaluate_answers(cases: Iterable[AnswerCase], *, policy: SurfacePolicy, judge: Judge | None) -> list[AnswerOutcome]:
@@ -240,7 +240,7 @@ def evaluate_answers(cases: Iterable[AnswerCase], *, policy: SurfacePolicy, judg
     for case in cases:
         result = None
         if case.answer is not None:
-            result = guard(case.record, case.answer, policy=policy, judge=judge)
+            result = Guard(policy, judge).run(case.record, case.answer)
         out.append(AnswerOutcome(case, result))
     return out
 

@@ -29,7 +29,7 @@ from typing import Any
 from citelock.evals._defects import DEFECT_CLASSES, DefectCorpus, SeededItem, generate_corpus
 from citelock.evals._faithfulness import FaithfulnessMode, grade_faithfulness, scramble_citations
 from citelock.evals._journal import Journal
-from citelock.guard import SurfacePolicy, check, guard
+from citelock.guard import Guard, SurfacePolicy, check
 from citelock.judges import Judge
 from citelock.records import Layer, ReasonCode
 
@@ -96,9 +96,9 @@ def evaluate_item(
     faith = grade_faithfulness(record, answer, judge, mode=mode)
     flags["faithfulness"] = set(faith.unsupported)
     scrambled = grade_faithfulness(record, scramble_citations(answer, item.item_id), judge, mode=mode)
-    alone = guard(record, answer, policy=_POLICY, judge=judge, store=store_ids, ordering=False)
+    alone = Guard(_POLICY, judge, ordering=False).run(record, answer, store=store_ids)
     flags["judge"] = {f.claim_index for f in alone.report.findings if f.layer == Layer.SUPPORT}
-    production = guard(record, answer, policy=_POLICY, judge=judge, store=store_ids, ordering=True)
+    production = Guard(_POLICY, judge).run(record, answer, store=store_ids)
     flags["production"] = {f.claim_index for f in production.report.findings}
     expected_codes = sorted(
         {

@@ -1,16 +1,21 @@
-"""The residual guard: provenance ①, coverage ②, the number pre-check, and (with a judge) support ③."""
+"""The residual guard: provenance ①, coverage ②, the number pre-check, and (with a judge) support ③.
+
+One entry point, :class:`Guard`: ``Guard(policy, judge).run(record, answer) -> GuardResult``. It returns values
+and writes nothing; :func:`check` is the free checks' report alone (``Guard().run(...).report``).
+"""
 
 from citelock.guard._coverage import check_coverage
+from citelock.guard._guard import Guard
 from citelock.guard._numbers import extract_numbers, missing_numbers
 from citelock.guard._policy import (
     ClaimAction,
     ClaimOutcome,
     Decision,
+    GuardResult,
     JudgeAccounting,
     OnFail,
     PolicyResult,
     SurfacePolicy,
-    guard,
     iso_week,
     resolve_routing,
 )
@@ -29,6 +34,8 @@ __all__ = [
     "ClaimAction",
     "ClaimOutcome",
     "Decision",
+    "Guard",
+    "GuardResult",
     "JudgeAccounting",
     "OnFail",
     "PolicyResult",
@@ -42,7 +49,6 @@ __all__ = [
     "check_citation",
     "check_coverage",
     "extract_numbers",
-    "guard",
     "iso_week",
     "judge_support",
     "missing_numbers",

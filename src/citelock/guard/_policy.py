@@ -19,13 +19,16 @@ answer without it, ``mark`` serves it visibly marked unverified. Every finding i
 
 A check or judge that raises becomes a ``CHECK_ERROR`` finding. On a fail-closed surface (high stakes by
 default) that blocks the answer; elsewhere it is recorded and does not block.
+
+The guard returns values and writes nothing: the pipeline (:class:`citelock.Citelock`) or the caller persists a
+:class:`GuardResult` to the review queue and the result store. The entry point is :class:`citelock.Guard`.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -35,7 +38,6 @@ from citelock.guard._support import SupportCheck, SupportTarget, judge_support, 
 from citelock.judges import Judge
 from citelock.judges._routing import Routing, shipped_routing
 from citelock.prompt._index import PromptIndex
-from citelock.prompt._parse import parse_answer
 from citelock.records import (
     Answer,
     Finding,
@@ -45,20 +47,19 @@ from citelock.records import (
     ReasonCode,
 )
 
-if TYPE_CHECKING:
-    from citelock.store import ResultStore, ReviewQueue
-
 __all__ = [
     "ClaimAction",
     "ClaimOutcome",
     "Decision",
+    "GuardResult",
     "JudgeAccounting",
     "OnFail",
     "PolicyResult",
     "SurfacePolicy",
-    "guard",
+    "free_result",
     "iso_week",
     "resolve_routing",
+    "run_policy",
 ]
 
 Decision = Literal["pass", "repaired", "block"]
@@ -195,16 +196,18 @@ class ClaimOutcome(BaseModel):
     reasons: tuple[ReasonCode, ...] = ()
 
 
-class PolicyResult(BaseModel):
-    """The guard's full result for one answer on one surface: what is stored and what metrics read.
+class GuardResult(BaseModel):
+    """The guard's full result for one answer: what is served, what is stored, what metrics read.
 
     Attributes:
-        surface: The surface's name.
-        policy: The policy that ran.
-        decision: ``pass``, ``repaired`` or ``block`` (see :data:`Decision`).
+        surface: The surface's name (None when only the free checks ran: ``Guard()`` without a policy).
+        policy: The surface policy that ran (None without one).
+        decision: ``pass``, ``repaired`` or ``block`` (see :data:`Decision`). Without a policy: ``pass`` when
+            the free checks found nothing, else ``block``.
         week: ISO week (``2025-W07``) of the prompt's ``created_at``: replays count in the original week.
-        report: The :class:`GuardReport` with the support findings and ``Layer.SUPPORT`` added.
-        support: One :class:`SupportCheck` per citation, saying whether and how it was judged.
+        report: The :class:`GuardReport`, with the support findings and ``Layer.SUPPORT`` when a judge ran.
+        support: One :class:`SupportCheck` per citation, saying whether and how it was judged (empty without a
+            policy).
         accounting: Judge calls made and saved.
         claims: One :class:`ClaimOutcome` per claim of the answer: served, dropped or marked, and why.
     """
@@ -212,14 +215,19 @@ class PolicyResult(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: Literal["1"] = "1"
-    surface: str
-    policy: SurfacePolicy
+    surface: str | None = None
+    policy: SurfacePolicy | None = None
     decision: Decision
     week: str
     report: GuardReport
-    support: tuple[SupportCheck, ...]
-    accounting: JudgeAccounting
+    support: tuple[SupportCheck, ...] = ()
+    accounting: JudgeAccounting = Field(default_factory=JudgeAccounting)
     claims: tuple[ClaimOutcome, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when the answer is served whole and clean (``decision == "pass"``)."""
+        return self.decision == "pass"
 
     @property
     def blocked(self) -> bool:
@@ -268,63 +276,49 @@ def resolve_routing(policy: SurfacePolicy, judge: Judge | None) -> Routing | Non
     return shipped_routing(judge.name, judge.version)
 
 
-def _cache_hits(judge: Judge | None) -> int | None:
-    """The judge's running cache-hit counter (``hits`` as ``CachedJudge`` keeps it, or ``cache_hits``)."""
-    for attribute in ("hits", "cache_hits"):
-        value = getattr(judge, attribute, None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
+PolicyResult = GuardResult
+"""The name :class:`GuardResult` had before the guard had one entry point (kept for stored-result readers)."""
 
 
-def guard(
+def run_policy(
     record: PromptRecord,
-    answer: Answer | Mapping[str, Any] | str,
+    parsed: Answer,
     *,
     policy: SurfacePolicy,
     judge: Judge | None,
+    routing: Routing | None,
     escalate: Judge | None = None,
+    escalate_routing: Routing | None = None,
     store: Collection[str] | None = None,
     ordering: bool = True,
-    queue: ReviewQueue | None = None,
-    results: ResultStore | None = None,
-) -> PolicyResult:
-    """Guard one answer under a surface policy: deterministic checks, then the (sampled) support judge.
+) -> GuardResult:
+    """Guard one parsed answer under a surface policy (the body of :meth:`citelock.Guard.run`).
 
     Args:
         record: The prompt exactly as sent.
-        answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts.
+        parsed: The parsed answer.
         policy: The surface's policy.
         judge: The support judge; may be None only on a low-stakes surface with ``sample_rate`` 0.
-        escalate: A stronger judge (e.g. the LLM judge on a server) for citations routed to ``review``. Its
-            own shipped routing applies when one ships for its version, else its label decides (``yes``
-            passes, else fails). None: reviews go to the queue as ``UNCERTAIN_SUPPORT``.
+        routing: The routing resolved for ``judge`` (:func:`resolve_routing`).
+        escalate: A stronger judge for citations routed to ``review`` (None: they go to the queue).
+        escalate_routing: The routing shipped for ``escalate`` (None: its label decides).
         store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         ordering: Judge only citations that passed the cheaper checks (the default). False judges every
             citation whose chunk is in the prompt, which only exists to measure what ordering saves.
-        queue: If given, every finding is enqueued for review on this surface.
-        results: If given, the result is appended (metrics are computed from it).
-
-    Returns:
-        A :class:`PolicyResult`: the decision, what happened to each claim, every citation's route.
 
     Raises:
-        UsageError: no judge where the policy needs one; a routing calibrated for another judge or version.
-        ParseError: the answer cannot be parsed (unusable input, not a finding).
+        UsageError: no judge where the policy needs one.
     """
     if judge is None and (policy.stakes == "high" or policy.sample_rate > 0):
         raise UsageError(
             f"surface {policy.name!r} ({policy.stakes} stakes, sample_rate {policy.sample_rate}) needs a "
             "support judge; pass judge=... (or use a low-stakes policy with sample_rate=0)"
         )
-    routing = resolve_routing(policy, judge)
-    escalate_routing = shipped_routing(escalate.name, escalate.version) if escalate is not None else None
-    parsed = parse_answer(answer)
     try:
         report = check(record, parsed, store=store)
     except Exception as exc:  # a failing check is a finding, and the policy decides what it blocks
         report = _errored_report(record, exc)
-        return _finish(record, policy, parsed, report, (), JudgeAccounting(errors=1), queue, results)
+        return _finish(record, policy, parsed, report, (), JudgeAccounting(errors=1))
 
     index = PromptIndex.build(record)
     number_failed = {f.claim_index for f in report.findings if f.reason == ReasonCode.NUMBER_MISMATCH}
@@ -361,7 +355,6 @@ def guard(
                     span=c.span,
                 )
             )
-    hits_before = _cache_hits(judge)
     run = None
     if targets and judge is not None:
         run = judge_support(
@@ -373,8 +366,6 @@ def guard(
             escalate=escalate,
             escalate_routing=escalate_routing,
         )
-    hits_after = _cache_hits(judge)
-    cache_hits = hits_after - hits_before if hits_before is not None and hits_after is not None else 0
 
     checks = sorted([*skipped, *(run.checks if run else ())], key=lambda s: (s.claim_index, s.citation_index))
     accounting = JudgeAccounting(
@@ -384,7 +375,7 @@ def guard(
         saved_by_ordering=counts["ordering"],
         saved_by_sampling=counts["sampling"],
         no_passage=counts["no_passage"],
-        cache_hits=cache_hits,
+        cache_hits=run.cache_hits if run else 0,
         errors=run.errors if run else 0,
         reviews=run.reviews if run else 0,
         escalations=run.escalations if run else 0,
@@ -398,7 +389,7 @@ def guard(
                 "layers": (*report.layers, Layer.SUPPORT),
             }
         )
-    return _finish(record, policy, parsed, report, tuple(checks), accounting, queue, results)
+    return _finish(record, policy, parsed, report, tuple(checks), accounting)
 
 
 def _errored_report(record: PromptRecord, exc: Exception) -> GuardReport:
@@ -473,11 +464,9 @@ def _finish(
     report: GuardReport,
     checks: tuple[SupportCheck, ...],
     accounting: JudgeAccounting,
-    queue: ReviewQueue | None,
-    results: ResultStore | None,
-) -> PolicyResult:
+) -> GuardResult:
     decision, claims = _outcomes(policy, answer, report)
-    result = PolicyResult(
+    return GuardResult(
         surface=policy.name,
         policy=policy,
         decision=decision,
@@ -487,8 +476,24 @@ def _finish(
         accounting=accounting,
         claims=claims,
     )
-    if queue is not None:
-        queue.enqueue(report.findings, surface=policy.name, week=result.week)
-    if results is not None:
-        results.append(result)
-    return result
+
+
+def free_result(record: PromptRecord, answer: Answer, report: GuardReport) -> GuardResult:
+    """The result of the free checks alone (no surface): every finding fails its claim, the answer passes clean."""
+    claims = tuple(
+        ClaimOutcome(
+            claim_index=ci,
+            claim=claim.text,
+            action="block" if reasons else "serve",
+            reasons=reasons,
+        )
+        for ci, claim in enumerate(answer.claims)
+        for reasons in [tuple(dict.fromkeys(f.reason for f in report.findings if f.claim_index == ci))]
+    )
+    return GuardResult(
+        decision="pass" if report.ok else "block",
+        week=iso_week(record),
+        report=report,
+        accounting=JudgeAccounting(citations=len(report.citations)),
+        claims=claims,
+    )

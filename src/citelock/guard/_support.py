@@ -137,6 +137,7 @@ class _Outcome:
     errors: int = 0
     reviews: int = 0
     escalations: int = 0
+    cache_hits: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ class SupportRun:
         errors: Judge calls that raised.
         reviews: Citations the judge's score routed to ``review``.
         escalations: Calls to the stronger judge on those.
+        cache_hits: Verdicts of ``judge`` that came from its cache (:attr:`Verdict.cached`).
     """
 
     checks: tuple[SupportCheck, ...]
@@ -161,6 +163,7 @@ class SupportRun:
     errors: int
     reviews: int = 0
     escalations: int = 0
+    cache_hits: int = 0
 
 
 class _JudgeFailure(Exception):
@@ -275,6 +278,7 @@ def judge_support(
             else:
                 out.calls += 1
             memo[key] = _call(judge, claim, index.body(placed))
+            out.cache_hits += memo[key].cached
         return memo[key]
 
     def strong_verdict_for(strong: Judge, claim: str, placed: PlacedChunk) -> Verdict:
@@ -456,6 +460,7 @@ def judge_support(
         errors=out.errors,
         reviews=out.reviews,
         escalations=out.escalations,
+        cache_hits=out.cache_hits,
     )
 
 

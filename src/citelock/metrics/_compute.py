@@ -309,8 +309,8 @@ def compute_metrics(
         return ((ALL, ALL), (s, ALL), (ALL, w), (s, w))
 
     for result in results:
-        if surface is not None and result.surface != surface:
-            continue
+        if result.surface is None or (surface is not None and result.surface != surface):
+            continue  # a free-checks-only result has no surface (the result store never holds one)
         for scope in scopes(result.surface, result.week):
             _add_result(tallies[scope], result)
     for entry, resolution in queue_items:

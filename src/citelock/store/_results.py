@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, DateTime, Engine, Integer, MetaData, String, Table, Text, func, insert, select
 
+from citelock.errors import UsageError
 from citelock.store._engine import make_engine
 from citelock.store._tables import create_tables
 
@@ -45,7 +46,13 @@ class ResultStore:
         create_tables(self.engine, _metadata)
 
     def append(self, result: PolicyResult) -> None:
-        """Append one result (one transaction)."""
+        """Append one result (one transaction).
+
+        Raises:
+            UsageError: the result has no surface (a free-checks-only ``Guard()`` result): metrics group by surface.
+        """
+        if result.surface is None:
+            raise UsageError("the result store holds surface results: run Guard(SurfacePolicy(...)) to store one")
         with self.engine.begin() as conn:
             conn.execute(
                 insert(_results).values(

@@ -144,8 +144,8 @@ class CachedJudge:
         cached = self.cache.get(key)
         if cached is not None:
             self.hits += 1
-            return cached
+            return cached.model_copy(update={"cached": True})
         self.misses += 1
         verdict = self.inner.judge(claim, passage)
-        self.cache.put(key, verdict)
+        self.cache.put(key, verdict.model_copy(update={"cached": False}))
         return verdict
