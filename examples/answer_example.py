@@ -16,6 +16,7 @@ from pathlib import Path
 
 import citelock
 from citelock.backends import FakeBackend, LocalBackend, NaiveBackend
+from citelock.store import ReviewQueue
 
 HERE = Path(__file__).resolve().parent
 
@@ -37,15 +38,22 @@ def main() -> None:
     else:
         backend = LocalBackend("smollm2")
 
-    log = Path(".citelock") / "citelock.db"  # the prompt log, as the CLI uses it
-    result = citelock.answer(question, chunks, backend=backend, policy="substring", log=log)
+    db = Path(".citelock") / "citelock.db"  # the prompt log, as the CLI uses it
+    client = citelock.Citelock(
+        backend,
+        log=db,
+        guard=citelock.Guard(citelock.SurfacePolicy(name="example", stakes="high", on_fail="drop_claim")),
+        sinks=[ReviewQueue(db)],  # every finding goes to the review queue (`citelock queue list --db ...`)
+        policy="substring",
+    )
+    result = client.answer(question, chunks)
     print(result.rendered)
     reasons = [f.reason.value for f in result.findings]
-    print(f"\nspan policy: {result.span_policy}; guard ok: {result.ok}; findings: {reasons}")
+    print(f"\nspan policy: {result.span_policy}; decision: {result.decision}; findings: {reasons}")
 
     if "--naive" in sys.argv:  # the baseline: same model, free text with [id] markers
         try:
-            naive = citelock.answer(question, chunks, backend=NaiveBackend("smollm2"))
+            naive = citelock.Citelock(NaiveBackend("smollm2")).answer(question, chunks)
         except citelock.UnparsedAnswerError as exc:
             print(f"\nnaive answer could not be parsed: {exc}")
         else:

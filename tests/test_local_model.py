@@ -176,3 +176,27 @@ def test_a_thousand_chunks_complete_with_the_recorded_policy(local: citelock.Bac
     assert result.dropped and len(result.dropped) < 1000
     assert result.span_policy in ("substring", "sentence") and result.answer.claims
     assert all(c.passed for c in result.report.citations)
+
+
+def test_client_on_the_embedded_default_logs_guards_and_persists(tmp_path: Path) -> None:
+    """``Citelock()`` with no backend loads the bundled model itself (once, for this client) and runs end to end."""
+    from citelock import Citelock, Guard, SurfacePolicy
+    from citelock.store import PromptLog, ResultStore, ReviewQueue
+
+    db = tmp_path / "client.db"
+    surface = SurfacePolicy(name="docs", stakes="high", on_fail="drop_claim")
+    client = Citelock(
+        log=db, guard=Guard(surface), sinks=[ReviewQueue(db), ResultStore(db)], policy="quote", options=CI_OPTIONS
+    )
+    case = CASES[0]
+    chunks = [CORPUS[i] for i in case["chunks"]]
+    first = client.answer(case["question"], chunks)
+    backend = client.backend
+    second = client.answer(case["question"], chunks)
+    assert client.backend is backend and backend.name == "local"  # loaded once, owned by this client
+    for result in (first, second):
+        assert result.generation.enforced and result.span_policy == "quote"
+        assert not {f.reason for f in result.findings} & (ID_REASONS | SPAN_REASONS), result.model_dump_json(indent=1)
+        assert PromptLog(db).get(result.request_id).sha256 == result.prompt_sha256
+    assert len(ResultStore(db)) == 2
+    assert len(list(ReviewQueue(db))) == sum(len(r.findings) for r in (first, second))
