@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from citelock import MissingExtraError, PromptRecord
-from citelock.evals import METRIC_DEFINITIONS, compute_metrics, metrics_chart, metrics_from_store
-from citelock.guard import PolicyResult, SurfacePolicy
+from citelock.guard import GuardResult, SurfacePolicy
+from citelock.metrics import METRIC_DEFINITIONS, compute_metrics, metrics_chart, metrics_from_store
 from citelock.store import ResultStore, ReviewQueue
 from guarding import guard_and_store
 from test_support_fakes import REVENUE_CHUNKS, KeywordJudge, make_record
@@ -42,7 +42,7 @@ ANSWER_B = {
 ANSWER_C = {"claims": [{"text": "Happy to help!"}, cite("Revenue grew 12%.", "c1")]}  # sampled out
 
 
-def results(queue: ReviewQueue | None = None, store: ResultStore | None = None) -> list[PolicyResult]:
+def results(queue: ReviewQueue | None = None, store: ResultStore | None = None) -> list[GuardResult]:
     judge = KeywordJudge()
     return [
         guard_and_store(record("a", WEEK1), ANSWER_A, policy=HIGH, judge=judge, queue=queue, results=store),

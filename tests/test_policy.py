@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from citelock import Chunk, ReasonCode, UsageError
-from citelock.guard import Guard, PolicyResult, SurfacePolicy, iso_week
+from citelock.guard import Guard, GuardResult, SurfacePolicy, iso_week
 from citelock.judges import DEFAULT_JUDGE
 from test_support_fakes import (
     REVENUE_CHUNKS,
@@ -143,7 +143,7 @@ def _seeded_answers(seed: int, count: int) -> list[tuple[str, list[Chunk], dict[
     return out
 
 
-def _defects(result: PolicyResult) -> set[tuple[int, int | None]]:
+def _defects(result: GuardResult) -> set[tuple[int, int | None]]:
     return {(f.claim_index, f.citation_index) for f in result.report.findings} | {
         (f.claim_index, None) for f in result.report.findings
     }
@@ -260,6 +260,6 @@ def test_findings_block_on_any_surface() -> None:
 def test_result_round_trips_as_json_and_carries_the_week() -> None:
     record = make_record("q?", REVENUE_CHUNKS)
     result = Guard(HIGH, KeywordJudge()).run(record, {"claims": [cite("Operating margins expanded.", "c1")]})
-    assert PolicyResult.model_validate_json(result.model_dump_json()) == result
+    assert GuardResult.model_validate_json(result.model_dump_json()) == result
     assert result.week == iso_week(record)
     assert result.week.startswith(str(record.created_at.isocalendar()[0]))

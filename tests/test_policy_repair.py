@@ -9,7 +9,7 @@ import pytest
 
 import citelock
 from citelock import FakeBackend, ReasonCode
-from citelock.guard import ClaimOutcome, PolicyResult, SurfacePolicy
+from citelock.guard import ClaimOutcome, GuardResult, SurfacePolicy
 from citelock.judges._routing import Routing
 from citelock.store import PromptLog, ReviewQueue
 from guarding import guard_and_store
@@ -30,13 +30,13 @@ def surface(on_fail: str, stakes: str = "high", **extra: object) -> SurfacePolic
     )
 
 
-def run(*claims: dict[str, object], policy: SurfacePolicy, **kwargs: object) -> PolicyResult:
+def run(*claims: dict[str, object], policy: SurfacePolicy, **kwargs: object) -> GuardResult:
     record = make_record("What happened?", REVENUE_CHUNKS)
     judge = kwargs.pop("judge", None) or ShareJudge()
     return guard_and_store(record, {"claims": list(claims)}, policy=policy, judge=judge, **kwargs)  # type: ignore[arg-type]
 
 
-def actions(result: PolicyResult) -> list[tuple[str, tuple[str, ...]]]:
+def actions(result: GuardResult) -> list[tuple[str, tuple[str, ...]]]:
     return [(o.action, tuple(r.value for r in o.reasons)) for o in result.claims]
 
 
@@ -101,7 +101,7 @@ def test_a_fail_closed_check_error_refuses_the_answer_even_when_dropping() -> No
 def test_outcomes_cover_every_claim_and_round_trip() -> None:
     result = run(GOOD, UNSUPPORTED, REVIEW, policy=surface("mark"))
     assert [o.claim_index for o in result.claims] == [0, 1, 2]
-    assert PolicyResult.model_validate_json(result.model_dump_json()) == result
+    assert GuardResult.model_validate_json(result.model_dump_json()) == result
     assert result.claims[1] == ClaimOutcome(
         claim_index=1, claim=UNSUPPORTED["text"], action="mark", reasons=(ReasonCode.UNSUPPORTED,)
     )
@@ -181,7 +181,7 @@ def test_answer_refuses_a_mismatched_routing_before_logging(tmp_path: Path) -> N
 
 
 def test_metrics_count_repaired_answers_reviews_and_escalations() -> None:
-    from citelock.evals import compute_metrics
+    from citelock.metrics import compute_metrics
     from test_policy_routing import ScriptedJudge
 
     results = [

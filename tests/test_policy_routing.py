@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from citelock import ReasonCode, UsageError, Verdict
-from citelock.guard import PolicyResult, SurfacePolicy
+from citelock.guard import GuardResult, SurfacePolicy
 from citelock.judges._routing import Routing
 from citelock.store import ReviewQueue
 from guarding import guard_and_store
@@ -52,7 +52,7 @@ def cite(text: str, chunk_id: str) -> dict[str, object]:
     return {"text": text, "citations": [{"chunk_id": chunk_id}]}
 
 
-def run(*claims: dict[str, object], policy: SurfacePolicy, judge: object = None, **kwargs: object) -> PolicyResult:
+def run(*claims: dict[str, object], policy: SurfacePolicy, judge: object = None, **kwargs: object) -> GuardResult:
     record = make_record("What happened?", REVENUE_CHUNKS)
     return guard_and_store(record, {"claims": list(claims)}, policy=policy, judge=judge or ShareJudge(), **kwargs)  # type: ignore[arg-type]
 
@@ -217,5 +217,5 @@ def test_a_judge_without_scores_under_a_routing_is_a_check_error() -> None:
 
 def test_routed_results_round_trip_as_json() -> None:
     result = run(cite("Revenue grew sharply in Europe.", "c1"), cite("Dividends were cut.", "c2"), policy=LOW)
-    again = PolicyResult.model_validate_json(result.model_dump_json())
+    again = GuardResult.model_validate_json(result.model_dump_json())
     assert again == result and again.policy.routing == ROUTING

@@ -37,7 +37,7 @@ def render_answer(
     claims only. A citation that failed guard ① is never shown as a source: it is marked ``unverified`` with
     its reason code. An abstention renders as :data:`ABSTENTION_TEXT` in every style.
 
-    With ``outcomes`` (a surface's :attr:`~citelock.guard.PolicyResult.claims`), a claim whose action is
+    With ``outcomes`` (a surface's :attr:`~citelock.GuardResult.claims`), a claim whose action is
     ``drop`` is left out, and so are the footnotes only it used (the others are numbered without gaps); a claim
     whose action is ``mark`` is followed by ``(unverified: REASON, ...)``.
     """

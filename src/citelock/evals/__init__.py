@@ -1,4 +1,7 @@
-"""Evaluations: the seeded defect corpus, the naive-vs-constrained harness, reports and charts."""
+"""Evaluations: the seeded defect corpus, naive vs constrained, real answers vs human labels, judge calibration.
+
+Production metrics (what ``citelock metrics`` computes from the stores) live in :mod:`citelock.metrics`.
+"""
 
 from citelock.evals._calibration import (
     CalibrationReport,
@@ -21,30 +24,18 @@ from citelock.evals._defects import (
     generate_corpus,
 )
 from citelock.evals._routing_fit import fit_routing
-from citelock.metrics._charts import metrics_chart
-from citelock.metrics._compute import (
-    METRIC_DEFINITIONS,
-    MetricsReport,
-    MetricValue,
-    compute_metrics,
-    metrics_from_store,
-)
 
 __all__ = [
     "DEFECT_CLASSES",
-    "METRIC_DEFINITIONS",
     "CalibrationReport",
     "ClaimTruth",
     "DefectCorpus",
     "ExpectedFinding",
     "LabeledItem",
-    "MetricValue",
-    "MetricsReport",
     "RoutingReport",
     "SeededItem",
     "bootstrap_ci",
     "calibrate",
-    "compute_metrics",
     "confusion_matrix",
     "evaluate_routing",
     "expected_guard_reasons",
@@ -52,8 +43,6 @@ __all__ = [
     "generate_corpus",
     "item_split",
     "judge_items",
-    "metrics_chart",
-    "metrics_from_store",
     "read_dataset",
     "routing_rates",
     "wice_split",

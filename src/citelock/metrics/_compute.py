@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine
 
-from citelock.guard import PolicyResult
+from citelock.guard import GuardResult
 from citelock.records import ReasonCode
 from citelock.store import QueueEntry, Resolution, ResultStore, ReviewQueue, make_engine
 
@@ -173,7 +173,7 @@ class _Tally:
     repaired: int = 0
 
 
-def _add_result(t: _Tally, result: PolicyResult) -> None:
+def _add_result(t: _Tally, result: GuardResult) -> None:
     report = result.report
     t.answers += 1
     t.passed += result.decision == "pass"
@@ -288,7 +288,7 @@ def _values(t: _Tally, surface: str, week: str) -> list[MetricValue]:
 
 
 def compute_metrics(
-    results: Iterable[PolicyResult],
+    results: Iterable[GuardResult],
     queue_items: Iterable[tuple[QueueEntry, Resolution | None]] = (),
     *,
     surface: str | None = None,

@@ -1,4 +1,4 @@
-"""The result store: every guarded answer's :class:`~citelock.guard.PolicyResult`, appended; metrics read it.
+"""The result store: every guarded answer's :class:`~citelock.guard.GuardResult`, appended; metrics read it.
 
 Rows are appended, never updated. Guarding the same request again (a replay with a newer judge) appends a new
 row; :meth:`ResultStore.latest` keeps the newest row per (request id, surface), which is what metrics count.
@@ -16,7 +16,7 @@ from citelock.store._engine import make_engine
 from citelock.store._tables import create_tables
 
 if TYPE_CHECKING:
-    from citelock.guard import PolicyResult
+    from citelock.guard import GuardResult
 
 __all__ = ["ResultStore"]
 
@@ -45,7 +45,7 @@ class ResultStore:
         self.engine = target if isinstance(target, Engine) else make_engine(target)
         create_tables(self.engine, _metadata)
 
-    def append(self, result: PolicyResult) -> None:
+    def append(self, result: GuardResult) -> None:
         """Append one result (one transaction).
 
         Raises:
@@ -68,9 +68,9 @@ class ResultStore:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(_results)).scalar_one())
 
-    def latest(self, *, surface: str | None = None, week: str | None = None) -> list[PolicyResult]:
+    def latest(self, *, surface: str | None = None, week: str | None = None) -> list[GuardResult]:
         """The newest result per (request id, surface), oldest first, optionally for one surface / week."""
-        from citelock.guard import PolicyResult
+        from citelock.guard import GuardResult
 
         newest = select(func.max(_results.c.id)).group_by(_results.c.request_id, _results.c.surface)
         query = select(_results.c.result).where(_results.c.id.in_(newest))
@@ -80,4 +80,4 @@ class ResultStore:
             query = query.where(_results.c.week == week)
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(_results.c.id)).scalars().all()
-        return [PolicyResult.model_validate_json(text) for text in rows]
+        return [GuardResult.model_validate_json(text) for text in rows]
