@@ -215,7 +215,8 @@ def test_answer_runs_the_tiered_surface_guard_and_queues(tmp_path) -> None:
     wrong = json.dumps({"claims": [claim]}, separators=(",", ":"))
     db = tmp_path / "team.db"
     plain = citelock.answer("Who pays freight?", chunks, backend=FakeBackend([wrong]))
-    assert plain.ok and plain.decision is None and plain.accounting is None  # ①② alone cannot see it
+    assert plain.ok and plain.decision == "pass" and plain.accounting is not None  # ①② alone cannot see it
+    assert plain.accounting.judge_calls == 0
     result = citelock.answer(
         "Who pays freight?", chunks, backend=FakeBackend([wrong]),
         surface=SurfacePolicy(name="legal", stakes="high"), judge=LexicalJudge(),

@@ -111,7 +111,7 @@ def test_free_check_guard_result_without_a_policy() -> None:
     bad = {"text": "It spans 900 meters.", "citations": [{"chunk_id": "c-9", "span": "spans 900 meters"}]}
     client = Citelock(FakeBackend([out(bad)], enforced=False))
     result = client.answer("q?", CHUNKS)
-    assert not result.ok and result.decision is None and result.served
+    assert not result.ok and result.decision == "block" and not result.served  # free checks block on findings
     assert [f.reason for f in result.findings] == [ReasonCode.ID_NOT_IN_PROMPT]
 
 

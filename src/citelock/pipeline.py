@@ -101,9 +101,8 @@ class GuardedAnswer(_Record):
         answer: The parsed answer: claims with ``citations[].chunk_id`` / ``span``.
         report: The guard's report (① provenance, ② coverage, number pre-check).
         findings: The report's findings (also in ``report``), at the top for convenience.
-        ok: True when the served answer is clean: without a surface, the guard found nothing; with one, the
-            decision is ``pass``. False for a ``repaired`` answer (served, but with claims dropped or marked) and
-            for a ``block``-ed one (not to be served).
+        ok: True when the answer is served whole and clean: ``decision == "pass"`` (one meaning, with or without a
+            surface).
         span_policy: The span policy decoding enforced (None when nothing was constrained: the naive baseline).
         requested_policy: The policy the caller asked for.
         downgrade_reason: Why ``span_policy`` is weaker than ``requested_policy``, if it is.
@@ -117,9 +116,10 @@ class GuardedAnswer(_Record):
         rendered: The answer text with its citation markers rendered, without the dropped claims (and the
             footnotes only they used), with marked claims followed by ``(unverified: REASON, ...)``. For a
             blocked answer it is the whole answer, for inspection: do not serve it.
-        surface: The surface policy's name, when the tiered guard ran (``surface=``).
-        decision: ``pass``, ``repaired`` or ``block`` under that policy (None without one).
-        accounting: Support-judge calls made and saved under that policy (None without one).
+        surface: The surface policy's name (None when the guard ran the free checks only).
+        decision: ``pass``, ``repaired`` or ``block``. Without a surface: ``pass`` when the free checks found
+            nothing, else ``block`` (rendered whole, for inspection).
+        accounting: Support-judge calls made and saved (all zero without a surface).
         removed: The claims dropped from ``rendered`` (``on_fail="drop_claim"``), with their reason codes.
         marked: The claims ``rendered`` marks unverified (``on_fail="mark"``), with their reason codes.
     """
@@ -150,7 +150,7 @@ class GuardedAnswer(_Record):
 
     @property
     def served(self) -> bool:
-        """True unless the surface blocked the answer (``pass``, ``repaired``, or no surface)."""
+        """True unless the guard blocked the answer (``pass`` or ``repaired``)."""
         return self.decision != "block"
 
 
@@ -253,17 +253,16 @@ def _guarded(
     prep: _Prepared, generation: Generation, parsed: Answer, result: GuardResult, render: RenderStyle
 ) -> GuardedAnswer:
     record, schema = prep.record, prep.schema
-    surfaced = result.policy is not None
     report = result.report
-    # Rendering drops or marks claims only under a surface that serves the answer (a blocked one is shown whole).
-    outcomes = result.claims if surfaced and result.decision != "block" else None
+    # Rendering drops or marks claims only when the answer is served (a blocked one is shown whole).
+    outcomes = result.claims if result.decision != "block" else None
     return GuardedAnswer(
         request_id=record.request_id,
         question=prep.context.question,
         answer=parsed,
         report=report,
         findings=report.findings,
-        ok=report.ok if not surfaced else result.decision == "pass",
+        ok=result.decision == "pass",
         span_policy=schema.policy if schema is not None else None,
         requested_policy=prep.requested,
         downgrade_reason=schema.downgrade_reason if schema is not None else None,
@@ -276,10 +275,10 @@ def _guarded(
         render_style=render,
         rendered=render_answer(parsed, report, prep.context, style=render, outcomes=outcomes),
         surface=result.surface,
-        decision=result.decision if surfaced else None,
-        accounting=result.accounting if surfaced else None,
-        removed=tuple(c for c in result.claims if c.action == "drop") if surfaced else (),
-        marked=tuple(c for c in result.claims if c.action == "mark") if surfaced else (),
+        decision=result.decision,
+        accounting=result.accounting,
+        removed=tuple(c for c in result.claims if c.action == "drop"),
+        marked=tuple(c for c in result.claims if c.action == "mark"),
     )
 
 
