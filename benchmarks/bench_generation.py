@@ -38,11 +38,12 @@ import citelock
 from citelock import ReasonCode, SchemaOptions
 from citelock.backends import LOCAL_LIMITS, LocalBackend, NaiveBackend
 from citelock.constraint._schema import build_schema, clear_schema_cache, fit_schema
+from citelock.reasons import codes_in
 from citelock.runtime._llama import LlamaRuntime, parser_limits, runtime
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 POLICIES = ("substring", "sentence", "id")
-SPAN_REASONS = {ReasonCode.SPAN_NOT_IN_CHUNK, ReasonCode.SPAN_IN_OTHER_CHUNK, ReasonCode.SPAN_ONLY_IN_QUESTION}
+SPAN_REASONS = codes_in("span")
 QUALITY_OPTIONS = SchemaOptions(max_claims=2, max_citations=2, max_text_chars=120, max_span_chars=100)
 console = Console(width=180)
 

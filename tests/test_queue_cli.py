@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from citelock.cli import app
 from citelock.guard import SurfacePolicy
+from citelock.reasons import REASONS, ReasonCode
 from citelock.store import ReviewQueue
 from guarding import guard_and_store
 from test_support_fakes import REVENUE_CHUNKS, KeywordJudge, make_record
@@ -55,6 +56,9 @@ def test_list_groups_by_reason_with_counts(db: Path) -> None:
     assert table.exit_code == 0
     assert "4 open entries in 3 reason group(s)" in table.output
     assert "ID_NOT_IN_PROMPT (2)" in table.output
+    flat = " ".join(table.output.split())  # rich wraps a group's caption (its meaning and fix from REASONS)
+    for code in (ReasonCode.ID_NOT_IN_PROMPT, ReasonCode.UNSUPPORTED, ReasonCode.WRONG_CHUNK):
+        assert f"{REASONS[code].description}; what to do: {REASONS[code].fix}" in flat, code
     only = runner.invoke(app, ["queue", "list", "--db", str(db), "--reason", "WRONG_CHUNK", "--json"])
     assert json.loads(only.output)["counts"] == {"WRONG_CHUNK": 1}
 
@@ -89,6 +93,8 @@ def test_show_has_everything_a_reviewer_needs(db: Path) -> None:
         "keyword-test 1",
         "request r0, sha256",
         "resolution  open",
+        f"meaning  {REASONS[ReasonCode.WRONG_CHUNK].description}",
+        f"what to do  {REASONS[ReasonCode.WRONG_CHUNK].fix}",
     ):
         assert expected in result.output, expected
     as_json = json.loads(runner.invoke(app, ["queue", "show", wid, "--db", str(db), "--json"]).output)

@@ -2,7 +2,8 @@
 
 Records are immutable values (``frozen``) that reject unknown fields, so a typo in an input file is an error
 naming the field, never a silently ignored key. The guard and everything after it are pure functions of
-these records.
+these records. :class:`ReasonCode` and :class:`Layer` are defined in :mod:`citelock.reasons` (beside the table
+of what each code means) and re-exported here.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from citelock.reasons import Layer, ReasonCode
 
 __all__ = [
     "Generation",
@@ -49,39 +51,6 @@ NonEmptyStr = Annotated[str, Field(min_length=1)]
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ReasonCode(StrEnum):
-    """Stable reason codes, part of the public API (see DESIGN.md).
-
-    ``UNCERTAIN_SUPPORT`` (layer ``support``): the judge's score fell between the surface's two thresholds
-    (``review``) and no stronger judge settled it (none is configured, or it was unsure too, or it failed): a
-    person or a stronger judge must decide.
-    """
-
-    ID_NOT_IN_PROMPT = "ID_NOT_IN_PROMPT"
-    STALE_ID = "STALE_ID"
-    FABRICATED_ID = "FABRICATED_ID"
-    SPAN_TRUNCATED = "SPAN_TRUNCATED"
-    SPAN_NOT_IN_CHUNK = "SPAN_NOT_IN_CHUNK"
-    SPAN_ONLY_IN_QUESTION = "SPAN_ONLY_IN_QUESTION"
-    SPAN_IN_OTHER_CHUNK = "SPAN_IN_OTHER_CHUNK"
-    UNCITED_CLAIM = "UNCITED_CLAIM"
-    UNSUPPORTED = "UNSUPPORTED"
-    WRONG_CHUNK = "WRONG_CHUNK"
-    PARTIAL_SUPPORT = "PARTIAL_SUPPORT"
-    UNCERTAIN_SUPPORT = "UNCERTAIN_SUPPORT"
-    NUMBER_MISMATCH = "NUMBER_MISMATCH"
-    CHECK_ERROR = "CHECK_ERROR"
-
-
-class Layer(StrEnum):
-    """Which guard layer produced a finding."""
-
-    PROVENANCE = "provenance"
-    COVERAGE = "coverage"
-    NUMBERS = "numbers"
-    SUPPORT = "support"
 
 
 VerdictLabel = Literal["yes", "partial", "no"]

@@ -12,6 +12,7 @@ import typer
 from citelock.cli._app import EXIT_OK, app
 from citelock.cli._io import fail
 from citelock.errors import CitelockError
+from citelock.reasons import REASONS, ReasonCode
 from citelock.store import QueueEntry, Resolution, ReviewQueue
 
 __all__ = ["open_queue", "queue_app", "resolve_db"]
@@ -62,7 +63,9 @@ def _short(text: str | None, width: int) -> str:
 @queue_app.command("list")
 def list_entries(
     db: DbOption = None,
-    reason: Annotated[str | None, typer.Option("--reason", help="only this reason code")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help=f"only this reason code ({', '.join(ReasonCode)})")
+    ] = None,
     surface: Annotated[str | None, typer.Option("--surface", help="only this surface")] = None,
     status: Annotated[str, typer.Option("--status", help="open, resolved or all")] = "open",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
@@ -90,7 +93,16 @@ def list_entries(
     total = sum(len(es) for es in groups.values())
     console.print(f"{total} {status} entr{'y' if total == 1 else 'ies'} in {len(groups)} reason group(s)")
     for code, entries in groups.items():
-        table = Table("id", "surface", "claim", "chunk", "queued", title=escape(f"{code.value} ({len(entries)})"))
+        info = REASONS[code]
+        table = Table(
+            "id",
+            "surface",
+            "claim",
+            "chunk",
+            "queued",
+            title=escape(f"{code.value} ({len(entries)})"),
+            caption=escape(f"{info.description}; what to do: {info.fix}"),
+        )
         for e in entries:
             cells = (e.id[:12], e.surface, _short(e.claim, 60), e.chunk_id or "-", f"{e.created_at:%Y-%m-%d %H:%M}")
             table.add_row(*(escape(cell) for cell in cells))
@@ -118,6 +130,8 @@ def show(
     lines = [
         ("id", entry.id),
         ("reason", f"{entry.reason.value} ({entry.layer.value})"),
+        ("meaning", REASONS[entry.reason].description),
+        ("what to do", REASONS[entry.reason].fix),
         ("surface", entry.surface),
         ("queued", f"{entry.created_at.isoformat()} (week {entry.week})"),
         ("prompt", f"request {entry.request_id}, sha256 {entry.prompt_sha256}"),

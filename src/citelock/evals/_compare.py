@@ -29,7 +29,8 @@ from citelock.evals._datasets import parse_evidence
 from citelock.evals._journal import Journal
 from citelock.judges import Judge
 from citelock.pipeline import GuardedAnswer
-from citelock.records import Chunk, ReasonCode
+from citelock.reasons import codes_in
+from citelock.records import Chunk
 from citelock.text._normalize import normalize
 
 __all__ = [
@@ -45,12 +46,7 @@ __all__ = [
 
 ModeFn = Callable[[str, Sequence[Chunk]], GuardedAnswer]
 SYSTEM_KINDS = ("rr", "post_hoc")
-_SPAN_CODES = {
-    ReasonCode.SPAN_TRUNCATED.value,
-    ReasonCode.SPAN_NOT_IN_CHUNK.value,
-    ReasonCode.SPAN_ONLY_IN_QUESTION.value,
-    ReasonCode.SPAN_IN_OTHER_CHUNK.value,
-}
+_SPAN_CODES = {code.value for code in codes_in("span")}
 # What every citelock error for an output cut at max_tokens says (citelock.answer's check of a constrained
 # generation raises a plain RuntimeFailure with it; the backends raise TruncatedOutputError).
 _STOPPED_AT_MAX_TOKENS = "stopped at max_tokens"

@@ -22,13 +22,13 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Literal
 
 from citelock.evals._topics import TOPICS, Topic
 from citelock.prompt._assemble import assemble
 from citelock.prompt._parse import parse_free_text
 from citelock.prompt._serialize import record_from_messages, serialize
-from citelock.records import Answer, Chunk, Citation, Claim, Context, PromptRecord, ReasonCode
+from citelock.reasons import REASONS, Layer, ReasonCode, codes_in
+from citelock.records import Answer, Chunk, Citation, Claim, Context, PromptRecord
 
 __all__ = [
     "DEFECT_CLASSES",
@@ -58,7 +58,7 @@ DEFECT_CLASSES: tuple[str, ...] = (
     "span_in_other_chunk",
 )
 
-GUARD_LAYERS = frozenset({"provenance", "coverage", "numbers"})
+GUARD_LAYERS = frozenset({Layer.PROVENANCE, Layer.COVERAGE, Layer.NUMBERS})
 """Layers of the deterministic guard (free); ``support`` needs a judge."""
 
 _FREE_TEXT_OK = frozenset(
@@ -80,8 +80,6 @@ _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _JOINERS = (" ", " ", "\n", "  ", " \n")
 _LEADS = ("Here is what the sources say:", "In summary:", "")
 _CLOSINGS = ("I hope this helps.", "", "")
-
-Layer = Literal["provenance", "coverage", "numbers", "support"]
 
 
 @dataclass(frozen=True)
@@ -106,8 +104,12 @@ class ExpectedFinding:
     claim_index: int
     citation_index: int | None
     reason: ReasonCode
-    layer: Layer
     related_chunk_id: str | None = None
+
+    @property
+    def layer(self) -> Layer | None:
+        """The guard layer that assigns :attr:`reason` (from :data:`citelock.reasons.REASONS`)."""
+        return REASONS[self.reason].layer
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ def expected_guard_reasons(item: SeededItem, *, with_store: bool = True) -> list
         if e.layer not in GUARD_LAYERS:
             continue
         reason = e.reason
-        if not with_store and reason in (ReasonCode.STALE_ID, ReasonCode.FABRICATED_ID):
+        if not with_store and reason in codes_in("id"):
             reason = ReasonCode.ID_NOT_IN_PROMPT
         out.append((e.claim_index, e.citation_index, reason.value))
     return sorted(out, key=lambda t: (t[0], -1 if t[1] is None else t[1], t[2]))
@@ -270,7 +272,7 @@ class _Spec:
     store_support_ids: tuple[str, ...]
     cited_labels: tuple[str | None, ...]
     factual: bool = True
-    expected: list[tuple[int | None, ReasonCode, Layer, str | None]] = field(default_factory=list)
+    expected: list[tuple[int | None, ReasonCode, str | None]] = field(default_factory=list)
 
 
 class _Builder:
@@ -465,8 +467,8 @@ def _make_item(b: _Builder, defect: str, number: int) -> SeededItem:
     expected: list[ExpectedFinding] = []
     truths: list[ClaimTruth] = []
     for ci, spec in enumerate(all_specs):
-        for xi, reason, layer, related in spec.expected:
-            expected.append(ExpectedFinding(ci, xi, reason, layer, related))
+        for xi, reason, related in spec.expected:
+            expected.append(ExpectedFinding(ci, xi, reason, related))
         truths.append(
             ClaimTruth(
                 factual=spec.factual,
@@ -552,11 +554,11 @@ def _defective_spec(
         if defect == "missing_id":
             spec.cites = []
             spec.cited_labels = ()
-            spec.expected.append((None, ReasonCode.UNCITED_CLAIM, "coverage", None))
+            spec.expected.append((None, ReasonCode.UNCITED_CLAIM, None))
         else:
             spec.cites = [(b.fabricated_id(rng, topic), spec.cites[0][1])]
             spec.cited_labels = (None,)
-            spec.expected.append((0, ReasonCode.FABRICATED_ID, "provenance", None))
+            spec.expected.append((0, ReasonCode.FABRICATED_ID, None))
         return spec
     if defect == "stale_id":
         stale = b.stale_id(rng, context, topic)
@@ -569,13 +571,13 @@ def _defective_spec(
             spec = b.clean_spec(rng, chunk, visible, fact)
             spec.cites = [(stale, spec.cites[0][1])]
             spec.cited_labels = (None,)
-        spec.expected.append((0, ReasonCode.STALE_ID, "provenance", None))
+        spec.expected.append((0, ReasonCode.STALE_ID, None))
         return spec
     if defect == "unsupported_prose":
         chunk = rng.choice(entity_chunks)
         span = rng.choice(b.facts[chunk.id]).text
         spec = _Spec(invented(), [(chunk.id, span)], (), (), ("no",))
-        spec.expected.append((0, ReasonCode.UNSUPPORTED, "support", None))
+        spec.expected.append((0, ReasonCode.UNSUPPORTED, None))
         return spec
     if defect == "wrong_chunk":
         home, fact = pick_fact(numeric=False)
@@ -583,14 +585,14 @@ def _defective_spec(
         span = next(f.text for f in b.facts[other.id] if not f.numeric)
         sup, store_sup = b.supporters(fact.text, visible)
         spec = _Spec(fact.text, [(other.id, span)], sup, store_sup, ("no",))
-        spec.expected.append((0, ReasonCode.WRONG_CHUNK, "support", home.id))
+        spec.expected.append((0, ReasonCode.WRONG_CHUNK, home.id))
         return spec
     if defect == "double_fault":
         fabricated = rng.random() < 0.5
         bad = b.fabricated_id(rng, topic) if fabricated else b.stale_id(rng, context, topic)
         spec = _Spec(invented(), [(bad, None)], (), (), (None,))
-        spec.expected.append((0, ReasonCode.FABRICATED_ID if fabricated else ReasonCode.STALE_ID, "provenance", None))
-        spec.expected.append((None, ReasonCode.UNSUPPORTED, "support", None))
+        spec.expected.append((0, ReasonCode.FABRICATED_ID if fabricated else ReasonCode.STALE_ID, None))
+        spec.expected.append((None, ReasonCode.UNSUPPORTED, None))
         return spec
     if defect == "truncated_span":
         assert truncated is not None
@@ -599,40 +601,40 @@ def _defective_spec(
         used.add(fact.text)
         sup, store_sup = b.supporters(fact.text, visible)
         spec = _Spec(fact.text, [(victim.id, fact.text)], sup, store_sup, (None,))
-        spec.expected.append((0, ReasonCode.SPAN_TRUNCATED, "provenance", None))
+        spec.expected.append((0, ReasonCode.SPAN_TRUNCATED, None))
         return spec
     if defect == "question_echo_span":
         chunk = rng.choice(entity_chunks)
         claim = echo_phrase[0].upper() + echo_phrase[1:] + "."
         spec = _Spec(claim, [(chunk.id, echo_phrase)], (), (), (None,))
-        spec.expected.append((0, ReasonCode.SPAN_ONLY_IN_QUESTION, "provenance", None))
+        spec.expected.append((0, ReasonCode.SPAN_ONLY_IN_QUESTION, None))
         return spec
     if defect == "partial_support":
         chunk, fact = pick_fact()
         claim = f"{fact.text[:-1]}, {rng.choice(topic.extensions)}."
         spec = _Spec(claim, [(chunk.id, fact.text)], (), (), ("partial",))
-        spec.expected.append((0, ReasonCode.PARTIAL_SUPPORT, "support", None))
+        spec.expected.append((0, ReasonCode.PARTIAL_SUPPORT, None))
         return spec
     if defect == "number_mismatch":
         chunk, fact = pick_fact(numeric=True)
         claim = _alter_number(fact, chunk.text, b.fact_home, rng)
         quote = fact.text if rng.random() < 0.5 else None
         spec = _Spec(claim, [(chunk.id, quote)], (), (), ("no",))
-        spec.expected.append((0, ReasonCode.NUMBER_MISMATCH, "numbers", None))
+        spec.expected.append((0, ReasonCode.NUMBER_MISMATCH, None))
         return spec
     if defect == "span_not_in_chunk":
         chunk, fact = pick_fact()
         span = _paraphrase(fact.text, topic, rng)
         sup, store_sup = b.supporters(fact.text, visible)
         spec = _Spec(fact.text, [(chunk.id, span)], sup, store_sup, (None,))
-        spec.expected.append((0, ReasonCode.SPAN_NOT_IN_CHUNK, "provenance", None))
+        spec.expected.append((0, ReasonCode.SPAN_NOT_IN_CHUNK, None))
         return spec
     if defect == "span_in_other_chunk":
         home, fact = pick_fact()
         other = rng.choice([c for c in chunks if c.id != home.id])
         sup, store_sup = b.supporters(fact.text, visible)
         spec = _Spec(fact.text, [(other.id, fact.text)], sup, store_sup, (None,))
-        spec.expected.append((0, ReasonCode.SPAN_IN_OTHER_CHUNK, "provenance", home.id))
+        spec.expected.append((0, ReasonCode.SPAN_IN_OTHER_CHUNK, home.id))
         return spec
     raise ValueError(f"unknown defect class {defect!r}; expected one of {DEFECT_CLASSES}")
 

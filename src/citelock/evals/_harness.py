@@ -31,7 +31,7 @@ from citelock.evals._faithfulness import FaithfulnessMode, grade_faithfulness, s
 from citelock.evals._journal import Journal
 from citelock.guard import Guard, SurfacePolicy, check
 from citelock.judges import Judge
-from citelock.records import Layer, ReasonCode
+from citelock.reasons import Layer, ReasonCode, codes_in
 
 __all__ = [
     "CHECKS",
@@ -57,12 +57,7 @@ CHECKS: tuple[str, ...] = (
 FREE_CHECKS: tuple[str, ...] = ("resolve_context", "spans", "coverage", "numbers")
 """The deterministic checks (no model call)."""
 
-_SPAN_CODES = {
-    ReasonCode.SPAN_TRUNCATED,
-    ReasonCode.SPAN_NOT_IN_CHUNK,
-    ReasonCode.SPAN_ONLY_IN_QUESTION,
-    ReasonCode.SPAN_IN_OTHER_CHUNK,
-}
+_SPAN_CODES = codes_in("span")
 _POLICY = SurfacePolicy(name="eval-defects", stakes="high")
 
 
@@ -104,7 +99,7 @@ def evaluate_item(
         {
             (e.claim_index, e.reason.value)
             for e in item.expected
-            if not (e.citation_index is None and e.layer == "support")
+            if not (e.citation_index is None and e.layer == Layer.SUPPORT)
         }
     )
     produced = {(f.claim_index, f.reason.value) for f in production.report.findings}

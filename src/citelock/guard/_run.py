@@ -14,6 +14,7 @@ from citelock.guard._coverage import check_coverage
 from citelock.guard._numbers import missing_numbers
 from citelock.prompt._index import PromptIndex, check_citation, describe
 from citelock.prompt._parse import parse_answer
+from citelock.reasons import REASONS
 from citelock.records import (
     Answer,
     Citation,
@@ -96,7 +97,7 @@ def check(
                     cc.claim_index,
                     ReasonCode.UNCITED_CLAIM,
                     Layer.COVERAGE,
-                    detail="a factual claim carries no citation",
+                    detail=REASONS[ReasonCode.UNCITED_CLAIM].description,
                     verdicts={"coverage": "fail"},
                 )
             )

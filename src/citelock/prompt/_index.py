@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from citelock.reasons import REASONS
 from citelock.records import Citation, CitationCheck, PlacedChunk, Placement, PromptRecord, ReasonCode
 from citelock.text._normalize import normalize, raw_offset
 
-__all__ = ["DETAIL", "PromptIndex", "check_citation", "describe"]
+__all__ = ["PromptIndex", "check_citation", "describe"]
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,11 @@ def check_citation(
 
 
 def describe(index: PromptIndex, check: CitationCheck) -> str:
-    """A reviewer-facing sentence for a failing provenance check (what is wrong, and where to look)."""
+    """A reviewer-facing sentence for a failing provenance check (what is wrong, and where to look).
+
+    A straddling span and a wholly cut body get a sentence of their own; every other code its description in
+    :data:`citelock.reasons.REASONS`.
+    """
     if check.reason == ReasonCode.SPAN_NOT_IN_CHUNK and check.span is not None:
         span = normalize(check.span)
         for message, start, end in index.occurrences(span):
@@ -159,16 +164,4 @@ def describe(index: PromptIndex, check: CitationCheck) -> str:
                 )
     if check.reason == ReasonCode.SPAN_TRUNCATED and check.span is None:
         return "the chunk's whole body was cut from the prompt (only its id was sent): the citation points at nothing"
-    return DETAIL[check.reason] if check.reason is not None else ""
-
-
-DETAIL = {
-    ReasonCode.ID_NOT_IN_PROMPT: "the cited id is not one of this prompt's chunks",
-    ReasonCode.STALE_ID: "a real chunk-store id that was not assembled into this prompt",
-    ReasonCode.FABRICATED_ID: "the cited id exists neither in this prompt nor in the chunk store",
-    ReasonCode.SPAN_TRUNCATED: "the chunk's body was cut in the prompt and the span lies in the lost part",
-    ReasonCode.SPAN_NOT_IN_CHUNK: "the span is not verbatim in the cited chunk's body as sent",
-    ReasonCode.SPAN_ONLY_IN_QUESTION: "the span occurs in the prompt only outside the context (e.g. the question)",
-    ReasonCode.SPAN_IN_OTHER_CHUNK: "the span is verbatim in a different assembled chunk",
-}
-"""The default detail of each provenance reason code (see :func:`describe`)."""
+    return REASONS[check.reason].description if check.reason is not None else ""

@@ -46,6 +46,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from citelock.errors import AlreadyResolvedError, InputError
+from citelock.reasons import judged_codes
 from citelock.records import Finding, ReasonCode, VerdictLabel
 from citelock.store._engine import make_engine
 from citelock.store._tables import create_tables
@@ -63,9 +64,7 @@ __all__ = [
 Outcome = Literal["accept", "repair", "escalate"]
 EscalationCategory = Literal["chunking", "truncation", "ranking"]
 
-_JUDGED_REASONS = frozenset(
-    {ReasonCode.UNSUPPORTED, ReasonCode.PARTIAL_SUPPORT, ReasonCode.WRONG_CHUNK, ReasonCode.UNCERTAIN_SUPPORT}
-)
+_JUDGED_REASONS = judged_codes()
 
 
 class _Record(BaseModel):
