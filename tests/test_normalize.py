@@ -45,6 +45,11 @@ def test_raw_range_normalizes_back(text: str, data: st.DataObject) -> None:
     piece = norm[a:b]
     if piece != piece.strip():
         return
+    # NFC can compose one raw cluster into several normalized characters that share one raw offset (a base letter
+    # with two combining marks): a boundary inside such a cluster has no raw position to map back to.
+    inside = (a > 0 and offsets[a] == offsets[a - 1]) or (b < len(norm) and offsets[b] == offsets[b - 1])
+    if inside:
+        return
     assert normalize(text[offsets[a] : offsets[b]]) == piece
 
 

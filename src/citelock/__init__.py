@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from citelock.prompt._parse import DEFAULT_MARKERS, MarkerPattern, parse_answer, parse_free_text
     from citelock.prompt._serialize import record_from_messages, serialize
     from citelock.prompt._templates import PromptTemplate, load_template
+    from citelock.reasons import REASONS, ReasonInfo
     from citelock.records import (
         Answer,
         Chunk,
@@ -92,6 +93,8 @@ if TYPE_CHECKING:
     from citelock.text._segment import classify_claim, split_sentences
 
 _EXPORTS: dict[str, str] = {
+    "REASONS": "citelock.reasons",
+    "ReasonInfo": "citelock.reasons",
     "Citelock": "citelock.pipeline",
     "GenerationStats": "citelock.pipeline",
     "GuardedAnswer": "citelock.pipeline",
@@ -241,7 +244,9 @@ __all__ = [
     "PromptLog",
     "PromptRecord",
     "PromptTemplate",
+    "REASONS",
     "ReasonCode",
+    "ReasonInfo",
     "RenderStyle",
     "ResultStore",
     "ReviewQueue",
