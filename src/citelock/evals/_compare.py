@@ -47,10 +47,6 @@ __all__ = [
 ModeFn = Callable[[str, Sequence[Chunk]], GuardedAnswer]
 SYSTEM_KINDS = ("rr", "post_hoc")
 _SPAN_CODES = {code.value for code in codes_in("span")}
-# What every citelock error for an output cut at max_tokens says (citelock.answer's check of a constrained
-# generation raises a plain RuntimeFailure with it; the backends raise TruncatedOutputError).
-_STOPPED_AT_MAX_TOKENS = "stopped at max_tokens"
-
 
 @dataclass(frozen=True)
 class QAItem:
@@ -136,13 +132,8 @@ def _failure_finish_reason(exc: CitelockError) -> str | None:
 
 
 def _hit_max_tokens(row: Mapping[str, Any]) -> bool:
-    """The answer's generation stopped at max_tokens, whether or not it parsed.
-
-    Failed rows journaled before ``finish_reason`` was recorded for failures are read off their error message.
-    """
-    if row.get("finish_reason") == "length":
-        return True
-    return not row.get("ok") and _STOPPED_AT_MAX_TOKENS in str(row.get("error") or "")
+    """The answer's generation stopped at max_tokens, whether or not it parsed (the typed ``finish_reason``)."""
+    return row.get("finish_reason") == "length"
 
 
 def evaluate_answer(item: QAItem, mode: str, fn: ModeFn, judge: Judge | None) -> dict[str, Any]:
