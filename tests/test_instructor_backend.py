@@ -9,7 +9,7 @@ import pytest
 
 import citelock
 from citelock.backends._instructor import InstructorBackend
-from citelock.constraint._schema import SchemaOptions
+from citelock.constraint._schema import SchemaOptions, fit_schema
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("instructor")
@@ -64,7 +64,7 @@ def backend(server: Server, **kwargs: Any) -> InstructorBackend:
         max_retries=0,
         http_client=openai.DefaultHttpxClient(transport=httpx.MockTransport(server)),
     )
-    return InstructorBackend(client=client, model="m", server="llama-cpp-python", **kwargs)
+    return InstructorBackend.from_client(client, model="m", profile="llama-cpp-python", **kwargs)
 
 
 def test_non_verbatim_span_is_reasked_with_the_reason_then_accepted() -> None:
@@ -107,7 +107,7 @@ def test_exhausted_reasks_return_the_last_object_with_its_findings() -> None:
     gen_backend = backend(server, max_reasks=2)
     context = citelock.assemble("When?", CHUNKS)
     record = citelock.serialize(context)
-    schema = gen_backend._openai.fit(context, "id", OPTS)
+    schema = fit_schema(context, "id", gen_backend.limits, OPTS)
     generation = gen_backend.generate(record, schema, max_tokens=100)
     assert len(server.bodies) == 3 and generation.attempts == 3 and generation.exhausted
     assert json.loads(generation.text) == answer_with("The plant opened in 1992.")
