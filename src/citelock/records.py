@@ -52,7 +52,7 @@ class _Record(BaseModel):
 
 
 class ReasonCode(StrEnum):
-    """Stable reason codes, part of the public API (each listed with its meaning in the README).
+    """Stable reason codes, part of the public API (see DESIGN.md).
 
     ``UNCERTAIN_SUPPORT`` (layer ``support``): the judge's score fell between the surface's two thresholds
     (``review``) and no stronger judge settled it (none is configured, or it was unsure too, or it failed): a

@@ -94,7 +94,7 @@ def make_backend(kind: str, **options: Any) -> Backend:
         >>> make_backend("openai", base_url="http://127.0.0.1:8080/v1", server="llama-cpp-python")  # doctest: +SKIP
 
     Args:
-        kind: One of :data:`BACKEND_NAMES`.
+        kind: A name in :data:`BACKENDS`.
         options: The backend's options, e.g. ``model="gemma3"`` for ``local``, ``base_url=...`` for ``openai``.
 
     Raises:
@@ -104,7 +104,7 @@ def make_backend(kind: str, **options: Any) -> Backend:
     """
     info = BACKENDS.get(kind)
     if info is None:
-        raise UsageError(f"unknown backend {kind!r}; expected one of {', '.join(BACKEND_NAMES)}")
+        raise UsageError(f"unknown backend {kind!r}; expected one of {', '.join(BACKENDS)}")
     params = info.options()
     takes = list(params)
     unknown = sorted(set(options) - set(takes))

@@ -28,12 +28,15 @@ from citelock.store import ResultStore, ReviewQueue
 __all__ = ["answer", "default_db", "lexical_top_k", "read_chunks"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_BACKEND_HELP = "; ".join(f"{info.name}: {info.summary}" for info in _registry.BACKENDS.values())
+
+
+def _backend_help() -> str:
+    return "; ".join(f"{info.name}: {info.summary}" for info in _registry.BACKENDS.values())
 
 
 def _known_backend(name: str) -> str:
     if name not in _registry.BACKENDS:
-        raise typer.BadParameter(f"unknown backend {name!r}; expected one of {', '.join(_registry.BACKEND_NAMES)}")
+        raise typer.BadParameter(f"unknown backend {name!r}; expected one of {', '.join(_registry.BACKENDS)}")
     return name
 
 
@@ -101,7 +104,7 @@ def answer(
         ),
     ],
     backend: Annotated[
-        str, typer.Option(callback=_known_backend, help=f"the backend, by name: {_BACKEND_HELP}")
+        str, typer.Option(callback=_known_backend, help=f"the backend, by name: {_backend_help()}")
     ] = "local",
     base_url: Annotated[
         str | None,
