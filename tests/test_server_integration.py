@@ -8,6 +8,7 @@ of fabricated ids and non-verbatim spans must be zero.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -205,3 +206,40 @@ def test_context_over_server_limits_is_downgraded_not_rejected(llama_server: Man
     sent = json.dumps(capture.bodies[0]["response_format"]["schema"])
     assert '"enum": ["d0", "d1", "d2"]' in sent and "Fact 0 one is here." not in sent
     assert all(c.chunk_id in {"d0", "d1", "d2"} for claim in result.answer.claims for c in claim.citations)
+
+
+def test_from_client_takes_the_users_async_client(llama_server: ManagedServer, tmp_path: Path) -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def capture(request: Any) -> None:
+        if request.url.path.endswith("/chat/completions"):
+            sent.append(json.loads(request.content))
+
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [capture]})
+    client = openai.AsyncOpenAI(
+        base_url=llama_server.base_url, api_key="local", max_retries=0, timeout=300, http_client=http
+    )
+    backend = OpenAIBackend.from_client(client, temperature=0.0)  # profile and model from the client and server
+    log = citelock.PromptLog(tmp_path / "log.db")
+
+    async def run() -> list[citelock.GuardedAnswer]:
+        asked = [case(200 + n) for n in range(4)]
+        return list(
+            await asyncio.gather(
+                *(
+                    citelock.answer_async(
+                        q, chunks, backend=backend, policy="sentence", options=OPTS, max_tokens=MAX_TOKENS, log=log
+                    )
+                    for q, chunks in asked
+                )
+            )
+        )
+
+    results = asyncio.run(run())
+    assert backend.profile.kind == "llama-cpp-python" and backend.model == llama_server.model_name
+    assert len(sent) == 4 and all(body["model"] == llama_server.model_name for body in sent)
+    for result in results:
+        assert result.generation.enforced and result.span_policy == "sentence"
+        assert not {f.reason.value for f in result.findings} & (FABRICATED | NOT_VERBATIM)
+    logged = sorted(json.dumps([m.model_dump() for m in log.get(r.request_id).messages]) for r in results)
+    assert logged == sorted(json.dumps(body["messages"]) for body in sent)
