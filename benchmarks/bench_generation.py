@@ -14,6 +14,8 @@ Three tables:
    sources, look-alike ids, quotes/backslashes/newlines/non-ASCII) answered by the naive baseline and by each
    constrained policy: parse failures, fabricated ids, non-verbatim spans, uncited claims, all from the guard.
 
+Needs ``pip install -e ".[bench]"`` (the local extra, plus outlines for ``--outlines``).
+
 Usage::
 
     python benchmarks/bench_generation.py                   # everything, smollm2

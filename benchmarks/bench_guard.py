@@ -1,6 +1,6 @@
 """Guard ①+② speed: citelock vs groundcite on the same answers (20 citations over ~100 KB prompts).
 
-Run: python benchmarks/bench_guard.py [--answers 200] [--chunks 100] [--seed 0]
+Run: python benchmarks/bench_guard.py [--answers 200] [--chunks 100] [--seed 0]   (needs ``pip install -e ".[bench]"``)
 
 Both tools get the same inputs: the prompt's chunks, an answer with 20 cited sentences (ids + verbatim quotes),
 one fabricated id and one uncited sentence. groundcite checks id resolution, coverage and quotes

@@ -16,7 +16,7 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet -e ".[local,gemma,openai,instructor,server,postgres,eval,research,dev]"
+python -m pip install --quiet -e ".[local,gemma,openai,instructor,server,postgres,eval,research,bench,dev]"
 
 # A throwaway PostgreSQL on 127.0.0.1 for the team-store tests (installed with apt-get when missing).
 if [ -z "${CITELOCK_TEST_POSTGRES_URL:-}" ]; then

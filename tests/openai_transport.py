@@ -12,7 +12,7 @@ try:
 except ImportError:  # older openai releases use httpx
     import httpx  # type: ignore[no-redef]
 
-__all__ = ["Server", "completion", "httpx", "scripted_client"]
+__all__ = ["Server", "completion", "httpx", "scripted_async_client", "scripted_client"]
 
 
 def completion(
@@ -43,7 +43,8 @@ def completion(
 class Server:
     """A scripted HTTP server: records each request body, answers with the next scripted response.
 
-    A response is a body, a ``(status, body, headers)`` tuple, or an exception to raise.
+    A response is a body, a ``(status, body, headers)`` tuple, or an exception to raise. A request without a body
+    (``GET /models``) is recorded as ``{"get": path}``.
     """
 
     def __init__(self, *responses: Any) -> None:
@@ -51,7 +52,7 @@ class Server:
         self.bodies: list[dict[str, Any]] = []
 
     def __call__(self, request: Any) -> Any:
-        self.bodies.append(json.loads(request.content))
+        self.bodies.append(json.loads(request.content) if request.content else {"get": request.url.path})
         item = self.responses.pop(0)
         if isinstance(item, Exception):
             raise item
@@ -66,4 +67,14 @@ def scripted_client(server: Server) -> Any:
         api_key="x",
         max_retries=0,
         http_client=openai.DefaultHttpxClient(transport=httpx.MockTransport(server)),
+    )
+
+
+def scripted_async_client(server: Server) -> Any:
+    """An ``openai.AsyncOpenAI`` client whose every request goes to ``server``."""
+    return openai.AsyncOpenAI(
+        base_url="http://test/v1",
+        api_key="x",
+        max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(transport=httpx.MockTransport(server)),
     )

@@ -9,7 +9,7 @@ import pytest
 
 import citelock
 from citelock.backends._instructor import InstructorBackend
-from citelock.constraint._schema import SchemaOptions
+from citelock.constraint._schema import SchemaOptions, fit_schema
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("instructor")
@@ -64,7 +64,7 @@ def backend(server: Server, **kwargs: Any) -> InstructorBackend:
         max_retries=0,
         http_client=openai.DefaultHttpxClient(transport=httpx.MockTransport(server)),
     )
-    return InstructorBackend(client=client, model="m", server="llama-cpp-python", **kwargs)
+    return InstructorBackend.from_client(client, model="m", profile="llama-cpp-python", **kwargs)
 
 
 def test_non_verbatim_span_is_reasked_with_the_reason_then_accepted() -> None:
@@ -107,7 +107,7 @@ def test_exhausted_reasks_return_the_last_object_with_its_findings() -> None:
     gen_backend = backend(server, max_reasks=2)
     context = citelock.assemble("When?", CHUNKS)
     record = citelock.serialize(context)
-    schema = gen_backend._openai.fit(context, "id", OPTS)
+    schema = fit_schema(context, "id", gen_backend.limits, OPTS)
     generation = gen_backend.generate(record, schema, max_tokens=100)
     assert len(server.bodies) == 3 and generation.attempts == 3 and generation.exhausted
     assert json.loads(generation.text) == answer_with("The plant opened in 1992.")
@@ -122,3 +122,32 @@ def test_token_budget_stops_reasks_early() -> None:
     assert len(server.bodies) == 2  # 60 + 60 tokens >= 100 after the second attempt
     assert result.generation.enforced is False
     assert [f.reason.value for f in result.findings] == ["SPAN_NOT_IN_CHUNK"]
+
+
+def test_quote_policy_gets_the_quote_sentence_model_of_the_schema() -> None:
+    # The schema's own model: per chunk, a claim whose text is one of its sentences and cites only it.
+    quoted = {"claims": [{"text": "The plant opened in 1998.", "citations": [{"chunk_id": "s1"}]}]}
+    server = Server(tool_reply(quoted))
+    result = citelock.answer("When?", CHUNKS, backend=backend(server), policy="quote", options=OPTS, max_tokens=100)
+    assert result.span_policy == "quote_sentence" and result.requested_policy == "quote"
+    assert len(server.bodies) == 1 and result.generation.enforced and result.ok
+    sent = json.dumps(server.bodies[0]["tools"][0]["function"]["parameters"])
+    assert '"enum": ["The plant opened in 1998.", "It makes glass bottles."]' in sent and '"span"' not in sent
+    assert result.answer.claims[0].citations[0].span == "The plant opened in 1998."
+
+
+def test_the_abstention_is_a_valid_answer_not_a_reask() -> None:
+    server = Server(tool_reply({"claims": []}))
+    result = citelock.answer("Who?", CHUNKS, backend=backend(server), policy="sentence", options=OPTS, max_tokens=100)
+    assert len(server.bodies) == 1 and result.generation.enforced
+    assert result.answer.abstained and result.answer.claims == ()
+
+
+def test_free_strings_carry_the_profiles_string_rule_but_validation_keeps_the_bounds() -> None:
+    long_span = "The plant opened in 1998. " * 4  # 104 characters, over max_span_chars=80
+    server = Server(tool_reply(answer_with(long_span)), tool_reply(answer_with("The plant opened in 1998.")))
+    result = citelock.answer("When?", CHUNKS, backend=backend(server), policy="id", options=OPTS, max_tokens=100)
+    cite = server.bodies[0]["tools"][0]["function"]["parameters"]["$defs"]["Citation"]["properties"]["span"]
+    assert cite["pattern"].startswith("^") and cite["pattern"].endswith("{1,80}$") and "maxLength" not in cite
+    assert len(server.bodies) == 2 and "at most 80 characters" in json.dumps(server.bodies[1]["messages"])
+    assert result.ok and result.generation.enforced

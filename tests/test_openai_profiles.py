@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import citelock
-from citelock.constraint._schema import SchemaOptions, build_schema
-from citelock.runtime._profiles import PROFILES, ServerProfile, fit_for_profile, get_profile
+from citelock.constraint._schema import SchemaOptions, build_schema, fit_schema
+from citelock.runtime._profiles import PROFILES, ServerProfile, get_profile
 
 
 def context_with_sentences(per_chunk: int, chunks: int = 1, width: int = 60) -> citelock.Context:
@@ -22,20 +22,20 @@ def context_with_sentences(per_chunk: int, chunks: int = 1, width: int = 60) -> 
 def test_openai_large_enum_quota_downgrades_sentence_to_id() -> None:
     # one chunk, 300 sentences of ~60 chars: one enum of >250 values totalling >15,000 chars
     context = context_with_sentences(300)
-    schema = fit_for_profile(context, "sentence", PROFILES["openai"])
+    schema = fit_schema(context, "sentence", PROFILES["openai"].limits)
     assert schema.policy == "id" and schema.requested_policy == "sentence"
     assert schema.downgrade_reason is not None and "15,000" in schema.downgrade_reason
 
 
 def test_openai_enum_count_limit_downgrades() -> None:
     context = context_with_sentences(120, chunks=10, width=55)  # 1,200 sentences over 10 chunks
-    schema = fit_for_profile(context, "sentence", PROFILES["openai"])
+    schema = fit_schema(context, "sentence", PROFILES["openai"].limits)
     assert schema.policy == "id"
     assert schema.downgrade_reason is not None and "1,000" in schema.downgrade_reason
 
 
 def test_small_context_keeps_sentence_policy() -> None:
-    schema = fit_for_profile(context_with_sentences(5), "substring", PROFILES["openai"])
+    schema = fit_schema(context_with_sentences(5), "substring", PROFILES["openai"].limits)
     assert schema.policy == "sentence"
     assert "substring" in (schema.downgrade_reason or "")
 
@@ -43,7 +43,7 @@ def test_small_context_keeps_sentence_policy() -> None:
 def test_even_id_over_limits_is_a_usage_error() -> None:
     tight = PROFILES["openai"].with_limits(max_enum_values=1)
     with pytest.raises(citelock.UsageError, match="no span policy fits"):
-        fit_for_profile(context_with_sentences(2, chunks=3), "sentence", tight)
+        fit_schema(context_with_sentences(2, chunks=3), "sentence", tight.limits)
 
 
 def test_openai_adapt_drops_length_keywords_and_records_them() -> None:

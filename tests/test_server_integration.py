@@ -8,6 +8,7 @@ of fabricated ids and non-verbatim spans must be zero.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -21,7 +22,7 @@ import pytest
 import citelock
 from citelock.backends._instructor import InstructorBackend
 from citelock.backends._openai import OpenAIBackend, verify_output
-from citelock.constraint._schema import SchemaOptions
+from citelock.constraint._schema import SchemaOptions, fit_schema
 from citelock.errors import TruncatedOutputError
 from citelock.runtime._profiles import PROFILES
 from citelock.runtime._server import ManagedServer
@@ -126,8 +127,8 @@ def report(path: str, stats: dict[str, Any]) -> None:
 def test_openai_paths_never_fabricate(llama_server: ManagedServer, tmp_path: Path, delivery: str) -> None:
     capture = Capture()
     log = citelock.PromptLog(tmp_path / "log.db")
-    backend = OpenAIBackend(
-        client=capture.client(llama_server), server="llama-cpp-python", delivery=delivery, temperature=0.8, seed=7
+    backend = OpenAIBackend.from_client(
+        capture.client(llama_server), profile="llama-cpp-python", delivery=delivery, temperature=0.8, seed=7
     )
     stats = run_path(backend, capture, log)
     report(f"openai/{delivery}", stats)
@@ -144,8 +145,8 @@ def test_openai_paths_never_fabricate(llama_server: ManagedServer, tmp_path: Pat
 def test_instructor_path_never_fabricates(llama_server: ManagedServer, tmp_path: Path) -> None:
     capture = Capture()
     log = citelock.PromptLog(tmp_path / "log.db")
-    backend = InstructorBackend(
-        client=capture.client(llama_server), server="llama-cpp-python", max_reasks=2, temperature=0.8, seed=7
+    backend = InstructorBackend.from_client(
+        capture.client(llama_server), profile="llama-cpp-python", max_reasks=2, temperature=0.8, seed=7
     )
     stats = run_path(backend, capture, log)
     report("instructor/tools", stats)
@@ -166,7 +167,7 @@ def test_unenforceable_schema_is_detected_and_reported(llama_server: ManagedServ
     for n in range(6):
         question, chunks = case(100 + n)
         context = citelock.assemble(question, chunks)
-        schema = backend.fit(context, "id", OPTS)
+        schema = fit_schema(context, "id", backend.limits, OPTS)
         record = citelock.serialize(context)
         try:
             generation = backend.generate(record, schema, max_tokens=256)
@@ -195,7 +196,7 @@ def test_context_over_server_limits_is_downgraded_not_rejected(llama_server: Man
     # A server whose grammar engine takes at most 6 enum values: the sentence schema for this context has 9.
     profile = PROFILES["llama-cpp-python"].with_limits(max_enum_values=6)
     capture = Capture()
-    backend = OpenAIBackend(client=capture.client(llama_server), server=profile, temperature=0.0)
+    backend = OpenAIBackend.from_client(capture.client(llama_server), profile=profile, temperature=0.0)
     chunks = [{"id": f"d{k}", "text": f"Fact {k} one is here. Fact {k} two is here."} for k in range(3)]
     result = citelock.answer(
         "What is fact 1?", chunks, backend=backend, policy="sentence", options=OPTS, max_tokens=MAX_TOKENS
@@ -205,3 +206,40 @@ def test_context_over_server_limits_is_downgraded_not_rejected(llama_server: Man
     sent = json.dumps(capture.bodies[0]["response_format"]["schema"])
     assert '"enum": ["d0", "d1", "d2"]' in sent and "Fact 0 one is here." not in sent
     assert all(c.chunk_id in {"d0", "d1", "d2"} for claim in result.answer.claims for c in claim.citations)
+
+
+def test_from_client_takes_the_users_async_client(llama_server: ManagedServer, tmp_path: Path) -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def capture(request: Any) -> None:
+        if request.url.path.endswith("/chat/completions"):
+            sent.append(json.loads(request.content))
+
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [capture]})
+    client = openai.AsyncOpenAI(
+        base_url=llama_server.base_url, api_key="local", max_retries=0, timeout=300, http_client=http
+    )
+    backend = OpenAIBackend.from_client(client, temperature=0.0)  # profile and model from the client and server
+    log = citelock.PromptLog(tmp_path / "log.db")
+
+    async def run() -> list[citelock.GuardedAnswer]:
+        asked = [case(200 + n) for n in range(4)]
+        return list(
+            await asyncio.gather(
+                *(
+                    citelock.answer_async(
+                        q, chunks, backend=backend, policy="sentence", options=OPTS, max_tokens=MAX_TOKENS, log=log
+                    )
+                    for q, chunks in asked
+                )
+            )
+        )
+
+    results = asyncio.run(run())
+    assert backend.profile.kind == "llama-cpp-python" and backend.model == llama_server.model_name
+    assert len(sent) == 4 and all(body["model"] == llama_server.model_name for body in sent)
+    for result in results:
+        assert result.generation.enforced and result.span_policy == "sentence"
+        assert not {f.reason.value for f in result.findings} & (FABRICATED | NOT_VERBATIM)
+    logged = sorted(json.dumps([m.model_dump() for m in log.get(r.request_id).messages]) for r in results)
+    assert logged == sorted(json.dumps(body["messages"]) for body in sent)

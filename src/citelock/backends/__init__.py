@@ -1,8 +1,18 @@
 """Backends: everything that generates an answer, behind one small protocol.
 
-``FakeBackend`` (scripted, for unit tests), ``LocalBackend`` (a bundled GGUF model through llama.cpp, decoding
-constrained by llguidance) and ``NaiveBackend`` (the same model writing free text with ``[id]`` markers, the
-baseline). SDKs and models load lazily: importing this package imports none of them.
+Every backend, each also known by name to :func:`make_backend` (the table is :data:`BACKENDS`):
+
+- ``local``: :class:`LocalBackend`, a bundled GGUF model through llama.cpp, decoding constrained by llguidance
+  (every span policy);
+- ``naive``: :class:`NaiveBackend`, the same model writing free text with ``[id]`` markers (the baseline);
+- ``openai``: :class:`OpenAIBackend`, any OpenAI-compatible server (OpenAI, vLLM, llama.cpp), the schema sent
+  the way its :class:`ServerProfile` says, the output verified after the fact; :meth:`OpenAIBackend.from_client`
+  takes your own ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client;
+- ``instructor``: :class:`InstructorBackend`, the same servers through instructor, the citations validated
+  against the prompt with bounded reasks;
+- ``fake``: :class:`FakeBackend`, scripted outputs for unit tests.
+
+SDKs and models load lazily: importing this package imports none of them.
 """
 
 from citelock.backends._fake import FakeBackend, FakeCall
@@ -10,7 +20,7 @@ from citelock.backends._instructor import InstructorBackend, InstructorGeneratio
 from citelock.backends._local import LOCAL_LIMITS, LocalBackend, NaiveBackend
 from citelock.backends._openai import OpenAIBackend, OpenAIGeneration
 from citelock.backends._protocol import AsyncBackend, Backend, Generation
-from citelock.backends._registry import BACKEND_NAMES, make_backend
+from citelock.backends._registry import BACKEND_NAMES, BACKENDS, BackendInfo, make_backend
 from citelock.errors import (
     BackendConnectionError,
     BackendError,
@@ -22,10 +32,11 @@ from citelock.errors import (
     TruncatedOutputError,
 )
 from citelock.runtime._llama import MODELS, ModelSpec, locate_model
-from citelock.runtime._profiles import PROFILES, Delivery, ServerProfile, fit_for_profile, get_profile
+from citelock.runtime._profiles import PROFILES, Delivery, ServerProfile, get_profile
 from citelock.runtime._server import ManagedServer
 
 __all__ = [
+    "BACKENDS",
     "BACKEND_NAMES",
     "LOCAL_LIMITS",
     "MODELS",
@@ -35,6 +46,7 @@ __all__ = [
     "BackendConnectionError",
     "BackendError",
     "BackendHTTPError",
+    "BackendInfo",
     "BackendRefusalError",
     "BackendTimeoutError",
     "Delivery",
@@ -53,7 +65,6 @@ __all__ = [
     "ServerProfile",
     "ServerStartError",
     "TruncatedOutputError",
-    "fit_for_profile",
     "get_profile",
     "locate_model",
     "make_backend",

@@ -1,12 +1,14 @@
 """The instructor backend: a pydantic answer model whose validators check every citation against the prompt.
 
-The model is built per request from the prompt *as logged*: ``chunk_id`` is a ``Literal`` of the prompt's ids
-and, for the ``sentence`` policy, each citation is a ``Union`` of one model per chunk (``Literal`` id,
-``Literal`` span), which instructor sends as a forced tool call (``Mode.TOOLS``) that llama.cpp enforces with a
-grammar. On top of that a validator runs guard ① on the parsed answer: an id outside the prompt or a span that
-is not verbatim in the cited chunk (exact after normalization, never fuzzy) fails validation, and instructor
-reasks with the reason, within ``max_reasks`` and ``token_budget``. A bad quote is never dropped or repaired:
-when the reasks run out, the last output is returned with ``enforced=False`` and its findings, not raised.
+The model is the citation schema's own (:func:`~citelock.constraint._model.build_model`, built per request from
+the fitted schema): ``chunk_id`` is a ``Literal`` of the prompt's ids and, for the ``sentence`` policy, each
+citation is a union of one model per chunk (``Literal`` id, ``Literal`` span), which instructor sends as a forced
+tool call (``Mode.TOOLS``) that llama.cpp enforces with a grammar. Free strings carry the JSON Schema the
+server's profile can enforce. On top of that a validator runs guard ① on the parsed answer against the prompt
+*as logged*: an id outside the prompt or a span that is not verbatim in the cited chunk (exact after
+normalization, never fuzzy) fails validation, and instructor reasks with the reason, within ``max_reasks`` and
+``token_budget``. A bad quote is never dropped or repaired: when the reasks run out, the last output is returned
+with ``enforced=False`` and its findings, not raised.
 
 Measured on llama-cpp-python's server: ``Mode.TOOLS`` with the per-chunk union holds; ``Mode.JSON_SCHEMA``
 fails there (the server rejects ``response_format`` ``json_schema`` with HTTP 500).
@@ -16,23 +18,24 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union, cast
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, model_validator
+from pydantic import BaseModel
 
-from citelock.backends._openai import OpenAIBackend, map_openai_error, verify_output
+from citelock.backends._openai import verify_output
 from citelock.backends._protocol import Generation
+from citelock.constraint._model import build_model
 from citelock.constraint._schema import BackendLimits, CitationSchema
-from citelock.errors import BackendError, MissingExtraError, TruncatedOutputError, UsageError
+from citelock.errors import BackendError, ConstraintViolationError, MissingExtraError, TruncatedOutputError, UsageError
 from citelock.prompt._index import PromptIndex, check_citation, describe
-from citelock.records import Answer, Citation, Claim, PromptRecord
+from citelock.records import PromptRecord
 from citelock.runtime._profiles import ServerProfile
+from citelock.runtime._transport import OpenAITransport, map_openai_error, output_text
 
-__all__ = ["InstructorBackend", "InstructorGeneration", "citation_model"]
+__all__ = ["InstructorBackend", "InstructorGeneration"]
 
-_CONFIG = ConfigDict(extra="forbid", frozen=True)
 _MODES = ("tools", "json_schema", "json")
 
 
@@ -55,90 +58,6 @@ class InstructorGeneration(Generation):
     total_tokens: int | None = None
 
 
-def _string(max_length: int, profile: ServerProfile) -> Any:
-    """A bounded string whose JSON Schema is what ``profile``'s server can enforce."""
-    sent, _ = profile.adapt({"type": "string", "minLength": 1, "maxLength": max_length})
-    return Annotated[str, Field(min_length=1, max_length=max_length), WithJsonSchema(sent)]
-
-
-def citation_model(record: PromptRecord, schema: CitationSchema, profile: ServerProfile) -> type[BaseModel]:
-    """The answer model for one request: ``Literal`` ids, per-chunk ``Literal`` spans, and guard ① as a validator.
-
-    Args:
-        record: The prompt as logged (the validator checks against it).
-        schema: The fitted citation schema (its policy, ids, sentences and bounds).
-        profile: The server's profile (free strings get the JSON Schema its grammar enforces).
-    """
-    opts = schema.options
-    prompt_ids = set(record.prompt_ids)
-    citation: Any
-    if schema.policy == "sentence":
-        members = [
-            create_model(
-                f"Cite{n}",
-                __config__=_CONFIG,
-                chunk_id=(cast(Any, Literal.__getitem__((chunk_id,))), ...),
-                span=(cast(Any, Literal.__getitem__(tuple(spans))), ...),
-            )
-            for n, (chunk_id, spans) in enumerate(schema.sentences.items())
-            if chunk_id in prompt_ids
-        ]
-        if not members:
-            raise UsageError("none of the schema's chunks is in the prompt; nothing can be cited")
-        citation = members[0] if len(members) == 1 else Union.__getitem__(tuple(members))
-    else:
-        ids = tuple(i for i in schema.ids if i in prompt_ids)
-        if not ids:
-            raise UsageError("none of the schema's chunk ids is in the prompt; nothing can be cited")
-        citation = create_model(
-            "Cite",
-            __config__=_CONFIG,
-            chunk_id=(cast(Any, Literal.__getitem__(ids)), ...),
-            span=(_string(opts.max_span_chars, profile), ...),
-        )
-    claim = create_model(
-        "Claim",
-        __config__=_CONFIG,
-        text=(_string(opts.max_text_chars, profile), ...),
-        citations=(Annotated[list[citation], Field(min_length=1, max_length=opts.max_citations)], ...),
-    )
-
-    def provenance(model: Any) -> Any:
-        answer = Answer(
-            claims=tuple(
-                Claim(
-                    text=c.text,
-                    citations=tuple(Citation(chunk_id=x.chunk_id, span=x.span) for x in c.citations),
-                )
-                for c in model.claims
-            )
-        )
-        index = PromptIndex.build(record)
-        bad = []
-        for ci, claim_ in enumerate(answer.claims):
-            for xi, cited in enumerate(claim_.citations):
-                result = check_citation(index, cited, ci, xi, None)
-                if not result.passed and result.reason is not None:
-                    bad.append((result, describe(index, result), cited))
-        if bad:
-            lines = [
-                f"claims[{r.claim_index}].citations[{r.citation_index}]: {r.reason.value if r.reason else ''}: "
-                f"{detail} (chunk_id={c.chunk_id!r}, span={(c.span or '')[:80]!r})"
-                for r, detail, c in bad
-            ]
-            raise ValueError(
-                "citations must quote the cited source verbatim and cite only the sources given: " + "; ".join(lines)
-            )
-        return model
-
-    return create_model(
-        "CitedAnswer",
-        __config__=_CONFIG,
-        __validators__={"provenance": model_validator(mode="after")(provenance)},  # type: ignore[dict-item]
-        claims=(Annotated[list[claim], Field(min_length=1, max_length=opts.max_claims)], ...),
-    )
-
-
 class InstructorBackend:
     """Structured answers through instructor: validation against the prompt plus bounded reasks.
 
@@ -153,7 +72,10 @@ class InstructorBackend:
         temperature: Sampling temperature.
         seed: Sampling seed.
         timeout: Seconds per request.
-        client: A ready ``openai.OpenAI`` client.
+
+    Raises:
+        MissingExtraError: the ``openai`` package is not installed.
+        UsageError: an unknown mode or server kind, a negative ``max_reasks``, a non-positive ``token_budget``.
     """
 
     name = "instructor"
@@ -171,7 +93,23 @@ class InstructorBackend:
         temperature: float = 0.0,
         seed: int | None = None,
         timeout: float = 120.0,
-        client: Any = None,
+    ) -> None:
+        transport = OpenAITransport.connect(
+            base_url=base_url, api_key=api_key, model=model, server=server, timeout=timeout
+        )
+        self._setup(
+            transport, mode=mode, max_reasks=max_reasks, token_budget=token_budget, temperature=temperature, seed=seed
+        )
+
+    def _setup(
+        self,
+        transport: OpenAITransport,
+        *,
+        mode: str,
+        max_reasks: int,
+        token_budget: int | None,
+        temperature: float,
+        seed: int | None,
     ) -> None:
         if mode not in _MODES:
             raise UsageError(f"mode must be one of {list(_MODES)}, got {mode!r}")
@@ -179,40 +117,75 @@ class InstructorBackend:
             raise UsageError(f"max_reasks must be 0 or more, got {max_reasks}")
         if token_budget is not None and token_budget < 1:
             raise UsageError(f"token_budget must be positive, got {token_budget}")
-        self._openai = OpenAIBackend(
-            base_url=base_url,
-            api_key=api_key,
-            model=model,
-            server=server,
-            temperature=temperature,
-            seed=seed,
-            timeout=timeout,
-            client=client,
-        )
+        if transport.is_async:
+            raise UsageError("the instructor backend is synchronous: pass an openai.OpenAI client, not AsyncOpenAI")
+        self.transport = transport
         self.mode = mode
         self.max_reasks = max_reasks
         self.token_budget = token_budget
+        self.temperature = temperature
+        self.seed = seed
         self._lock = threading.Lock()
         self._instructor: Any = None
+
+    @classmethod
+    def from_client(
+        cls,
+        client: Any,
+        *,
+        profile: str | ServerProfile | None = None,
+        model: str | None = None,
+        mode: Literal["tools", "json_schema", "json"] = "tools",
+        max_reasks: int = 2,
+        token_budget: int | None = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> InstructorBackend:
+        """A backend over your own ``openai.OpenAI`` client (wrapped by instructor; used as is otherwise).
+
+        Args:
+            client: The client (its base URL, key, timeout, retries and HTTP client are kept).
+            profile: A server kind or :class:`ServerProfile`; None: ``openai`` when the client points at OpenAI's
+                API, else ``llama-cpp-python``.
+            model: Model name; the server's first listed model when None.
+            mode: instructor mode (see the class).
+            max_reasks: Reasks after the first attempt.
+            token_budget: Total tokens across all attempts (None: no budget).
+            temperature: Sampling temperature.
+            seed: Sampling seed.
+
+        Raises:
+            UsageError: not an ``openai.OpenAI`` client, or a bad option (as the constructor).
+        """
+        backend = cls.__new__(cls)
+        backend._setup(
+            OpenAITransport.from_client(client, profile=profile, model=model),
+            mode=mode,
+            max_reasks=max_reasks,
+            token_budget=token_budget,
+            temperature=temperature,
+            seed=seed,
+        )
+        return backend
 
     @property
     def profile(self) -> ServerProfile:
         """The server's profile."""
-        return self._openai.profile
+        return self.transport.profile
 
     @property
     def limits(self) -> BackendLimits:
         """The server's limits (``quote_sentence``, ``sentence`` and ``id``)."""
-        return self._openai.profile.limits
+        return self.transport.profile.limits
 
     @limits.setter
     def limits(self, value: BackendLimits) -> None:
-        self._openai.limits = value
+        self.transport.profile = replace(self.transport.profile, limits=value)
 
     @property
     def model(self) -> str:
         """The model name."""
-        return self._openai.model
+        return self.transport.model
 
     def _client(self) -> Any:
         if self._instructor is None:
@@ -225,8 +198,20 @@ class InstructorBackend:
                 "json_schema": instructor.Mode.JSON_SCHEMA,
                 "json": instructor.Mode.JSON,
             }[self.mode]
-            self._instructor = instructor.from_openai(self._openai.client, mode=mode)
+            self._instructor = instructor.from_openai(self.transport.client, mode=mode)
         return self._instructor
+
+    def response_model(self, record: PromptRecord, schema: CitationSchema) -> type[BaseModel]:
+        """The answer model sent for one request.
+
+        It is the schema's own model (:func:`~citelock.constraint._model.build_model`), its free strings as this
+        server enforces them, with guard ① against ``record`` (the prompt as logged) as a validator.
+        """
+        return build_model(
+            schema,
+            string_schema=lambda shown: self.profile.adapt(shown)[0],
+            validator=_provenance(record, schema),
+        )
 
     def generate(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> InstructorGeneration:
         """Generate a validated answer; reask on findings; return the last output when reasks run out.
@@ -237,10 +222,10 @@ class InstructorBackend:
         """
         if schema is None:
             raise UsageError("the instructor backend needs a citation schema (it has no free-text mode)")
-        problem = self.profile.violation(schema)
+        problem = self.limits.violation(schema)
         if problem is not None:
             raise UsageError(f"not sent: {problem}; fit the schema to this server first")
-        response_model = citation_model(record, schema, self.profile)
+        response_model = self.response_model(record, schema)
         with self._lock:
             return self._generate(record, schema, response_model, max_tokens)
 
@@ -261,16 +246,13 @@ class InstructorBackend:
 
         client.on("completion:kwargs", on_kwargs)
         kind = self.profile.kind
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in record.messages],
-            "response_model": response_model,
-            "max_retries": self.max_reasks,
-            self.profile.max_tokens_field: max_tokens,
-            "temperature": self._openai.temperature,
-        }
-        if self._openai.seed is not None:
-            kwargs["seed"] = self._openai.seed
+        kwargs = self.transport.payload(
+            [{"role": m.role, "content": m.content} for m in record.messages],
+            max_tokens=max_tokens,
+            temperature=self.temperature,
+            seed=self.seed,
+        )
+        kwargs.update(response_model=response_model, max_retries=self.max_reasks)
         if self.token_budget is not None:
             kwargs["token_budget"] = self.token_budget
         started = time.perf_counter()
@@ -285,7 +267,7 @@ class InstructorBackend:
             last = getattr(exc, "last_completion", None)
             raise TruncatedOutputError(
                 f"the output stopped at max_tokens={max_tokens} before the JSON was complete",
-                partial=_raw_text(last) if last is not None else "",
+                partial=_raw_text(last, self.mode) if last is not None else "",
                 max_tokens=max_tokens,
                 provider=kind,
                 request_id=getattr(last, "id", None),
@@ -318,7 +300,7 @@ class InstructorBackend:
         finally:
             client.off("completion:kwargs", on_kwargs)
         latency = time.perf_counter() - started
-        text = _raw_text(raw) if raw is not None else ""
+        text = _raw_text(raw, self.mode) if raw is not None else ""
         if not exhausted and not text:
             text = result.model_dump_json()
         notes = [f"instructor mode={self.mode}, attempts={attempts}, max_reasks={self.max_reasks}"]
@@ -351,13 +333,36 @@ class InstructorBackend:
         )
 
 
-def _raw_text(completion: Any) -> str:
-    """The JSON a chat completion carries: the first tool call's arguments, else the message content."""
+def _provenance(record: PromptRecord, schema: CitationSchema) -> Callable[[Any], None]:
+    """Guard ① as a model validator: every citation of a parsed answer must hold against the logged prompt."""
+    index = PromptIndex.build(record)
+
+    def check(model: Any) -> None:
+        try:
+            answer = schema.parse_output(model.model_dump_json())
+        except ConstraintViolationError as exc:
+            raise ValueError(str(exc)) from None
+        lines = []
+        for ci, claim in enumerate(answer.claims):
+            for xi, cited in enumerate(claim.citations):
+                result = check_citation(index, cited, ci, xi, None)
+                if not result.passed and result.reason is not None:
+                    lines.append(
+                        f"claims[{ci}].citations[{xi}]: {result.reason.value}: {describe(index, result)} "
+                        f"(chunk_id={cited.chunk_id!r}, span={(cited.span or '')[:80]!r})"
+                    )
+        if lines:
+            raise ValueError(
+                "citations must quote the cited source verbatim and cite only the sources given: " + "; ".join(lines)
+            )
+
+    return check
+
+
+def _raw_text(completion: Any, mode: str) -> str:
+    """The JSON a chat completion carries: the forced tool call's arguments in ``tools`` mode, else the content."""
     choices = getattr(completion, "choices", None)
     if not choices:
         return ""
-    message = choices[0].message
-    calls = getattr(message, "tool_calls", None) or []
-    if calls:
-        return str(calls[0].function.arguments or "")
-    return str(message.content or "")
+    text, _ = output_text(choices[0].message, "tool_arguments" if mode == "tools" else "content")
+    return text

@@ -3,45 +3,37 @@
 The per-request citation schema is sent the strongest way the server supports, chosen by its
 :class:`~citelock.backends.ServerProfile` (data): ``response_format`` ``json_schema`` with ``strict: true``, a
 forced tool call, or llama.cpp's ``json_object`` + ``schema``. Keywords the server cannot take are removed
-before sending and recorded; limits are checked before sending (:meth:`OpenAIBackend.fit` downgrades the span
-policy to fit).
+before sending and recorded; limits are checked before sending (:func:`citelock.fit_schema` with the backend's
+``limits`` downgrades the span policy to fit, as :func:`citelock.answer` does).
 
 Nothing the server says about enforcement is trusted: every output is verified after the fact against the
 schema as sent *and* against the full citation constraint. A constraint that did not hold is reported on the
 generation (``enforced=False`` and a ``constraint not enforced`` note) and the answer then goes through the
 guard like any unconstrained answer; it is never passed off as enforced.
+
+The client, the server profile, the call and its error mapping are the shared
+:class:`~citelock.runtime._transport.OpenAITransport`, the same one the instructor backend and the LLM judge use.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from citelock.backends._protocol import Generation
-from citelock.constraint._schema import BackendLimits, CitationSchema, SchemaOptions, SpanPolicy
-from citelock.errors import (
-    BackendConnectionError,
-    BackendError,
-    BackendHTTPError,
-    BackendRefusalError,
-    BackendTimeoutError,
-    MissingExtraError,
-    SchemaRejectedError,
-    TruncatedOutputError,
-    UsageError,
-    retryable_status,
-)
-from citelock.records import Context, PromptRecord
-from citelock.runtime._profiles import Delivery, ServerProfile, fit_for_profile, get_profile
+from citelock.constraint._schema import BackendLimits, CitationSchema
+from citelock.errors import TruncatedOutputError, UsageError
+from citelock.records import PromptRecord
+from citelock.runtime._profiles import Delivery, ServerProfile
+from citelock.runtime._transport import OpenAITransport, output_text, response_request_id
 
-__all__ = ["OpenAIBackend", "OpenAIGeneration", "chat_completion", "map_openai_error", "verify_output"]
+__all__ = ["OpenAIBackend", "OpenAIGeneration", "verify_output"]
 
 SCHEMA_NAME = "cited_answer"
-_SCHEMA_WORDS = ("response_format", "json_schema", "schema", "tool", "grammar", "strict")
 
 
 @dataclass(frozen=True)
@@ -94,63 +86,16 @@ def verify_output(
     return sent, schema.violations(data)
 
 
-def map_openai_error(exc: Exception, *, provider: str, citelock_request_id: str | None = None) -> BackendError:
-    """Turn an ``openai`` SDK exception into a typed :class:`BackendError` (status, request id, retryable)."""
-    import openai
-
-    if isinstance(exc, openai.APITimeoutError):
-        return BackendTimeoutError(
-            f"the request timed out: {exc}",
-            provider=provider,
-            citelock_request_id=citelock_request_id,
-            retryable=True,
-        )
-    if isinstance(exc, openai.APIConnectionError):
-        return BackendConnectionError(
-            f"could not reach the server: {exc}",
-            provider=provider,
-            citelock_request_id=citelock_request_id,
-            retryable=True,
-        )
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        message = _error_message(exc)
-        kind: type[BackendHTTPError] = BackendHTTPError
-        retryable = retryable_status(status)
-        if status in (400, 422, 500) and any(word in message.lower() for word in _SCHEMA_WORDS):
-            kind, retryable = SchemaRejectedError, False
-        return kind(
-            f"the server answered HTTP {status}: {message[:400]}",
-            provider=provider,
-            status=status,
-            request_id=exc.request_id,
-            citelock_request_id=citelock_request_id,
-            retryable=retryable,
-        )
-    return BackendError(
-        f"the openai client failed: {type(exc).__name__}: {exc}",
-        provider=provider,
-        citelock_request_id=citelock_request_id,
-    )
-
-
-def _error_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        inner = body.get("error", body)
-        if isinstance(inner, Mapping) and inner.get("message"):
-            return str(inner["message"])
-        if isinstance(inner, str):
-            return inner
-    return str(getattr(exc, "message", exc))
-
-
 class OpenAIBackend:
     """A backend for any OpenAI-compatible chat-completions server.
 
     Example:
         >>> backend = OpenAIBackend(base_url="http://127.0.0.1:8080/v1", server="llama-cpp-python")  # doctest: +SKIP
         >>> citelock.answer("When did it open?", chunks, backend=backend, policy="sentence")  # doctest: +SKIP
+
+    With your own client (its base URL, key, timeouts, retries and HTTP client stay yours):
+
+        >>> backend = OpenAIBackend.from_client(openai.OpenAI(), model="gpt-4o-mini")  # doctest: +SKIP
 
     Args:
         base_url: The server's base URL (``.../v1``); OpenAI's when None.
@@ -165,7 +110,10 @@ class OpenAIBackend:
         seed: Sampling seed, if the server takes one.
         timeout: Seconds before a request times out.
         max_retries: Retries inside the ``openai`` client (0: every failure surfaces as a typed error).
-        client: A ready ``openai.OpenAI`` client (overrides ``base_url``, ``api_key``, ``timeout``).
+
+    Raises:
+        MissingExtraError: the ``openai`` extra is not installed.
+        UsageError: no API key for OpenAI itself, an unknown server kind or delivery.
     """
 
     name = "openai"
@@ -183,39 +131,79 @@ class OpenAIBackend:
         seed: int | None = None,
         timeout: float = 120.0,
         max_retries: int = 0,
-        client: Any = None,
     ) -> None:
-        self.profile = get_profile(
-            server if server is not None else ("openai" if base_url is None else "llama-cpp-python")
+        transport = OpenAITransport.connect(
+            base_url=base_url, api_key=api_key, model=model, server=server, timeout=timeout, max_retries=max_retries
         )
-        self._delivery = self.profile.delivery(delivery)
+        self._setup(transport, delivery=delivery, adapt=adapt, temperature=temperature, seed=seed)
+
+    def _setup(
+        self, transport: OpenAITransport, *, delivery: str | None, adapt: bool, temperature: float, seed: int | None
+    ) -> None:
+        self.transport = transport
+        self._delivery = transport.profile.delivery(delivery)
         self.adapt = adapt
         self.temperature = temperature
         self.seed = seed
-        self._model = model
-        if client is None:
-            client = self._make_client(base_url, api_key, timeout, max_retries)
-        self.client = client
 
-    @staticmethod
-    def _make_client(base_url: str | None, api_key: str | None, timeout: float, max_retries: int) -> Any:
-        try:
-            import openai
-        except ImportError:
-            raise MissingExtraError("openai", "openai") from None
-        key = api_key or os.environ.get("OPENAI_API_KEY") or ("not-needed" if base_url else None)
-        if key is None:
-            raise UsageError("no API key: pass api_key=, set OPENAI_API_KEY, or give a local base_url")
-        return openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries)
+    @classmethod
+    def from_client(
+        cls,
+        client: Any,
+        *,
+        profile: str | ServerProfile | None = None,
+        model: str | None = None,
+        delivery: str | None = None,
+        adapt: bool = True,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> OpenAIBackend:
+        """A backend over your own ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client, used as is.
+
+        With an ``AsyncOpenAI`` client the backend generates through :meth:`agenerate` (what
+        :func:`citelock.answer_async` awaits); calling :meth:`generate` then raises a :class:`UsageError`.
+
+        Args:
+            client: The client (its base URL, key, timeout, retries and HTTP client are kept).
+            profile: A server kind (``openai``, ``vllm``, ``llama.cpp``, ``llama-cpp-python``) or a
+                :class:`ServerProfile`. None: ``openai`` when the client points at OpenAI's API, else
+                ``llama-cpp-python``.
+            model: Model name; the server's first listed model when None.
+            delivery: Name of the profile's delivery to use (default: its strongest).
+            adapt: Remove keywords the server cannot take before sending (recorded).
+            temperature: Sampling temperature.
+            seed: Sampling seed, if the server takes one.
+
+        Raises:
+            UsageError: not an OpenAI client, an unknown server kind or delivery.
+        """
+        backend = cls.__new__(cls)
+        transport = OpenAITransport.from_client(client, profile=profile, model=model)
+        backend._setup(transport, delivery=delivery, adapt=adapt, temperature=temperature, seed=seed)
+        return backend
+
+    @property
+    def client(self) -> Any:
+        """The ``openai`` client requests go through."""
+        return self.transport.client
+
+    @property
+    def profile(self) -> ServerProfile:
+        """The server's profile (how the schema travels, which keywords it takes, its limits)."""
+        return self.transport.profile
+
+    @profile.setter
+    def profile(self, value: ServerProfile) -> None:
+        self.transport.profile = value
 
     @property
     def limits(self) -> BackendLimits:
         """The server's limits (from its profile)."""
-        return self.profile.limits
+        return self.transport.profile.limits
 
     @limits.setter
     def limits(self, value: BackendLimits) -> None:
-        self.profile = replace(self.profile, limits=value)
+        self.transport.profile = replace(self.transport.profile, limits=value)
 
     @property
     def delivery(self) -> Delivery:
@@ -225,45 +213,31 @@ class OpenAIBackend:
     @property
     def model(self) -> str:
         """The model name (asked of the server once when not given)."""
-        if self._model is None:
-            try:
-                listed = self.client.models.list()
-            except Exception as exc:
-                raise map_openai_error(exc, provider=self.profile.kind) from exc
-            ids = [m.id for m in listed.data]
-            if not ids:
-                raise UsageError("the server lists no models; pass model=")
-            self._model = ids[0]
-        return self._model
-
-    def fit(self, context: Context, policy: SpanPolicy, options: SchemaOptions | None = None) -> CitationSchema:
-        """The strongest schema at or below ``policy`` this server takes (every profile rule applied)."""
-        return fit_for_profile(context, policy, self.profile, options)
+        return self.transport.model
 
     def request_for(
-        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int, model: str | None = None
     ) -> tuple[dict[str, Any], dict[str, Any] | None, tuple[str, ...]]:
         """The request payload for ``record``: ``(payload, schema as sent, constraints removed)``.
 
         Raises:
-            UsageError: the schema breaks a limit of this server (fit it with :meth:`fit` first).
+            UsageError: the schema breaks a limit of this server (fit it with :func:`citelock.fit_schema` and
+                this backend's ``limits`` first).
         """
-        if max_tokens < 1:
-            raise UsageError(f"max_tokens must be positive, got {max_tokens}")
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in record.messages],
-            self.profile.max_tokens_field: max_tokens,
-            "temperature": self.temperature,
-        }
-        if self.seed is not None:
-            payload["seed"] = self.seed
+        payload = self.transport.payload(
+            [{"role": m.role, "content": m.content} for m in record.messages],
+            max_tokens=max_tokens,
+            temperature=self.temperature,
+            seed=self.seed,
+            model=model,
+        )
         if schema is None:
             return payload, None, ()
-        problem = self.profile.violation(schema)
+        problem = self.limits.violation(schema)
         if problem is not None:
             raise UsageError(
-                f"not sent: {problem}; fit the schema to this server first (OpenAIBackend.fit downgrades it)"
+                f"not sent: {problem}; fit the schema to this server first "
+                "(citelock.fit_schema(context, policy, backend.limits) downgrades it)"
             )
         adapted, removed = self.profile.adapt(schema.json_schema)
         sent = adapted if self.adapt else dict(schema.json_schema)
@@ -274,19 +248,52 @@ class OpenAIBackend:
         """Send ``record`` (messages exactly as logged) with ``schema``; verify the output after the fact.
 
         Raises:
+            UsageError: the backend holds an ``AsyncOpenAI`` client (use :meth:`agenerate`).
             BackendTimeoutError, BackendConnectionError, BackendHTTPError, SchemaRejectedError: the call failed.
             BackendRefusalError: the model refused.
             TruncatedOutputError: the output stopped at ``max_tokens`` before the JSON was complete.
         """
         payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens)
-        kind = self.profile.kind
         started = time.perf_counter()
-        response, choice = chat_completion(self.client, payload, provider=kind, citelock_request_id=record.request_id)
+        response, choice = self.transport.complete(payload, citelock_request_id=record.request_id)
         latency = time.perf_counter() - started
+        return self._generation(record, schema, payload, sent, removed, response, choice, latency, max_tokens)
+
+    async def agenerate(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> OpenAIGeneration:
+        """:meth:`generate` without blocking the event loop.
+
+        Awaited on an ``AsyncOpenAI`` client; with a sync client :meth:`generate` runs in a worker thread.
+
+        Raises:
+            The same errors as :meth:`generate`.
+        """
+        if not self.transport.is_async:
+            return await asyncio.to_thread(self.generate, record, schema, max_tokens=max_tokens)
+        model = await self.transport.amodel()
+        payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens, model=model)
+        started = time.perf_counter()
+        response, choice = await self.transport.acomplete(payload, citelock_request_id=record.request_id)
+        latency = time.perf_counter() - started
+        return self._generation(record, schema, payload, sent, removed, response, choice, latency, max_tokens)
+
+    def _generation(
+        self,
+        record: PromptRecord,
+        schema: CitationSchema | None,
+        payload: dict[str, Any],
+        sent: dict[str, Any] | None,
+        removed: tuple[str, ...],
+        response: Any,
+        choice: Any,
+        latency: float,
+        max_tokens: int,
+    ) -> OpenAIGeneration:
+        kind = self.profile.kind
         provider_request_id = getattr(response, "_request_id", None)
-        message = choice.message
         notes: list[str] = []
-        text, where = _output_text(message, self._delivery if schema is not None else None)
+        text, where = output_text(choice.message, self._delivery.output if schema is not None else None)
         if where:
             notes.append(where)
         usage = response.usage
@@ -299,7 +306,7 @@ class OpenAIBackend:
                 partial=text,
                 max_tokens=max_tokens,
                 provider=kind,
-                request_id=provider_request_id or response.id,
+                request_id=response_request_id(response),
                 citelock_request_id=record.request_id,
             )
         enforced = False
@@ -337,83 +344,6 @@ class OpenAIBackend:
             removed=removed,
             violations=violations,
         )
-
-
-def chat_completion(
-    client: Any, payload: Mapping[str, Any], *, provider: str, citelock_request_id: str | None = None
-) -> tuple[Any, Any]:
-    """Send one chat-completions request; return ``(response, first choice)``.
-
-    Raises:
-        BackendTimeoutError, BackendConnectionError, BackendHTTPError, SchemaRejectedError: the call failed.
-        BackendError: the server returned no choices (retryable).
-        BackendRefusalError: the model refused.
-    """
-    try:
-        response = client.chat.completions.create(**_split_extra(payload))
-    except Exception as exc:
-        if isinstance(exc, BackendError):
-            raise
-        raise map_openai_error(exc, provider=provider, citelock_request_id=citelock_request_id) from exc
-    request_id = getattr(response, "_request_id", None) or response.id
-    if not response.choices:
-        raise BackendError(
-            "the server returned no choices",
-            provider=provider,
-            request_id=request_id,
-            citelock_request_id=citelock_request_id,
-            retryable=True,
-        )
-    choice = response.choices[0]
-    refusal = getattr(choice.message, "refusal", None)
-    if refusal:
-        raise BackendRefusalError(
-            f"the model refused: {refusal[:200]}",
-            refusal=refusal,
-            provider=provider,
-            request_id=request_id,
-            citelock_request_id=citelock_request_id,
-        )
-    return response, choice
-
-
-_CREATE_FIELDS = frozenset(
-    {
-        "messages",
-        "model",
-        "max_tokens",
-        "max_completion_tokens",
-        "temperature",
-        "seed",
-        "response_format",
-        "tools",
-        "tool_choice",
-        "top_p",
-        "stop",
-    }
-)
-
-
-def _split_extra(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Standard fields as keyword arguments; anything else (server extensions) in ``extra_body``."""
-    known = {k: v for k, v in payload.items() if k in _CREATE_FIELDS}
-    extra = {k: v for k, v in payload.items() if k not in _CREATE_FIELDS}
-    if extra:
-        known["extra_body"] = extra
-    return known
-
-
-def _output_text(message: Any, delivery: Delivery | None) -> tuple[str, str | None]:
-    """The output JSON (content or forced tool-call arguments) and a note when it came from the other place."""
-    calls = getattr(message, "tool_calls", None) or []
-    content = message.content or ""
-    if delivery is not None and delivery.output == "tool_arguments":
-        if calls:
-            return calls[0].function.arguments or "", None
-        return content, "no tool call came back: the message content was used"
-    if not content and calls:
-        return calls[0].function.arguments or "", "the output came back as a tool call"
-    return content, None
 
 
 def _truncated(text: str, finish: str | None, completion_tokens: int | None, max_tokens: int) -> bool:

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 import typer
 from pydantic import ValidationError
 
-from citelock.backends._protocol import Backend
+from citelock.backends import _registry
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app
 from citelock.cli._check import CALIBRATION_HELP, ESCALATE_HELP, ON_FAIL_HELP, surface_options
 from citelock.cli._io import fail, read_text
@@ -29,6 +29,16 @@ from citelock.store import ResultStore, ReviewQueue
 __all__ = ["answer", "default_db", "lexical_top_k", "read_chunks"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _backend_help() -> str:
+    return "; ".join(f"{info.name}: {info.summary}" for info in _registry.BACKENDS.values())
+
+
+def _known_backend(name: str) -> str:
+    if name not in _registry.BACKENDS:
+        raise typer.BadParameter(f"unknown backend {name!r}; expected one of {', '.join(_registry.BACKENDS)}")
+    return name
 
 
 def default_db() -> Path:
@@ -95,19 +105,19 @@ def answer(
         ),
     ],
     backend: Annotated[
-        Literal["local", "naive", "openai"],
-        typer.Option(
-            help="local: constrained decoding; naive: the same model writing \\[id] markers (baseline); "
-            "openai: an OpenAI-compatible server (--base-url)"
-        ),
+        str, typer.Option(callback=_known_backend, help=f"the backend, by name: {_backend_help()}")
     ] = "local",
     base_url: Annotated[
         str | None,
-        typer.Option("--base-url", help="--backend openai: the server's base URL, e.g. http://127.0.0.1:8080/v1"),
+        typer.Option(
+            "--base-url", help="--backend openai or instructor: the server's base URL, e.g. http://127.0.0.1:8080/v1"
+        ),
     ] = None,
     server_kind: Annotated[
         str | None,
-        typer.Option("--server", help="--backend openai: server kind (openai, vllm, llama.cpp, llama-cpp-python)"),
+        typer.Option(
+            "--server", help="--backend openai or instructor: server kind (openai, vllm, llama.cpp, llama-cpp-python)"
+        ),
     ] = None,
     policy: Annotated[
         Literal["quote", "quote_sentence", "substring", "sentence", "id"],
@@ -118,9 +128,12 @@ def answer(
         ),
     ] = "quote",
     model: Annotated[
-        Literal["smollm2", "gemma3"],
-        typer.Option(help="bundled model: smollm2 (SmolLM2-135M-Instruct, default) or gemma3 (270M base)"),
-    ] = "smollm2",
+        str | None,
+        typer.Option(
+            help="local, naive: the bundled model, smollm2 (SmolLM2-135M-Instruct, default) or gemma3 (270M base); "
+            "openai, instructor: the server's model name (default: the first it lists)"
+        ),
+    ] = None,
     top_k: Annotated[
         int | None,
         typer.Option(
@@ -195,14 +208,8 @@ def answer(
     if top_k is not None:
         chunks = lexical_top_k(question, chunks, top_k)
     try:
-        from citelock.backends._registry import make_backend
-
-        if backend == "openai":
-            from citelock.backends._openai import OpenAIBackend
-
-            chosen: Backend = OpenAIBackend(base_url=base_url, server=server_kind)
-        else:
-            chosen = make_backend(backend, model=model)
+        given = {"model": model, "base_url": base_url, "server": server_kind}
+        chosen = _registry.make_backend(backend, **{k: v for k, v in given.items() if v is not None})
         target = db or default_db()
         result = run_answer(
             question,

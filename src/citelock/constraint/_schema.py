@@ -1,6 +1,6 @@
 """The per-request citation schema: what decoding may emit, built from the assembled :class:`Context`.
 
-Five span policies (see DESIGN.md, "Span policies"), strongest first:
+Five span policies, strongest first:
 
 - ``quote``: each claim's text *is* a verbatim span of the one chunk it cites (after an optional lead-in from
   :data:`QUOTE_LEAD_INS`): support by construction. Grammar only, like ``substring``.

@@ -1,7 +1,8 @@
 """The LLM judge over any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, llama-cpp-python).
 
 The three-word answer is constrained the strongest way the server takes a schema, chosen by the same
-:class:`~citelock.backends.ServerProfile` the citation backend uses: ``{"verdict": "yes" | "partial" | "no"}``
+:class:`~citelock.backends.ServerProfile` the citation backend uses, over the same
+:class:`~citelock.runtime._transport.OpenAITransport`: ``{"verdict": "yes" | "partial" | "no"}``
 as a strict ``json_schema``, a forced tool call, or llama.cpp's ``json_object`` + ``schema``. Nothing is taken
 on trust: an output that is not exactly that object comes back unchanged, and :class:`~citelock.judges.LLMJudge`
 then raises :class:`~citelock.judges.JudgeOutputError` with it.
@@ -12,8 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from citelock.backends._openai import OpenAIBackend, _output_text, chat_completion
 from citelock.errors import UsageError
+from citelock.runtime._profiles import ServerProfile
+from citelock.runtime._transport import OpenAITransport, output_text
 
 __all__ = ["OpenAICompleter"]
 
@@ -42,11 +44,10 @@ class OpenAICompleter:
             None picks ``openai`` without a base_url, else ``llama-cpp-python``.
         delivery: How the verdict schema travels (a delivery name of the profile); None: its strongest.
         timeout: Seconds per request.
-        client: An ``openai.OpenAI``-like client to use instead of building one.
 
     Raises:
         MissingExtraError: the ``openai`` extra is not installed.
-        UsageError: no API key for OpenAI itself.
+        UsageError: no API key for OpenAI itself, an unknown server kind or delivery.
     """
 
     def __init__(
@@ -55,44 +56,60 @@ class OpenAICompleter:
         base_url: str | None = None,
         model: str | None = None,
         api_key: str | None = None,
-        server: Any = None,
+        server: str | ServerProfile | None = None,
         delivery: str | None = None,
         timeout: float = 60.0,
-        client: Any = None,
     ) -> None:
-        self._backend = OpenAIBackend(
-            base_url=base_url,
-            model=model,
-            api_key=api_key,
-            server=server,
-            delivery=delivery,
-            temperature=0.0,
-            timeout=timeout,
-            client=client,
+        transport = OpenAITransport.connect(
+            base_url=base_url, api_key=api_key, model=model, server=server, timeout=timeout
         )
+        self._setup(transport, delivery)
+
+    def _setup(self, transport: OpenAITransport, delivery: str | None) -> None:
+        if transport.is_async:
+            raise UsageError("the judge is synchronous: pass an openai.OpenAI client, not AsyncOpenAI")
+        self.transport = transport
+        self.delivery = transport.profile.delivery(delivery)
         self.last_request: dict[str, Any] = {}
+
+    @classmethod
+    def from_client(
+        cls,
+        client: Any,
+        *,
+        profile: str | ServerProfile | None = None,
+        model: str | None = None,
+        delivery: str | None = None,
+    ) -> OpenAICompleter:
+        """A completer over your own ``openai.OpenAI`` client, used as is.
+
+        Args:
+            client: The client (its base URL, key, timeout, retries and HTTP client are kept).
+            profile: A server kind or :class:`~citelock.backends.ServerProfile`; None: ``openai`` when the client
+                points at OpenAI's API, else ``llama-cpp-python``.
+            model: Model name; None asks the server for its first listed model.
+            delivery: How the verdict schema travels; None: the profile's strongest.
+
+        Raises:
+            UsageError: not an ``openai.OpenAI`` client, an unknown server kind or delivery.
+        """
+        completer = cls.__new__(cls)
+        completer._setup(OpenAITransport.from_client(client, profile=profile, model=model), delivery)
+        return completer
 
     @property
     def model_id(self) -> str:
         """``<server kind>:<model>``, part of the judge's version (a cached verdict never crosses models)."""
-        return f"{self._backend.profile.kind}:{self._backend.model}"
+        return f"{self.transport.kind}:{self.transport.model}"
 
     def request_for(
         self, messages: list[dict[str, str]], *, choices: list[str] | None, max_tokens: int
     ) -> dict[str, Any]:
         """The chat-completions payload for one judge call (the messages exactly as given)."""
-        if max_tokens < 1:
-            raise UsageError(f"max_tokens must be positive, got {max_tokens}")
-        profile = self._backend.profile
-        payload: dict[str, Any] = {
-            "model": self._backend.model,
-            "messages": [dict(m) for m in messages],
-            "temperature": 0.0,
-            profile.max_tokens_field: max_tokens,
-        }
+        extra = _JSON_OVERHEAD_TOKENS if choices and max_tokens >= 1 else 0
+        payload = self.transport.payload(messages, max_tokens=max_tokens + extra, temperature=0.0)
         if choices:
-            payload[profile.max_tokens_field] = max_tokens + _JSON_OVERHEAD_TOKENS
-            payload.update(self._backend.delivery.render(verdict_schema(choices), _FIELD))
+            payload.update(self.delivery.render(verdict_schema(choices), _FIELD))
         return payload
 
     def complete(self, messages: list[dict[str, str]], *, choices: list[str] | None, max_tokens: int) -> str:
@@ -107,8 +124,8 @@ class OpenAICompleter:
         """
         payload = self.request_for(messages, choices=choices, max_tokens=max_tokens)
         self.last_request = payload
-        _, choice = chat_completion(self._backend.client, payload, provider=self._backend.profile.kind)
-        text, _ = _output_text(choice.message, self._backend.delivery if choices else None)
+        _, choice = self.transport.complete(payload)
+        text, _ = output_text(choice.message, self.delivery.output if choices else None)
         if not choices:
             return text
         try:

@@ -28,21 +28,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from citelock.constraint._schema import (
-    BackendLimits,
-    CitationSchema,
-    SchemaOptions,
-    SpanPolicy,
-    fit_schema,
-)
+from citelock.constraint._schema import BackendLimits
 from citelock.errors import UsageError
-from citelock.records import Context
 
 __all__ = [
     "PROFILES",
     "Delivery",
+    "Output",
     "ServerProfile",
-    "fit_for_profile",
     "get_profile",
 ]
 
@@ -229,31 +222,9 @@ class ServerProfile:
         removed.append(f"{path or '/'}: {described} sent as pattern={json.dumps(pattern)}")
         return {**rest, "pattern": pattern}
 
-    def violation(self, schema: CitationSchema) -> str | None:
-        """Why ``schema`` would be refused or mis-enforced by this server, or None when it fits."""
-        return self.limits.violation(schema)
-
 
 def _anchored(pattern: Any) -> bool:
     return isinstance(pattern, str) and pattern.startswith("^") and pattern.endswith("$")
-
-
-def fit_for_profile(
-    context: Context,
-    policy: SpanPolicy,
-    profile: ServerProfile,
-    options: SchemaOptions | None = None,
-) -> CitationSchema:
-    """The strongest schema at or below ``policy`` that ``profile``'s server takes, with any downgrade recorded.
-
-    Every rule of a profile is part of its :class:`BackendLimits` (OpenAI's large-enum quota and total schema
-    characters included), so this is :func:`citelock.constraint._schema.fit_schema` with the profile's limits: the same
-    downgrade ``citelock.answer`` applies to any backend.
-
-    Raises:
-        UsageError: even the ``id`` schema does not fit (assemble fewer chunks).
-    """
-    return fit_schema(context, policy, profile.limits, options)
 
 
 _JSON_SAFE_CHARS = r'[^\x00-\x1f"\\]'
