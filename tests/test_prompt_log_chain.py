@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from citelock import InputError, StoreIntegrityError, serialize
 from citelock.cli import app
 from citelock.prompt._assemble import assemble
+from citelock.records import PromptRecord
 from citelock.store import PromptLog
 from citelock.store._chain import KEY_ENV, content_hash, link_hash
 
@@ -33,7 +34,7 @@ def _no_key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(KEY_ENV, raising=False)
 
 
-def _record(rid: str):  # type: ignore[no-untyped-def]
+def _record(rid: str) -> PromptRecord:
     return serialize(assemble("q?", [{"id": "c-1", "text": f"text for {rid}"}]), request_id=rid)
 
 

@@ -9,6 +9,8 @@ advisory lock on PostgreSQL (one per schema and name, so two schemas never wait 
 from __future__ import annotations
 
 import hashlib
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,11 +56,32 @@ def make_engine(target: str | Path) -> Engine:
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _wal(cursor)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
     return engine
+
+
+def _wal(cursor: Any, *, timeout: float = 30.0) -> None:
+    """Put a SQLite database in WAL mode (a persistent setting of the file), waiting out concurrent openers.
+
+    Switching the journal mode needs the database to itself, and SQLite reports "database is locked" at once,
+    without its busy handler, when another connection is there: several processes opening a new file together
+    all try to switch. So: skip when the file is already in WAL mode, else retry with a short backoff.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    while True:
+        try:
+            if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
 
 def _lock_key(name: str) -> str:
