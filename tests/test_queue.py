@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,14 +140,66 @@ def test_repair_and_escalate_are_tracked_separately(target: str) -> None:
     assert queue.calibration_samples() == []
 
 
-def test_an_entry_resolves_once(target: str) -> None:
+def test_a_second_outcome_is_refused_unless_it_is_a_named_rereview(target: str) -> None:
     queue = ReviewQueue(target)
     (entry,) = queue.enqueue([finding(1)], surface="chat")
-    queue.resolve(entry.id, "repair", note="drop the claim")
-    with pytest.raises(AlreadyResolvedError, match=r"already resolved \(repair at .*exactly once"):
+    queue.resolve(entry.id, "repair", note="drop the claim", reviewer="ana")
+    with pytest.raises(AlreadyResolvedError, match=r"already has an outcome \(repair by ana at .*never overwritten"):
         queue.resolve(entry.id, "accept")
-    assert queue.calibration_samples() == []  # the failed accept wrote nothing
+    assert queue.calibration_samples() == []  # the refused accept wrote nothing
     assert queue.outcome_counts() == {"repair": 1}
+    with pytest.raises(InputError, match="needs the reviewer's name"):
+        queue.rereview(entry.id, "accept", reviewer="  ")
+    assert len(queue.history(entry.id)) == 1
+
+
+def test_a_rereview_supersedes_and_keeps_the_history(target: str) -> None:
+    queue = ReviewQueue(target)
+    (entry,) = queue.enqueue([finding(1)], surface="chat")
+    first = queue.resolve(entry.id, "accept", reviewer="ana")
+    assert len(queue.calibration_samples()) == 1
+    second = queue.rereview(entry.id, "repair", reviewer="bo", note="the passage says 12%, not the claim")
+    assert (first.revision, second.revision) == (0, 1)
+    assert queue.resolution(entry.id) == second
+    assert queue.history(entry.id) == [first, second]
+    assert queue.outcome_counts() == {"repair": 1}  # counted by the current outcome
+    assert queue.calibration_samples() == []  # the overturned accept is no longer a human "yes"
+    third = queue.rereview(entry.id, "accept", reviewer="cy", revision=1)
+    assert third.revision == 2 and len(queue.calibration_samples()) == 1
+    with pytest.raises(AlreadyResolvedError, match=r"at revision 2 .*not 1"):  # cy's change was not seen
+        queue.rereview(entry.id, "escalate", category="ranking", reviewer="bo", revision=1)
+    assert [e.reviewer for e in queue.history(entry.id)] == ["ana", "bo", "cy"]
+
+
+def test_a_rereview_needs_an_outcome_to_supersede(target: str) -> None:
+    queue = ReviewQueue(target)
+    (entry,) = queue.enqueue([finding(1)], surface="chat")
+    with pytest.raises(InputError, match="still open"):
+        queue.rereview(entry.id, "accept", reviewer="ana")
+    assert queue.history(entry.id) == [] and queue.resolution(entry.id) is None
+
+
+def test_the_database_refuses_to_rewrite_review_history(target: str) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    queue = ReviewQueue(target)
+    (entry,) = queue.enqueue([finding(1)], surface="chat")
+    queue.resolve(entry.id, "repair", note="drop it", reviewer="ana")
+    statements = [
+        "UPDATE citelock_queue SET reason = 'UNCITED_CLAIM'",
+        "DELETE FROM citelock_queue",
+        "UPDATE citelock_review_events SET outcome = 'accept'",
+        "DELETE FROM citelock_review_events",
+    ]
+    if queue.engine.dialect.name == "postgresql":
+        statements += ["TRUNCATE citelock_review_events", "TRUNCATE citelock_queue CASCADE"]
+    for statement in statements:
+        with pytest.raises(DBAPIError, match="append-only"), queue.engine.begin() as conn:
+            conn.execute(text(statement))
+    current = ReviewQueue(target).resolution(entry.id)
+    assert current is not None and (current.outcome, current.reviewer) == ("repair", "ana")
+    assert len(queue) == 1
 
 
 @pytest.mark.parametrize(
@@ -184,6 +237,8 @@ def test_unknown_and_ambiguous_ids(target: str) -> None:
         queue.get("ffff0000")
     with pytest.raises(KeyError):
         queue.resolve("zzzz", "accept")
+    with pytest.raises(KeyError):
+        queue.rereview("zzzz", "accept", reviewer="ana")
     with pytest.raises(KeyError):  # LIKE wildcards in a prefix are literal
         queue.get("abc%")
 
@@ -262,3 +317,37 @@ def test_crash_mid_write_leaves_the_store_readable(target: str, tmp_path: Path) 
     if "://" not in target:
         with sqlite3.connect(target) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def _racing_reviewer(target: str, worker: int, barrier: Any, rereview: bool) -> None:
+    queue = ReviewQueue(target)
+    (entry,) = list(queue)
+    barrier.wait(timeout=60)
+    try:
+        if rereview:
+            queue.rereview(entry.id, "accept", reviewer=f"r{worker}", revision=0)
+        else:
+            queue.resolve(entry.id, "repair", note=f"reviewer {worker}", reviewer=f"r{worker}")
+    except AlreadyResolvedError:
+        os._exit(3)
+    os._exit(0)
+
+
+@pytest.mark.parametrize("rereview", [False, True], ids=["resolve", "rereview"])
+def test_racing_reviewers_get_one_event_and_errors(target: str, rereview: bool) -> None:
+    queue = ReviewQueue(target)
+    (entry,) = queue.enqueue([finding(1)], surface="chat")
+    if rereview:
+        queue.resolve(entry.id, "repair", note="first", reviewer="ana")
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(6)
+    procs = [ctx.Process(target=_racing_reviewer, args=(target, w, barrier, rereview)) for w in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert sorted(-1 if p.exitcode is None else p.exitcode for p in procs) == [0, 3, 3, 3, 3, 3]
+    history = queue.history(entry.id)
+    assert [e.revision for e in history] == ([0, 1] if rereview else [0])
+    winner = next(p for p in procs if p.exitcode == 0)
+    assert history[-1].reviewer == f"r{procs.index(winner)}"

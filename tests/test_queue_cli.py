@@ -111,7 +111,7 @@ def test_resolve_accept_repair_escalate_once(db: Path) -> None:
     assert "as accept (stored as a calibration sample, label yes)" in ok.output
     again = runner.invoke(app, ["queue", "resolve", uid, "--outcome", "repair", "--note", "x", "--db", str(db)])
     assert again.exit_code == 2
-    assert "already resolved" in again.output and "exactly once" in again.output
+    assert "already has an outcome (accept at" in again.output and "citelock queue rereview" in again.output
 
     ids = [
         e["id"]
@@ -152,3 +152,46 @@ def test_resolve_accept_repair_escalate_once(db: Path) -> None:
     assert "repair at" in shown.output and "chunk=c1" in shown.output and "note  cite c1" in shown.output
     remaining = json.loads(runner.invoke(app, ["queue", "list", "--db", str(db), "--json"]).output)
     assert remaining["counts"] == {"WRONG_CHUNK": 1}
+
+
+def test_rereview_supersedes_with_a_name_and_show_lists_the_history(db: Path) -> None:
+    uid = entry_id(db, "UNSUPPORTED")
+    base = ["--db", str(db)]
+    assert (
+        runner.invoke(app, ["queue", "resolve", uid, "--outcome", "accept", "--reviewer", "ana", *base]).exit_code == 0
+    )
+    nameless = runner.invoke(app, ["queue", "rereview", uid, "--outcome", "repair", "--note", "x", *base])
+    assert nameless.exit_code == 2 and "--reviewer" in nameless.output  # the name is required
+    changed = runner.invoke(
+        app,
+        [
+            "queue",
+            "rereview",
+            uid,
+            "--outcome",
+            "repair",
+            "--note",
+            "cite c2",
+            "--reviewer",
+            "bo",
+            "--revision",
+            "0",
+            *base,
+        ],
+    )
+    assert changed.exit_code == 0, changed.output
+    assert "re-reviewed" in changed.output and "revision 1, supersedes revision 0" in changed.output
+    stale = runner.invoke(
+        app, ["queue", "rereview", uid, "--outcome", "accept", "--reviewer", "cy", "--revision", "0", *base]
+    )
+    assert stale.exit_code == 2 and "at revision 1" in stale.output
+    shown = runner.invoke(app, ["queue", "show", uid, *base])
+    assert "resolution  repair at" in shown.output and "by bo" in shown.output
+    assert "superseded r0  accept at" in shown.output and "by ana" in shown.output
+    as_json = json.loads(runner.invoke(app, ["queue", "show", uid, "--json", *base]).output)
+    assert [e["reviewer"] for e in as_json["history"]] == ["ana", "bo"]
+    assert as_json["resolution"]["revision"] == 1 and as_json["resolution"]["outcome"] == "repair"
+    assert ReviewQueue(db).calibration_samples() == []  # the accept was overturned
+    open_one = entry_id(db, "WRONG_CHUNK")
+    still_open = runner.invoke(app, ["queue", "rereview", open_one, "--outcome", "accept", "--reviewer", "bo", *base])
+    assert still_open.exit_code == 2 and "still open" in still_open.output

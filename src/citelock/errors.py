@@ -7,7 +7,7 @@ someone" by type, never by message::
     ├── UsageError                    fix the call; retrying the same call fails again
     │   ├── InputError (ValueError)   malformed input data: what was expected, what arrived, where
     │   │   ├── ParseError            an answer given to citelock cannot be parsed (.where)
-    │   │   └── AlreadyResolvedError  a review-queue entry resolves exactly once
+    │   │   └── AlreadyResolvedError  a queue entry has an outcome: a change is a named re-review
     │   ├── BudgetExceededError       the context does not fit max_chars and dropping was not allowed
     │   └── MissingExtraError (ImportError)  an optional dependency is missing (.extra, .module)
     └── RuntimeFailure                something failed while running: the model, the server, the store
@@ -136,7 +136,10 @@ class JudgeOutputError(ModelOutputError):
 
 
 class AlreadyResolvedError(InputError):
-    """The review-queue entry already has a resolution; an entry resolves exactly once."""
+    """The review-queue entry already has an outcome (or a newer one than the reviewer saw).
+
+    Outcomes are never overwritten: a change is a re-review, a new event by a named reviewer.
+    """
 
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import typer
 
-__all__ = ["EXIT_FINDINGS", "EXIT_INPUT", "EXIT_OK", "app"]
+__all__ = ["EXIT_FINDINGS", "EXIT_INPUT", "EXIT_INTEGRITY", "EXIT_OK", "EXIT_UNREACHABLE", "app"]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_INPUT = 2
+EXIT_INTEGRITY = 3
+EXIT_UNREACHABLE = 4
 
 app = typer.Typer(
     name="citelock",

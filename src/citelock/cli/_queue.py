@@ -1,4 +1,8 @@
-"""``citelock queue``: list the review queue grouped by reason, show an entry, resolve it (once)."""
+"""``citelock queue``: list the review queue grouped by reason, show an entry and its history, resolve it.
+
+An entry's first outcome is ``resolve``; a later change is ``rereview`` by a named reviewer: a new event that
+supersedes the current outcome, never an overwrite (``show`` lists every event).
+"""
 
 from __future__ import annotations
 
@@ -48,10 +52,21 @@ def open_queue(db: str | None) -> ReviewQueue:
         fail(f"cannot open the review queue at {target}: {exc}")
 
 
-def _entry_json(entry: QueueEntry, resolution: Resolution | None) -> dict[str, Any]:
+def _entry_json(entry: QueueEntry, history: list[Resolution]) -> dict[str, Any]:
     data = entry.model_dump(mode="json")
-    data["resolution"] = resolution.model_dump(mode="json") if resolution else None
+    data["resolution"] = history[-1].model_dump(mode="json") if history else None
+    data["history"] = [event.model_dump(mode="json") for event in history]
     return data
+
+
+def _event_line(event: Resolution) -> str:
+    extra = [
+        f"category={event.category}" if event.category else "",
+        f"chunk={event.chunk_id}" if event.chunk_id else "",
+        f"by {event.reviewer}" if event.reviewer else "",
+    ]
+    head = f"{event.outcome} at {event.resolved_at.isoformat()}"
+    return " ".join([head, *(x for x in extra if x)])
 
 
 def _short(text: str | None, width: int) -> str:
@@ -115,17 +130,17 @@ def show(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Show everything about one entry: claim, passage, every layer's verdict, the prompt pointer, resolution."""
+    """Show everything about one entry: claim, passage, every layer's verdict, the prompt pointer, its outcomes."""
     queue = open_queue(db)
     try:
         entry = queue.get(entry_id)
-        resolution = queue.resolution(entry.id)
+        history = queue.history(entry.id)
     except KeyError:
         fail(f"no queue entry with id {entry_id!r}")
     except CitelockError as exc:
         fail(str(exc))
     if as_json:
-        typer.echo(json.dumps(_entry_json(entry, resolution), ensure_ascii=False, indent=2))
+        typer.echo(json.dumps(_entry_json(entry, history), ensure_ascii=False, indent=2))
         raise typer.Exit(EXIT_OK)
     lines = [
         ("id", entry.id),
@@ -144,18 +159,16 @@ def show(
         ("verdicts", ", ".join(f"{k}={v}" for k, v in entry.verdicts.items()) or "-"),
         ("judge", f"{entry.judge_version or '-'}: {entry.judge_raw or '-'}"),
     ]
-    if resolution is None:
+    if not history:
         lines.append(("resolution", "open"))
     else:
-        extra = [
-            f"category={resolution.category}" if resolution.category else "",
-            f"chunk={resolution.chunk_id}" if resolution.chunk_id else "",
-            f"by {resolution.reviewer}" if resolution.reviewer else "",
-        ]
-        summary = f"{resolution.outcome} at {resolution.resolved_at.isoformat()}"
-        lines.append(("resolution", " ".join([summary, *(x for x in extra if x)])))
-        if resolution.note:
-            lines.append(("note", resolution.note))
+        current = history[-1]
+        lines.append(("resolution", _event_line(current)))
+        if current.note:
+            lines.append(("note", current.note))
+        for event in reversed(history[:-1]):  # superseded outcomes, newest first
+            note = f" ({event.note})" if event.note else ""
+            lines.append((f"superseded r{event.revision}", _event_line(event) + note))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         typer.echo(f"{key.rjust(width)}  {value}")
@@ -174,7 +187,10 @@ def resolve(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the resolution as JSON")] = False,
 ) -> None:
-    """Resolve an entry once: accept (finding was wrong), repair (answer must change), escalate (upstream)."""
+    """Give an entry its first outcome: accept (finding was wrong), repair (answer must change), escalate.
+
+    An entry that already has an outcome is refused (exit 2): changing it is `citelock queue rereview`.
+    """
     queue = open_queue(db)
     try:
         entry = queue.get(entry_id)
@@ -195,3 +211,46 @@ def resolve(
     else:
         sample = " (stored as a calibration sample, label yes)" if outcome == "accept" and entry.calibratable else ""
         typer.echo(f"resolved {resolution.entry_id} as {resolution.outcome}{sample}")
+
+
+@queue_app.command("rereview")
+def rereview(
+    entry_id: Annotated[str, typer.Argument(metavar="ID", help="entry id or a unique prefix (4+ characters)")],
+    outcome: Annotated[str, typer.Option("--outcome", help="accept | repair | escalate")],
+    reviewer: Annotated[str, typer.Option("--reviewer", help="who re-reviewed it (required)")],
+    note: Annotated[str | None, typer.Option("--note", help="why the outcome changes (required for repair)")] = None,
+    category: Annotated[
+        str | None, typer.Option("--category", help="chunking | truncation | ranking (escalate only)")
+    ] = None,
+    chunk: Annotated[str | None, typer.Option("--chunk", help="a better chunk id to cite (repair only)")] = None,
+    revision: Annotated[
+        int | None,
+        typer.Option("--revision", min=0, help="the revision you reviewed (refused if someone re-reviewed since)"),
+    ] = None,
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the new event as JSON")] = False,
+) -> None:
+    """Record a new outcome for an entry that has one: an event that supersedes it (the old one stays in history)."""
+    queue = open_queue(db)
+    try:
+        entry = queue.get(entry_id)
+        event = queue.rereview(
+            entry.id,
+            outcome,  # type: ignore[arg-type]
+            reviewer=reviewer,
+            note=note,
+            category=category,  # type: ignore[arg-type]
+            chunk_id=chunk,
+            revision=revision,
+        )
+    except KeyError:
+        fail(f"no queue entry with id {entry_id!r}")
+    except CitelockError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(event.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    else:
+        typer.echo(
+            f"re-reviewed {event.entry_id} as {event.outcome} by {event.reviewer} "
+            f"(revision {event.revision}, supersedes revision {event.revision - 1})"
+        )

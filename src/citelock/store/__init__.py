@@ -1,9 +1,11 @@
-"""Stores: the append-only prompt log, the review queue, guard results and the judges' verdict cache.
+"""Stores: the hash-chained prompt log, the review queue (events), guard results and the judges' verdict cache.
 
-SQLite by default; PostgreSQL for teams (any SQLAlchemy URL).
+SQLite by default; PostgreSQL for teams (any SQLAlchemy URL). Every store creates its tables safely when many
+processes open a new database at once, and the database refuses UPDATE and DELETE on the append-only ones.
 """
 
 from citelock.errors import AlreadyResolvedError
+from citelock.store._chain import ChainProblem, ChainReport
 from citelock.store._engine import make_engine
 from citelock.store._prompt_log import PromptLog
 from citelock.store._queue import CalibrationSample, QueueEntry, Resolution, ReviewQueue, queue_entry_schema
@@ -14,6 +16,8 @@ __all__ = [
     "AlreadyResolvedError",
     "CachedJudge",
     "CalibrationSample",
+    "ChainProblem",
+    "ChainReport",
     "PromptLog",
     "QueueEntry",
     "Resolution",

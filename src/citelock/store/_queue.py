@@ -5,7 +5,10 @@ verdict of every layer that ran, the judge's raw answer, a pointer to the logged
 sha256), the reason code, the surface and when it was queued. Its id is a hash of where the finding sits
 (request, surface, reason, claim, citation), so guarding a replayed request again does not queue it twice.
 
-A reviewer resolves an entry exactly once, with one of three outcomes, each tracked separately:
+Review history is a sequence of events, never rewritten: the entry row (queued), then outcome events. The
+database refuses UPDATE and DELETE on both tables (triggers), and the current status of an entry is derived
+from its events: open while it has none, else the outcome of its latest one. An outcome is one of three, each
+tracked separately:
 
 - ``accept``: the finding was wrong (the judge too strict). For a support finding the (claim, passage) pair
   is stored as a calibration sample with the human label ``yes``. For ``UNCERTAIN_SUPPORT`` (the judge's score
@@ -14,9 +17,18 @@ A reviewer resolves an entry exactly once, with one of three outcomes, each trac
   and, optionally, the replacement chunk id.
 - ``escalate``: the cause is upstream: ``chunking``, ``truncation`` or ``ranking``.
 
-The database enforces "once": the resolution's primary key is the entry id, so two reviewers racing on one
-entry get one resolution and one :class:`AlreadyResolvedError`. Every write is one transaction, so concurrent
-writers in several processes lose nothing and a crash mid-write leaves the store readable.
+The first outcome is :meth:`ReviewQueue.resolve` (revision 0). Changing it later is a *re-review*
+(:meth:`ReviewQueue.rereview`): a new event by a named reviewer, with the next revision number, that supersedes
+the previous outcome without erasing it (:meth:`ReviewQueue.history` lists them all). The database enforces one
+event per (entry, revision), so two reviewers racing to resolve one entry, or to re-review the same outcome, get
+one event and one :class:`AlreadyResolvedError`: a second outcome is never silently an overwrite, it must be a
+deliberate re-review. Every write is one transaction, so concurrent writers in several processes lose nothing
+and a crash mid-write leaves the store readable.
+
+Calibration samples are derived, not stored: every entry whose current outcome is ``accept`` on a judged support
+finding (so a re-review that overturns an ``accept`` withdraws its sample). A database written by a version
+before events keeps its tables: their resolutions are copied once as revision-0 events, and the old tables are
+then refused writes (an older citelock writing there would otherwise be silently ignored).
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import (
     Column,
+    Connection,
     DateTime,
     Engine,
     ForeignKey,
@@ -38,9 +51,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
+    and_,
     func,
     insert,
     select,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
@@ -49,7 +65,7 @@ from citelock.errors import AlreadyResolvedError, InputError
 from citelock.reasons import judged_codes
 from citelock.records import Finding, ReasonCode, VerdictLabel
 from citelock.store._engine import make_engine
-from citelock.store._tables import create_tables
+from citelock.store._tables import ensure_tables, existing_tables, existing_triggers, refuse_triggers
 
 __all__ = [
     "CalibrationSample",
@@ -130,7 +146,7 @@ class QueueEntry(Finding):
 
 
 class Resolution(_Record):
-    """A reviewer's outcome for one entry.
+    """A reviewer's outcome for one entry: one event of its review history.
 
     Attributes:
         entry_id: The resolved entry.
@@ -139,7 +155,8 @@ class Resolution(_Record):
         category: ``chunking``, ``truncation`` or ``ranking`` (``escalate`` only, required there).
         chunk_id: A better chunk to cite (``repair`` only, optional).
         resolved_at: When (UTC).
-        reviewer: Who, if given.
+        reviewer: Who (optional for the first outcome, required for a re-review).
+        revision: 0 for the first outcome, n for the n-th re-review; the highest revision is the current one.
     """
 
     entry_id: str
@@ -149,6 +166,7 @@ class Resolution(_Record):
     chunk_id: str | None = None
     resolved_at: datetime
     reviewer: str | None = None
+    revision: int = Field(default=0, ge=0)
 
 
 class CalibrationSample(_Record):
@@ -180,29 +198,49 @@ _entries = Table(
     Column("request_id", String(200), nullable=False, index=True),
     Column("entry", Text, nullable=False),
 )
-_resolutions = Table(
-    "citelock_queue_resolutions",
+_events = Table(
+    "citelock_review_events",
     _metadata,
-    Column("entry_id", String(64), ForeignKey("citelock_queue.id"), primary_key=True),
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("entry_id", String(64), ForeignKey("citelock_queue.id"), nullable=False, index=True),
+    Column("revision", Integer, nullable=False),
     Column("outcome", String(16), nullable=False, index=True),
     Column("category", String(16), nullable=True),
     Column("note", Text, nullable=True),
     Column("chunk_id", String(200), nullable=True),
-    Column("resolved_at", DateTime(timezone=True), nullable=False),
     Column("reviewer", String(200), nullable=True),
+    Column("resolved_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("entry_id", "revision", name="citelock_review_events_once"),
 )
-_samples = Table(
-    "citelock_calibration_samples",
-    _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("entry_id", String(64), ForeignKey("citelock_queue.id"), nullable=False, unique=True),
-    Column("claim", Text, nullable=False),
-    Column("passage", Text, nullable=False),
-    Column("label", String(8), nullable=False),
-    Column("judge_label", String(16), nullable=True),
-    Column("judge_version", String(200), nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-)
+_APPEND_ONLY = [_entries.name, _events.name]
+
+# Tables of the layout before review events: read once at the upgrade, then refused writes.
+_LEGACY_RESOLUTIONS = "citelock_queue_resolutions"
+_LEGACY_SAMPLES = "citelock_calibration_samples"
+
+
+def _upgrade(conn: Connection) -> None:
+    """Copy an older layout's resolutions as revision-0 events, then retire its tables."""
+    tables = existing_tables(conn)
+    if _LEGACY_RESOLUTIONS in tables:
+        conn.execute(
+            text(
+                f"INSERT INTO {_events.name} (entry_id, revision, outcome, category, note, chunk_id, reviewer, "
+                f"resolved_at) SELECT r.entry_id, 0, r.outcome, r.category, r.note, r.chunk_id, r.reviewer, "
+                f"r.resolved_at FROM {_LEGACY_RESOLUTIONS} r WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {_events.name} e WHERE e.entry_id = r.entry_id)"
+            )
+        )
+    present = existing_triggers(conn)
+    for legacy in (_LEGACY_RESOLUTIONS, _LEGACY_SAMPLES):
+        if legacy not in tables:
+            continue
+        message = f"citelock table {legacy} is retired: review outcomes are events in {_events.name}"
+        for name, statement in refuse_triggers(
+            conn.dialect.name, legacy, ("insert", "update", "delete", "truncate"), message
+        ).items():
+            if name not in present:
+                conn.execute(text(statement))
 
 
 def _aware(moment: datetime) -> datetime:
@@ -219,7 +257,7 @@ class ReviewQueue:
 
     def __init__(self, target: str | Path | Engine) -> None:
         self.engine = target if isinstance(target, Engine) else make_engine(target)
-        create_tables(self.engine, _metadata)
+        ensure_tables(self.engine, _metadata, append_only=_APPEND_ONLY, upgrade=_upgrade)
 
     def _insert(self) -> Any:
         if self.engine.dialect.name == "postgresql":
@@ -312,17 +350,21 @@ class ReviewQueue:
         return str(found[0])
 
     def resolution(self, entry_id: str) -> Resolution | None:
-        """The entry's resolution, or None while it is open."""
-        full = self.resolve_id(entry_id)
-        with self.engine.connect() as conn:
-            row = conn.execute(select(_resolutions).where(_resolutions.c.entry_id == full)).mappings().first()
-        return None if row is None else self._resolution(row)
+        """The entry's current outcome (its latest event), or None while it is open."""
+        history = self.history(entry_id)
+        return history[-1] if history else None
 
-    @staticmethod
-    def _resolution(row: Any) -> Resolution:
-        data = dict(row)
-        data["resolved_at"] = _aware(data["resolved_at"])
-        return Resolution.model_validate(data)
+    def history(self, entry_id: str) -> list[Resolution]:
+        """Every outcome event of the entry, oldest first (empty while it is open); the last one is current.
+
+        Raises:
+            KeyError: no such entry.
+            InputError: an ambiguous or too short id prefix.
+        """
+        full = self.resolve_id(entry_id)
+        query = select(*_EVENT_FIELDS).where(_events.c.entry_id == full).order_by(_events.c.revision)
+        with self.engine.connect() as conn:
+            return [_resolution(row) for row in conn.execute(query).mappings()]
 
     def items(
         self,
@@ -331,38 +373,36 @@ class ReviewQueue:
         surface: str | None = None,
         status: Literal["open", "resolved", "all"] = "all",
     ) -> list[tuple[QueueEntry, Resolution | None]]:
-        """Entries with their resolutions, ordered by reason then age.
+        """Entries with their current outcomes, ordered by reason then age.
 
         Args:
             reason: Only this reason code.
             surface: Only this surface.
-            status: ``open`` (unresolved), ``resolved`` or ``all``.
+            status: ``open`` (no outcome yet), ``resolved`` or ``all``.
 
         Raises:
             InputError: an unknown reason code or status.
         """
         if status not in ("open", "resolved", "all"):
             raise InputError(f"status must be open, resolved or all, got {status!r}")
-        query = select(_entries.c.entry, _resolutions).select_from(
-            _entries.outerjoin(_resolutions, _resolutions.c.entry_id == _entries.c.id)
+        current = _current_events()
+        query = select(_entries.c.entry, *current.c).select_from(
+            _entries.outerjoin(current, current.c.entry_id == _entries.c.id)
         )
         if reason is not None:
             query = query.where(_entries.c.reason == _reason(reason).value)
         if surface is not None:
             query = query.where(_entries.c.surface == surface)
         if status == "open":
-            query = query.where(_resolutions.c.entry_id.is_(None))
+            query = query.where(current.c.entry_id.is_(None))
         elif status == "resolved":
-            query = query.where(_resolutions.c.entry_id.is_not(None))
+            query = query.where(current.c.entry_id.is_not(None))
         query = query.order_by(_entries.c.reason, _entries.c.created_at, _entries.c.id)
         out: list[tuple[QueueEntry, Resolution | None]] = []
         with self.engine.connect() as conn:
             for row in conn.execute(query).mappings():
                 entry = QueueEntry.model_validate_json(row["entry"])
-                resolved = None
-                if row["entry_id"] is not None:
-                    resolved = self._resolution({c.name: row[c.name] for c in _resolutions.c})
-                out.append((entry, resolved))
+                out.append((entry, None if row["entry_id"] is None else _resolution(row)))
         return out
 
     def grouped(
@@ -397,7 +437,7 @@ class ReviewQueue:
         reviewer: str | None = None,
         resolved_at: datetime | None = None,
     ) -> Resolution:
-        """Resolve an entry, once.
+        """Record an entry's first outcome (revision 0).
 
         Args:
             entry_id: The entry's id (or a unique prefix).
@@ -415,12 +455,11 @@ class ReviewQueue:
         Raises:
             KeyError: no such entry.
             InputError: arguments that do not fit the outcome.
-            AlreadyResolvedError: the entry was already resolved.
+            AlreadyResolvedError: the entry already has an outcome; changing it is a :meth:`rereview`.
         """
         _check_outcome(outcome, note, category, chunk_id)
         full = self.resolve_id(entry_id)
-        entry = self.get(full)
-        resolution = Resolution(
+        event = Resolution(
             entry_id=full,
             outcome=outcome,
             note=note,
@@ -428,30 +467,91 @@ class ReviewQueue:
             chunk_id=chunk_id,
             resolved_at=resolved_at or datetime.now(UTC),
             reviewer=reviewer,
+            revision=0,
         )
+        if not self._append_event(event):
+            current = self.resolution(full)
+            raise AlreadyResolvedError(
+                f"entry {full} already has an outcome ({_describe(current)}); an outcome is never overwritten: "
+                "to change it, record a re-review by a named reviewer (citelock queue rereview ID --reviewer NAME)"
+            )
+        return event
+
+    def rereview(
+        self,
+        entry_id: str,
+        outcome: Outcome,
+        *,
+        reviewer: str,
+        note: str | None = None,
+        category: EscalationCategory | None = None,
+        chunk_id: str | None = None,
+        resolved_at: datetime | None = None,
+        revision: int | None = None,
+    ) -> Resolution:
+        """Record a new outcome for an entry that has one: an event that supersedes the current outcome.
+
+        The previous outcomes stay in :meth:`history`; the new one becomes current (and, for example, an
+        ``accept`` overturned by a re-review no longer yields a calibration sample).
+
+        Args:
+            entry_id: The entry's id (or a unique prefix).
+            outcome: The new outcome (see :meth:`resolve`).
+            reviewer: Who re-reviewed it (required: a change of outcome always has a name).
+            note: Free text; required for ``repair``.
+            category: For ``escalate`` (required there).
+            chunk_id: For ``repair``: a better chunk to cite.
+            resolved_at: When (default: now, UTC).
+            revision: The revision this re-review supersedes, as the reviewer saw it (default: the current one).
+                Given, a re-review recorded meanwhile by someone else makes this one fail instead of silently
+                superseding an outcome the reviewer never saw.
+
+        Returns:
+            The stored :class:`Resolution` (its ``revision`` is the superseded one + 1).
+
+        Raises:
+            KeyError: no such entry.
+            InputError: no reviewer name, arguments that do not fit the outcome, or an entry still open.
+            AlreadyResolvedError: the entry's current revision is not ``revision``, or another re-review of the
+                same revision was recorded first.
+        """
+        if not (reviewer and reviewer.strip()):
+            raise InputError("a re-review needs the reviewer's name (it supersedes someone's outcome)")
+        _check_outcome(outcome, note, category, chunk_id)
+        full = self.resolve_id(entry_id)
+        current = self.resolution(full)
+        if current is None:
+            raise InputError(f"entry {full} is still open: give it its first outcome with resolve, not a re-review")
+        if revision is not None and revision != current.revision:
+            raise AlreadyResolvedError(
+                f"entry {full} is at revision {current.revision} ({_describe(current)}), not {revision}: "
+                "look at it again before re-reviewing"
+            )
+        event = Resolution(
+            entry_id=full,
+            outcome=outcome,
+            note=note,
+            category=category,
+            chunk_id=chunk_id,
+            resolved_at=resolved_at or datetime.now(UTC),
+            reviewer=reviewer.strip(),
+            revision=current.revision + 1,
+        )
+        if not self._append_event(event):
+            latest = self.resolution(full)
+            raise AlreadyResolvedError(
+                f"entry {full} was re-reviewed meanwhile ({_describe(latest)}); look at it again before re-reviewing"
+            )
+        return event
+
+    def _append_event(self, event: Resolution) -> bool:
+        """Append an outcome event; False when that (entry, revision) already exists."""
         try:
             with self.engine.begin() as conn:
-                conn.execute(insert(_resolutions).values(**resolution.model_dump()))
-                if outcome == "accept" and entry.calibratable and entry.passage is not None:
-                    conn.execute(
-                        insert(_samples).values(
-                            entry_id=full,
-                            claim=entry.claim,
-                            passage=entry.passage,
-                            label="yes",
-                            judge_label=entry.verdicts.get("support"),
-                            judge_version=entry.judge_version,
-                            created_at=resolution.resolved_at,
-                        )
-                    )
+                conn.execute(insert(_events).values(**event.model_dump()))
         except IntegrityError:
-            previous = self.resolution(full)
-            when = previous.resolved_at.isoformat() if previous else "earlier"
-            raise AlreadyResolvedError(
-                f"entry {full} was already resolved ({previous.outcome if previous else '?'} at {when}); "
-                "an entry resolves exactly once"
-            ) from None
-        return resolution
+            return False
+        return True
 
     def outcome_counts(self, *, surface: str | None = None) -> dict[str, int]:
         """Resolved entries per outcome, and escalations per category as ``escalate:<category>``."""
@@ -465,15 +565,66 @@ class ReviewQueue:
         return counts
 
     def calibration_samples(self) -> list[CalibrationSample]:
-        """Human-labelled (claim, passage) pairs from accepted support findings, oldest first."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(_samples).order_by(_samples.c.id)).mappings().all()
+        """Human-labelled (claim, passage) pairs: entries whose current outcome accepts a judged support finding.
+
+        Oldest accept first. Derived from the events each time, so an ``accept`` later overturned by a re-review
+        is not a sample.
+        """
+        current = _current_events()
+        query = (
+            select(_entries.c.entry, current.c.resolved_at)
+            .select_from(_entries.join(current, current.c.entry_id == _entries.c.id))
+            .where(current.c.outcome == "accept", _entries.c.reason.in_([r.value for r in _JUDGED_REASONS]))
+            .order_by(current.c.id)
+        )
         out = []
-        for row in rows:
-            data = {k: v for k, v in row.items() if k != "id"}
-            data["created_at"] = _aware(data["created_at"])
-            out.append(CalibrationSample.model_validate(data))
+        with self.engine.connect() as conn:
+            for row in conn.execute(query).mappings():
+                entry = QueueEntry.model_validate_json(row["entry"])
+                if not entry.calibratable or entry.passage is None:
+                    continue
+                out.append(
+                    CalibrationSample(
+                        entry_id=entry.id,
+                        claim=entry.claim,
+                        passage=entry.passage,
+                        label="yes",
+                        judge_label=entry.verdicts.get("support"),
+                        judge_version=entry.judge_version,
+                        created_at=_aware(row["resolved_at"]),
+                    )
+                )
         return out
+
+
+_EVENT_FIELDS = [_events.c[name] for name in Resolution.model_fields]
+
+
+def _current_events() -> Any:
+    """A subquery of each entry's latest outcome event (the highest revision)."""
+    latest = (
+        select(_events.c.entry_id, func.max(_events.c.revision).label("revision"))
+        .group_by(_events.c.entry_id)
+        .subquery()
+    )
+    return (
+        select(_events.c.id, *_EVENT_FIELDS)
+        .join(latest, and_(_events.c.entry_id == latest.c.entry_id, _events.c.revision == latest.c.revision))
+        .subquery()
+    )
+
+
+def _resolution(row: Any) -> Resolution:
+    data = {name: row[name] for name in Resolution.model_fields}
+    data["resolved_at"] = _aware(data["resolved_at"])
+    return Resolution.model_validate(data)
+
+
+def _describe(event: Resolution | None) -> str:
+    if event is None:
+        return "unknown"
+    who = f" by {event.reviewer}" if event.reviewer else ""
+    return f"{event.outcome}{who} at {event.resolved_at.isoformat()}, revision {event.revision}"
 
 
 def _reason(value: ReasonCode | str) -> ReasonCode:

@@ -1,7 +1,8 @@
 """The result store: every guarded answer's :class:`~citelock.guard.GuardResult`, appended; metrics read it.
 
-Rows are appended, never updated. Guarding the same request again (a replay with a newer judge) appends a new
-row; :meth:`ResultStore.latest` keeps the newest row per (request id, surface), which is what metrics count.
+Rows are appended, never updated: the database refuses UPDATE and DELETE (triggers). Guarding the same request
+again (a replay with a newer judge) appends a new row; :meth:`ResultStore.latest` keeps the newest row per
+(request id, surface), which is what metrics count.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from sqlalchemy import Column, DateTime, Engine, Integer, MetaData, String, Tabl
 
 from citelock.errors import UsageError
 from citelock.store._engine import make_engine
-from citelock.store._tables import create_tables
+from citelock.store._tables import ensure_tables
 
 if TYPE_CHECKING:
     from citelock.guard import GuardResult
@@ -29,7 +30,7 @@ _results = Table(
     Column("request_id", String(200), nullable=False, index=True),
     Column("surface", String(200), nullable=False, index=True),
     Column("week", String(10), nullable=False, index=True),
-    Column("decision", String(8), nullable=False),
+    Column("decision", String(32), nullable=False),  # pass | repaired | block (was String(8): widened on open)
     Column("result", Text, nullable=False),
 )
 
@@ -43,7 +44,7 @@ class ResultStore:
 
     def __init__(self, target: str | Path | Engine) -> None:
         self.engine = target if isinstance(target, Engine) else make_engine(target)
-        create_tables(self.engine, _metadata)
+        ensure_tables(self.engine, _metadata, append_only=[_results.name])
 
     def append(self, result: GuardResult) -> None:
         """Append one result (one transaction).

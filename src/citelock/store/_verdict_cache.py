@@ -11,12 +11,13 @@ import hashlib
 from pathlib import Path
 from typing import Protocol
 
-from sqlalchemy import Column, Float, MetaData, String, Table, Text, select
+from sqlalchemy import Column, Float, MetaData, String, Table, Text, func, select
 from sqlalchemy.exc import IntegrityError
 
 from citelock.judges._protocol import Judge
 from citelock.records import Verdict
-from citelock.store import make_engine
+from citelock.store._engine import make_engine
+from citelock.store._tables import ensure_tables
 
 __all__ = ["CacheKey", "CachedJudge", "MemoryVerdictCache", "SqlVerdictCache", "VerdictCache", "cache_key"]
 
@@ -85,7 +86,11 @@ class SqlVerdictCache:
 
     def __init__(self, target: str | Path) -> None:
         self._engine = make_engine(target)
-        _metadata.create_all(self._engine)
+        ensure_tables(self._engine, _metadata)
+
+    def __len__(self) -> int:
+        with self._engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(_verdicts)).scalar_one())
 
     def get(self, key: CacheKey) -> Verdict | None:
         """The cached verdict, or None."""
