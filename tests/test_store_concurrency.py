@@ -28,9 +28,10 @@ from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
 from citelock.cli import app
-from citelock.guard import SurfacePolicy, guard
+from citelock.guard import SurfacePolicy
 from citelock.store import CachedJudge, PromptLog, ResultStore, ReviewQueue, SqlVerdictCache, make_engine
 from citelock.store._engine import to_url
+from guarding import guard_and_store
 from test_support_fakes import REVENUE_CHUNKS, KeywordJudge, make_record
 
 PG_URL = os.environ.get("CITELOCK_TEST_POSTGRES_URL")
@@ -61,7 +62,7 @@ def _write(target: str, worker: int) -> None:
     stores = _open_stores(target, worker)
     record = make_record("How did 2024 go?", REVENUE_CHUNKS, request_id=f"req-{worker}")
     stores["log"].append(record)
-    guard(
+    guard_and_store(
         record,
         ANSWER,
         policy=SurfacePolicy(name=f"w{worker}", stakes="high"),
