@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from citelock.cli._app import app
-from citelock.cli._io import fail
+from citelock.cli._io import fail, shown
 from citelock.cli._queue import DbOption, resolve_db
-from citelock.errors import CitelockError
+from citelock.errors import UsageError
 from citelock.metrics._compute import ALL, MetricsReport, metrics_from_store
 
 __all__ = ["metrics"]
@@ -31,24 +31,26 @@ def metrics(
 
     Precision, recall, faithfulness, pass rate, queue volume and repair rate, support by rank and strategy.
     """
+    if png is not None and (png.is_dir() or not png.parent.is_dir()):
+        fail(f"--png {shown(png)}: expected a file path in an existing folder")
     target = resolve_db(db)
     try:
         report = metrics_from_store(target, surface=surface)
-    except CitelockError as exc:
-        fail(f"cannot read metrics from {target}: {exc}")
+    except UsageError as exc:
+        fail(f"cannot read metrics from {shown(target)}: {exc}")
     if png is not None:
         from citelock.metrics._charts import metrics_chart
 
         try:
             metrics_chart(report, png, title=f"citelock metrics{f' — {surface}' if surface else ''}")
-        except CitelockError as exc:
+        except UsageError as exc:
             fail(str(exc))
     if as_json:
         typer.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
         return
     _print(report, by_week=by_week)
     if png is not None:
-        typer.echo(f"chart written to {png}")
+        typer.echo(f"chart written to {shown(png)}")
 
 
 def _print(report: MetricsReport, *, by_week: bool) -> None:
