@@ -7,6 +7,7 @@ Speed itself is measured by ``benchmarks/bench_check_large.py``, not asserted he
 from __future__ import annotations
 
 import re
+from contextlib import suppress
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -182,3 +183,79 @@ def test_overlap_lookup_matches_the_per_chunk_scan(
     start = data.draw(st.integers(0, len(text)))
     end = data.draw(st.integers(start, len(text)))
     assert index.chunks_overlapping(0, start, end) == _old_overlapping(index, 0, start, end)
+
+
+# --- numbers: derivations computed once per claim ---------------------------------------------------------
+
+
+def _old_derivable(target: str, operands: list[str], *, percent: bool, arithmetic: bool) -> bool:
+    from decimal import Decimal
+    from itertools import permutations
+
+    def close(value: Decimal) -> bool:
+        places = len(target.partition(".")[2])
+        return abs(value - Decimal(target)) <= Decimal(5) / Decimal(10) ** (places + 1)
+
+    goal = Decimal(target)
+    if goal == 0 or not (percent or arithmetic):
+        return False
+    for a, b in permutations([Decimal(o) for o in operands[:8]], 2):
+        results = [a + b, a - b, a * b, *([a / b] if b != 0 else [])] if arithmetic else []
+        if percent and b != 0:
+            results += [a / b * 100, abs(a - b) / b * 100]
+        if any(close(r) for r in results):
+            return True
+    return False
+
+
+_NUMBER_TEXT = st.one_of(
+    st.integers(0, 400).map(str),
+    st.decimals(min_value=0, max_value=1000, places=2, allow_nan=False).map(lambda d: format(d.normalize(), "f")),
+    st.sampled_from(["0.5", "33.3", "33.33", "66.7", "12.5", "1.25", "250", "0.1", "1" + "0" * 30]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_NUMBER_TEXT, min_size=0, max_size=9), _NUMBER_TEXT, st.booleans(), st.booleans())
+def test_number_derivations_match_the_pairwise_scan(
+    operands: list[str], target: str, percent: bool, arithmetic: bool
+) -> None:
+    from citelock.guard._numbers import derivable
+
+    assert derivable(target, operands, percent=percent, arithmetic=arithmetic) == _old_derivable(
+        target, operands, percent=percent, arithmetic=arithmetic
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_NUMBER_TEXT, min_size=2, max_size=9, unique=True),
+    st.data(),
+    st.sampled_from(["+", "-", "*", "/", "%", "%change"]),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_number_derivations_agree_on_derived_targets(
+    operands: list[str], data: st.DataObject, op: str, places: int, arithmetic: bool
+) -> None:
+    from decimal import Decimal, InvalidOperation
+
+    from citelock.guard._numbers import derivable
+
+    a, b = (Decimal(x) for x in data.draw(st.permutations(operands[:8]))[:2])
+    if b == 0:
+        b = Decimal(7)
+    value = {
+        "+": lambda: a + b,
+        "-": lambda: abs(a - b),
+        "*": lambda: a * b,
+        "/": lambda: a / b,
+        "%": lambda: a / b * 100,
+        "%change": lambda: abs(a - b) / b * 100,
+    }[op]()
+    with suppress(InvalidOperation):  # more digits than the context holds: the value stands as computed
+        value = value.quantize(Decimal(1).scaleb(-places))
+    target = format(value.normalize(), "f")
+    percent = op.startswith("%")
+    new = derivable(target, operands, percent=percent, arithmetic=arithmetic)
+    assert new == _old_derivable(target, operands, percent=percent, arithmetic=arithmetic)

@@ -140,16 +140,21 @@ def parse_free_text(
     sentences = split_sentences(plain)
     if not sentences:
         raise ParseError("the answer has citation markers but no sentences", where="text")
-    cites: list[list[Citation]] = [[] for _ in sentences]
+    cited: list[dict[str, None]] = [{} for _ in sentences]  # per sentence: its ids, first mention first, once
     starts = [start for start, _end in sentences]
     for offset, ids in marks:
-        index = _owner(starts, offset)
+        owner = cited[_owner(starts, offset)]
         for chunk_id in ids:
-            if all(c.chunk_id != chunk_id for c in cites[index]):
-                cites[index].append(Citation(chunk_id=chunk_id))
+            owner.setdefault(chunk_id)
+    shared: dict[str, Citation] = {}  # one Citation per id: they are frozen, and a long answer repeats ids
     claims = tuple(
-        Claim(text=_tidy(plain[s:e]), citations=tuple(c), start=s, end=e)
-        for (s, e), c in zip(sentences, cites, strict=True)
+        Claim(
+            text=_tidy(plain[s:e]),
+            citations=tuple(shared.get(i) or shared.setdefault(i, Citation(chunk_id=i)) for i in c),
+            start=s,
+            end=e,
+        )
+        for (s, e), c in zip(sentences, cited, strict=True)
     )
     return Answer(claims=claims, format="free_text", raw=text)
 
@@ -180,9 +185,12 @@ def _abstains(text: str, markers: Sequence[MarkerPattern]) -> bool:
     return bool(spans) and all(_ABSTAIN.fullmatch(text[s:e].strip()) for s, e in spans)
 
 
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"\s+(?=[.,;:!?])")
+_SPACE_RUN = re.compile(r"\s{2,}")
+
+
 def _tidy(sentence: str) -> str:
-    sentence = re.sub(r"\s+([.,;:!?])", r"\1", sentence)
-    return re.sub(r"\s{2,}", " ", sentence).strip()
+    return _SPACE_RUN.sub(" ", _SPACE_BEFORE_PUNCTUATION.sub("", sentence)).strip()
 
 
 def _resolve_number(token: str, ids_by_number: Sequence[str] | None, where: int) -> str:
