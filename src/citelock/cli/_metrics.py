@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from citelock.cli._app import app
+from citelock.cli._check import REASON_WIDTH
 from citelock.cli._io import fail, shown
 from citelock.cli._queue import DbOption, resolve_db
 from citelock.errors import UsageError
@@ -53,6 +54,10 @@ def metrics(
         typer.echo(f"chart written to {shown(png)}")
 
 
+_NARROW = 80
+"""Below this many columns the metrics are printed as lines, not as tables (no cell is ever cut)."""
+
+
 def _print(report: MetricsReport, *, by_week: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
@@ -69,7 +74,16 @@ def _print(report: MetricsReport, *, by_week: bool) -> None:
         if not values:
             continue
         title = "all answers" if (surface, week) == (ALL, ALL) else f"surface {surface}, week {week}"
-        table = Table("metric", "value", "definition", title=title, show_lines=False)
+        if console.width < _NARROW:  # no room for three columns: one line per metric, wrapped by the terminal
+            typer.echo(f"{title}:")
+            for v in values:
+                key = f" [{v.key}]" if v.key is not None else ""
+                typer.echo(f"  {v.name.replace('_', ' ')}{key}: {v.formatted()} — {v.definition}")
+            continue
+        table = Table(title=escape(title), show_lines=False)
+        table.add_column("metric", min_width=REASON_WIDTH + 2)  # "[REASON_CODE]" keys are never cut
+        table.add_column("value")
+        table.add_column("definition")
         for v in values:
             name = v.name.replace("_", " ") + (f" [{v.key}]" if v.key is not None else "")
             table.add_row(escape(name), escape(v.formatted()), escape(v.definition))
