@@ -27,6 +27,9 @@ import os
 import sqlite3
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -61,6 +64,7 @@ __all__ = [
     "EXIT_UNREACHABLE",
     "app",
     "classify",
+    "using_database",
 ]
 
 EXIT_OK = 0
@@ -138,6 +142,19 @@ def classify(exc: BaseException) -> tuple[int, str]:
     return EXIT_INTERNAL, f"internal error ({type(exc).__name__}: {exc}); this is a bug: --debug prints the traceback"
 
 
+_DATABASE_NOTE = "citelock database: "
+
+
+@contextmanager
+def using_database(target: str | Path) -> Iterator[None]:
+    """Name ``target`` in the message of a database error raised inside the block (the error is re-raised)."""
+    try:
+        yield
+    except Exception as exc:
+        exc.add_note(f"{_DATABASE_NOTE}{target}")
+        raise
+
+
 def _database_failure(exc: BaseException) -> tuple[int, str] | None:
     """SQLAlchemy / driver errors raised by a store, classified by the driver's own error code."""
     try:
@@ -148,7 +165,8 @@ def _database_failure(exc: BaseException) -> tuple[int, str] | None:
         return None
     orig = exc.orig if isinstance(exc, DBAPIError) else exc
     detail = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
-    where = "the database (--db or $CITELOCK_DB)"
+    named = [n.removeprefix(_DATABASE_NOTE) for n in getattr(exc, "__notes__", ()) if n.startswith(_DATABASE_NOTE)]
+    where = f"the database {named[0]}" if named else "the database (--db or $CITELOCK_DB)"
     if isinstance(orig, sqlite3.Error):
         code = getattr(orig, "sqlite_errorcode", None)
         exit_code = _SQLITE_EXIT.get(code & 0xFF, EXIT_RUNTIME) if isinstance(code, int) else EXIT_RUNTIME

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
-from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app
+from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app, using_database
 from citelock.cli._io import (
     fail,
     load_prompt,
@@ -168,34 +168,35 @@ def _check_and_print(
     ids = load_store_ids(store) if store is not None else None
     record = load_prompt(prompt) if prompt is not None else None
     # Every input is read and valid: only now is the database opened (its tables created) and written.
-    log = PromptLog(db) if db is not None else None
-    queue = ReviewQueue(db) if db is not None and setup is not None else None
-    results = ResultStore(db) if db is not None and setup is not None else None
-    if record is None:
-        assert log is not None and request_id is not None
-        try:
-            record = log.get(request_id)
-        except KeyError:
-            fail(f"request id {request_id!r} is not in the prompt log {shown(db or '')}")
-    elif log is not None and record.request_id not in log:
-        log.append(record)
-    result: PolicyResult | None = None
-    if setup is None:
-        report = run_guard(record, parsed, store=ids)
-        passed = report.ok
-    else:
-        result = guard(
-            record,
-            parsed,
-            policy=setup.policy,
-            judge=setup.judge,
-            escalate=setup.escalate,
-            store=ids,
-            queue=queue,
-            results=results,
-        )
-        report = result.report
-        passed = result.decision == "pass"
+    with using_database(db or "-"):
+        log = PromptLog(db) if db is not None else None
+        queue = ReviewQueue(db) if db is not None and setup is not None else None
+        results = ResultStore(db) if db is not None and setup is not None else None
+        if record is None:
+            assert log is not None and request_id is not None
+            try:
+                record = log.get(request_id)
+            except KeyError:
+                fail(f"request id {request_id!r} is not in the prompt log {shown(db or '')}")
+        elif log is not None and record.request_id not in log:
+            log.append(record)
+        result: PolicyResult | None = None
+        if setup is None:
+            report = run_guard(record, parsed, store=ids)
+            passed = report.ok
+        else:
+            result = guard(
+                record,
+                parsed,
+                policy=setup.policy,
+                judge=setup.judge,
+                escalate=setup.escalate,
+                store=ids,
+                queue=queue,
+                results=results,
+            )
+            report = result.report
+            passed = result.decision == "pass"
     del parsed  # the report keeps what it needs; drop the rest before printing
     if as_json:
         write_report_json(report, result)

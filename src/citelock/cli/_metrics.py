@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from citelock.cli._app import app
+from citelock.cli._app import app, using_database
 from citelock.cli._check import REASON_WIDTH
 from citelock.cli._io import fail, shown
 from citelock.cli._queue import DbOption, resolve_db
@@ -36,7 +36,8 @@ def metrics(
         fail(f"--png {shown(png)}: expected a file path in an existing folder")
     target = resolve_db(db)
     try:
-        report = metrics_from_store(target, surface=surface)
+        with using_database(target):
+            report = metrics_from_store(target, surface=surface)
     except UsageError as exc:
         fail(f"cannot read metrics from {shown(target)}: {exc}")
     if png is not None:
