@@ -131,6 +131,8 @@ def classify(exc: BaseException) -> tuple[int, str]:
     database = _database_failure(exc)
     if database is not None:
         return database
+    if isinstance(exc, ImportError):  # e.g. a database URL whose driver is not installed
+        return EXIT_INPUT, f"a module this needs is not installed: {exc}"
     if isinstance(exc, ConnectionError | TimeoutError):
         return EXIT_UNREACHABLE, f"unreachable: {exc}"
     if isinstance(exc, OSError) and exc.filename is not None:
@@ -158,11 +160,13 @@ def using_database(target: str | Path) -> Iterator[None]:
 def _database_failure(exc: BaseException) -> tuple[int, str] | None:
     """SQLAlchemy / driver errors raised by a store, classified by the driver's own error code."""
     try:
-        from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+        from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
     except ImportError:  # pragma: no cover - sqlalchemy is a core dependency
         return None
     if not isinstance(exc, SQLAlchemyError | sqlite3.Error):
         return None
+    if isinstance(exc, ArgumentError):  # an unparsable URL, an unknown dialect (NoSuchModuleError)
+        return EXIT_INPUT, f"the database URL is not usable: {exc}"
     orig = exc.orig if isinstance(exc, DBAPIError) else exc
     detail = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
     named = [n.removeprefix(_DATABASE_NOTE) for n in getattr(exc, "__notes__", ()) if n.startswith(_DATABASE_NOTE)]

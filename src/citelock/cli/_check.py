@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import gc
-import json
-import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from pydantic import BaseModel
 
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app, using_database
 from citelock.cli._io import (
+    database_target,
     fail,
     load_prompt,
     load_store_ids,
@@ -23,6 +21,7 @@ from citelock.cli._io import (
     shown,
     single_stdin,
 )
+from citelock.cli._report import ReportView, print_table, windowed_check, write_report_json
 from citelock.cli._surface_options import (
     CalibrationOption,
     EscalateBaseUrlOption,
@@ -38,12 +37,11 @@ from citelock.cli._surface_options import (
 )
 from citelock.errors import ParseError
 from citelock.guard import PolicyResult, guard
-from citelock.guard import check as run_guard
 from citelock.prompt._parse import parse_answer
-from citelock.records import Answer, GuardReport, ReasonCode
+from citelock.records import Answer
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
-__all__ = ["REASON_WIDTH", "bulk_allocation", "check", "load_answer", "write_report_json"]
+__all__ = ["bulk_allocation", "check", "load_answer"]
 
 
 def load_answer(path: Path) -> Answer:
@@ -116,8 +114,8 @@ def check(
     if request_id is not None and db is None:
         fail("--request-id needs --db, the prompt log to read it from")
     single_stdin(answer=answer, prompt=prompt, store=store)
-    if db is not None and db.strip() in ("", "-"):
-        fail(f"--db {db!r}: expected a SQLite file path or a database URL")
+    if db is not None:
+        database_target(db)
     setup = surface_setup(
         surface=surface,
         stakes=stakes,
@@ -180,87 +178,33 @@ def _check_and_print(
                 fail(f"request id {request_id!r} is not in the prompt log {shown(db or '')}")
         elif log is not None and record.request_id not in log:
             log.append(record)
-        result: PolicyResult | None = None
         if setup is None:
-            report = run_guard(record, parsed, store=ids)
-            passed = report.ok
-        else:
-            result = guard(
-                record,
-                parsed,
-                policy=setup.policy,
-                judge=setup.judge,
-                escalate=setup.escalate,
-                store=ids,
-                queue=queue,
-                results=results,
-            )
-            report = result.report
-            passed = result.decision == "pass"
-    del parsed  # the report keeps what it needs; drop the rest before printing
+            with windowed_check(record, parsed, store=ids) as view:
+                del parsed  # each window keeps what it needs
+                _print(view, None, as_json=as_json)
+                return view.ok
+        result = guard(
+            record,
+            parsed,
+            policy=setup.policy,
+            judge=setup.judge,
+            escalate=setup.escalate,
+            store=ids,
+            queue=queue,
+            results=results,
+        )
+    del parsed  # the result keeps what it needs; drop the rest before printing
+    _print(ReportView.of(result.report), result, as_json=as_json)
+    return result.decision == "pass"
+
+
+def _print(view: ReportView, result: PolicyResult | None, *, as_json: bool) -> None:
     if as_json:
-        write_report_json(report, result)
-    else:
-        _print_table(report)
-        if result is not None:
-            _print_outcome(result)
-    return passed
-
-
-class _Items:
-    """A JSON array written one element at a time (each element already JSON text)."""
-
-    def __init__(self, items: Iterable[str]) -> None:
-        self.items = items
-
-
-def _models(models: Iterable[BaseModel], **dump: Any) -> _Items:
-    return _Items(m.model_dump_json(**dump) for m in models)
-
-
-def _report_fields(report: GuardReport) -> Iterator[tuple[str, Any]]:
-    yield "ok", report.ok
-    yield "request_id", report.request_id
-    yield "prompt_sha256", report.prompt_sha256
-    yield "findings", _models(report.findings)
-    yield "counts", report.counts
-    yield "citations", _models(report.citations)
-    yield "claims", _models(report.claims)
-
-
-def _policy_fields(result: PolicyResult) -> Iterator[tuple[str, Any]]:
-    yield "surface", result.surface
-    yield "decision", result.decision
-    yield "on_fail", result.policy.on_fail
-    yield "outcomes", _models(result.claims)
-    yield "routes", _models(result.support, include={"claim_index", "citation_index", "route", "score"})
-    yield "accounting", result.accounting.model_dump(mode="json")
-
-
-def write_report_json(report: GuardReport, result: PolicyResult | None = None) -> None:
-    """Print the ``--json`` report, streamed element by element (memory stays flat however long the answer).
-
-    The shape: ``ok``, ``request_id``, ``prompt_sha256``, ``findings`` (reason, claim, chunk_id, span, ...),
-    ``counts``, ``citations``, ``claims``; with a surface also ``surface``, ``decision``, ``on_fail``,
-    ``outcomes``, ``routes`` and ``accounting``.
-    """
-    write = sys.stdout.write
-    fields: Iterable[tuple[str, Any]] = _report_fields(report)
+        write_report_json(view, result)
+        return
+    print_table(view)
     if result is not None:
-        fields = [*fields, *_policy_fields(result)]
-    write("{")
-    for number, (key, value) in enumerate(fields):
-        write(("\n" if number == 0 else ",\n") + f"  {json.dumps(key)}: ")
-        if isinstance(value, _Items):
-            empty = True
-            for item in value.items:
-                write(("[\n    " if empty else ",\n    ") + item)
-                empty = False
-            write("[]" if empty else "\n  ]")
-        else:
-            write(json.dumps(value, ensure_ascii=False))
-    write("\n}\n")
-    sys.stdout.flush()
+        _print_outcome(result)
 
 
 def _print_outcome(result: PolicyResult) -> None:
@@ -270,59 +214,3 @@ def _print_outcome(result: PolicyResult) -> None:
         if o.action != "serve":
             typer.echo(f"  claim {o.claim_index} {o.action}: {', '.join(r.value for r in o.reasons)}")
     typer.echo(f"judge accounting: {result.accounting.model_dump(mode='json')}")
-
-
-REASON_WIDTH = max(len(code.value) for code in ReasonCode)
-"""The longest reason code: the table's reason column is never narrower, so no code is ever cut."""
-
-
-def _print_table(report: GuardReport) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = Console()
-    cited = len(report.citations)
-    passed = sum(c.passed for c in report.citations)
-    factual = sum(c.factual for c in report.claims)
-    console.print(
-        f"request {report.request_id}: {len(report.claims)} claims ({factual} factual), "
-        f"{passed}/{cited} citations pass provenance — {'OK' if report.ok else 'FAILED'}",
-        markup=False,
-        highlight=False,
-    )
-    if not report.findings:
-        return
-    if console.width < _NARROW:  # too narrow for five columns: one plain line per finding, wrapped by the terminal
-        for f in report.findings:
-            where = f" [{f.chunk_id}]" if f.chunk_id else ""
-            see = f" (see {f.related_chunk_id})" if f.related_chunk_id else ""
-            typer.echo(f"{f.reason.value}{where}: {_short(f.claim, 60)!r} — {f.detail}{see}")
-        return
-    for first in range(0, len(report.findings), _TABLE_ROWS):
-        table = Table(show_lines=False, show_header=first == 0)
-        table.add_column("reason", min_width=REASON_WIDTH, no_wrap=True)
-        table.add_column("claim", ratio=3)
-        table.add_column("chunk", overflow="fold")
-        table.add_column("span", ratio=2)
-        table.add_column("detail", ratio=3)
-        for f in report.findings[first : first + _TABLE_ROWS]:
-            table.add_row(
-                Text(f.reason.value),
-                Text(_short(f.claim, 60)),
-                Text(f.chunk_id or "-"),
-                Text(_short(f.span or "", 40) or "-"),
-                Text(f.detail + (f" (see {f.related_chunk_id})" if f.related_chunk_id else "")),
-            )
-        console.print(table)
-
-
-_NARROW = 64
-"""Below this many columns the findings are printed as lines, not as a table."""
-
-_TABLE_ROWS = 500
-"""Findings per printed table: a long report is printed as consecutive tables, so memory stays flat."""
-
-
-def _short(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"

@@ -29,6 +29,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_JSON_DEPTH",
     "STDIN",
+    "database_target",
     "existing_file",
     "fail",
     "is_stdin",
@@ -166,6 +167,20 @@ def _has_surrogate(text: str) -> bool:
 def read_json(path: Path, what: str) -> Any:
     """Read a JSON file (or ``-``) with a clear error for invalid, too deep or non-text JSON."""
     return loads_checked(read_text(path, what), f"{what} file {shown(path)}")
+
+
+_DATABASE_SCHEMES = ("sqlite", "postgres", "postgresql", "postgresql+psycopg")
+
+
+def database_target(db: str) -> str:
+    """Exit 2 unless ``--db`` is a SQLite file path or a ``sqlite://`` / ``postgresql://`` URL."""
+    if not db.strip() or db == STDIN or "\x00" in db:
+        fail(f"--db {db!r}: expected a SQLite file path or a database URL")
+    if "://" in db and db.split("://", 1)[0].lower() not in _DATABASE_SCHEMES:
+        fail(f"--db {shown(db)}: unsupported database URL; expected a SQLite path, sqlite:/// or postgresql:// URL")
+    if "://" not in db and Path(db).expanduser().is_dir():
+        fail(f"--db {shown(db)} is a directory; expected a SQLite file path (it is created if missing)")
+    return db
 
 
 def existing_file(path: Path, what: str) -> Path:

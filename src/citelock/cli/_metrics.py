@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from citelock.cli._app import app, using_database
-from citelock.cli._check import REASON_WIDTH
 from citelock.cli._io import fail, shown
 from citelock.cli._queue import DbOption, resolve_db
+from citelock.cli._report import REASON_WIDTH
 from citelock.errors import UsageError
 from citelock.metrics._compute import ALL, MetricsReport, metrics_from_store
 
