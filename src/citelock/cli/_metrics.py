@@ -12,6 +12,7 @@ from citelock.cli._app import app, using_database
 from citelock.cli._io import fail, shown
 from citelock.cli._queue import DbOption, resolve_db
 from citelock.cli._report import REASON_WIDTH
+from citelock.cli._report import console as rich_console
 from citelock.errors import UsageError
 from citelock.metrics._compute import ALL, MetricsReport, metrics_from_store
 
@@ -60,11 +61,10 @@ _NARROW = 80
 
 
 def _print(report: MetricsReport, *, by_week: bool) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = rich_console()
     scopes = [(ALL, ALL)]
     scopes += [(s, ALL) for s in report.surfaces]
     scopes += [(ALL, w) for w in report.weeks]

@@ -24,7 +24,15 @@ from citelock.guard import PolicyResult
 from citelock.guard import check as run_guard
 from citelock.records import Answer, GuardReport, Layer, PromptRecord, ReasonCode
 
-__all__ = ["REASON_WIDTH", "WINDOW_CLAIMS", "ReportView", "print_table", "windowed_check", "write_report_json"]
+__all__ = [
+    "REASON_WIDTH",
+    "WINDOW_CLAIMS",
+    "ReportView",
+    "console",
+    "print_table",
+    "windowed_check",
+    "write_report_json",
+]
 
 WINDOW_CLAIMS = 2_000
 """Claims guarded at a time by :func:`windowed_check`."""
@@ -217,19 +225,29 @@ def write_report_json(view: ReportView, result: PolicyResult | None = None) -> N
     sys.stdout.flush()
 
 
-def print_table(view: ReportView) -> None:
-    """The readable report: a summary line, then the findings in tables (as lines on a narrow terminal)."""
+def console() -> Any:
+    """A rich console whose broken pipe exits 141 like the rest of the command line (rich's own exits 1)."""
     from rich.console import Console
 
-    console = Console()
-    console.print(
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console()
+
+
+def print_table(view: ReportView) -> None:
+    """The readable report: a summary line, then the findings in tables (as lines on a narrow terminal)."""
+    out = console()
+    out.print(
         f"request {view.request_id}: {view.claims} claims ({view.factual} factual), "
         f"{view.passed}/{view.citations} citations pass provenance — {'OK' if view.ok else 'FAILED'}",
         markup=False,
         highlight=False,
     )
     rows = (json.loads(line) for line in view.findings())
-    if console.width < _NARROW:  # too narrow for five columns: one plain line per finding, wrapped by the terminal
+    if out.width < _NARROW:  # too narrow for five columns: one plain line per finding, wrapped by the terminal
         for f in rows:
             where = f" [{f['chunk_id']}]" if f["chunk_id"] else ""
             see = f" (see {f['related_chunk_id']})" if f["related_chunk_id"] else ""
@@ -240,13 +258,13 @@ def print_table(view: ReportView) -> None:
     for f in rows:
         batch.append(f)
         if len(batch) == _TABLE_ROWS:
-            _print_rows(console, batch, header=first)
+            _print_rows(out, batch, header=first)
             batch, first = [], False
     if batch:
-        _print_rows(console, batch, header=first)
+        _print_rows(out, batch, header=first)
 
 
-def _print_rows(console: Any, rows: list[dict[str, Any]], *, header: bool) -> None:
+def _print_rows(out: Any, rows: list[dict[str, Any]], *, header: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -264,7 +282,7 @@ def _print_rows(console: Any, rows: list[dict[str, Any]], *, header: bool) -> No
             Text(_short(f["span"] or "", 40) or "-"),
             Text(f["detail"] + (f" (see {f['related_chunk_id']})" if f["related_chunk_id"] else "")),
         )
-    console.print(table)
+    out.print(table)
 
 
 def _short(text: str, width: int) -> str:
