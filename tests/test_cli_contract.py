@@ -369,3 +369,11 @@ def test_a_servers_model_path_is_printed_as_its_file_name() -> None:
     assert model_label("./weights/model.bin") == "model.bin"
     assert model_label("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert model_label("gpt-4o-mini") == "gpt-4o-mini"
+
+
+def test_a_calibration_file_in_utf16_exits_2_naming_it(tmp_path: Path) -> None:
+    calibration = _write(tmp_path, "cal.json", '{"schema_version": "1", "surfaces": {}}'.encode("utf-16"))
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", GOOD)]
+    result = _run(*args, "--surface", "legal", "--judge", "lexical", "--calibration", calibration)
+    assert result.exit_code == EXIT_INPUT
+    assert "calibration file" in _one_error_line(result) and "not UTF-8" in result.stderr

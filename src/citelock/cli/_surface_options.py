@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from citelock.cli._io import fail, is_stdin, read_json, shown
+from citelock.cli._io import fail, is_stdin, read_json, reading, shown
 from citelock.errors import UsageError
 from citelock.guard import SurfacePolicy, resolve_routing
 from citelock.judges import DEFAULT_JUDGE, JUDGE_NAMES, Judge, make_judge
@@ -156,9 +156,10 @@ def surface_setup(
     judge_name = judge or (DEFAULT_JUDGE if stakes == "high" or rate > 0 else None)
     routing: Routing | None = None
     if calibration is not None:
-        read_json(calibration, "calibration")  # bounded, UTF-8, nesting: the file's own loader is then safe
+        read_json(calibration, "calibration")  # bounded, JSON, nesting: the file's own loader is then safe
         try:
-            routing = load_surface_routing(calibration, name)
+            with reading(calibration, "calibration"):  # the loader reads UTF-8 only (no byte-order mark)
+                routing = load_surface_routing(calibration, name)
         except UsageError as exc:
             fail(str(exc))
     try:
