@@ -14,6 +14,7 @@ Usage::
     python benchmarks/bench_check_large.py                          # 1, 10, 50 MB, this tree only
     python benchmarks/bench_check_large.py --before 87f05d7         # and the same on an older commit
     python benchmarks/bench_check_large.py --sizes 1,10 --shapes free
+    python benchmarks/bench_check_large.py --sizes 1,10 --check-args "--judge lexical"   # the surface path
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import argparse
 import json
 import os
 import random
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,7 +126,7 @@ class Run:
     error: str = ""
 
 
-def measure(src: Path, prompt_path: Path, answer_path: Path, timeout: float) -> Run:
+def measure(src: Path, prompt_path: Path, answer_path: Path, timeout: float, extra: Sequence[str] = ()) -> Run:
     """Run ``citelock check`` on ``src``'s code in a fresh process; wall time, peak RSS, exit code."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     with tempfile.TemporaryFile() as err:
@@ -176,9 +179,13 @@ def main() -> None:
     parser.add_argument("--before", default=None, help="git revision to measure the same way (e.g. a commit)")
     parser.add_argument("--before-timeout", type=float, default=300.0, help="seconds before a run is stopped")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds before a run of this tree is stopped")
+    parser.add_argument(
+        "--check-args", default="", help='more options for check, e.g. "--judge lexical" (the surface path)'
+    )
     args = parser.parse_args()
     sizes = [float(s) for s in args.sizes.split(",")]
     shapes = [s.strip() for s in args.shapes.split(",")]
+    extra = shlex.split(args.check_args)
     with tempfile.TemporaryDirectory(prefix="citelock-bench-") as tmp:
         work = Path(tmp)
         trees = {"now": ROOT / "src"}
@@ -189,7 +196,7 @@ def main() -> None:
         prompt_path.write_text(json.dumps(prompt()), encoding="utf-8")
         tiny = work / "tiny.json"
         tiny.write_text(json.dumps(structured(1000)), encoding="utf-8")
-        tiny_runs = {name: measure(src, prompt_path, tiny, 120) for name, src in trees.items()}
+        tiny_runs = {name: measure(src, prompt_path, tiny, 120, extra) for name, src in trees.items()}
         base = {name: run.peak_mb for name, run in tiny_runs.items()}
         console.print(f"a 1 KB answer takes {tiny_runs['now'].seconds:.1f} s (start-up)", highlight=False)
         rows = []
@@ -203,7 +210,7 @@ def main() -> None:
                 runs = {}
                 for name, src in trees.items():
                     timeout = args.timeout if name == "now" else args.before_timeout
-                    runs[name] = measure(src, prompt_path, path, timeout)
+                    runs[name] = measure(src, prompt_path, path, timeout, extra)
                     line = f"{shape} {size:g} MB ({name}): {_fmt_run(runs[name], timeout)}"
                     console.print(line, highlight=False, markup=False)
                 rows.append((shape, actual, runs))
@@ -218,7 +225,8 @@ def _fmt_run(run: Run, timeout: float) -> str:
 
 
 def _print(rows: list[tuple[str, int, dict[str, Run]]], base: dict[str, float], args: argparse.Namespace) -> None:
-    table = Table(title="citelock check --json on large answers (20-chunk prompt; fresh process per run)")
+    title = f"citelock check --json {args.check_args} on large answers (20-chunk prompt; fresh process per run)"
+    table = Table(title=" ".join(title.split()))
     for column in ("shape", "answer MB", "time (s)", "MB/s", "peak RSS (MB)", "bytes / input byte", "exit"):
         table.add_column(column, justify="right")
     if args.before:
