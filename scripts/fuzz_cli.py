@@ -410,7 +410,9 @@ def _mostly(valid: list[str], invalid: st.SearchStrategy[str]) -> st.SearchStrat
 
 
 _OPTION_VALUES: dict[str, st.SearchStrategy[str]] = {
-    "--surface": _mostly(["legal", "chat", "*"], st.one_of(st.sampled_from(["", " ", "a\nb"]), st.text(max_size=12))),
+    "--surface": _mostly(
+        ["legal", "chat", "*"], st.one_of(st.sampled_from(["", " ", "a\nb", "s\udc80"]), st.text(max_size=12))
+    ),
     "--stakes": _mostly(["high", "low"], st.one_of(st.sampled_from(["HIGH", "medium", ""]), st.text(max_size=6))),
     "--sample-rate": _mostly(
         ["0", "1", "0.5", "1e-9"],
@@ -427,7 +429,8 @@ _OPTION_VALUES: dict[str, st.SearchStrategy[str]] = {
     "--escalate-base-url": st.sampled_from(["http://127.0.0.1:9/v1", "nope", ""]),
 }
 _RARE = {"--judge-base-url", "--judge-model", "--escalate-base-url"}
-REQUEST_IDS = _mostly(["fuzz-1"], st.one_of(st.sampled_from(["nope", ""]), st.text(max_size=10)))
+# "\udc80" is what an undecodable byte on the command line becomes (surrogateescape)
+REQUEST_IDS = _mostly(["fuzz-1"], st.one_of(st.sampled_from(["nope", "", "r\udc80"]), st.text(max_size=10)))
 
 
 @st.composite
@@ -629,7 +632,7 @@ def fam_chunks(campaign: Campaign) -> Callable[..., None]:
         PATH_KINDS,
         NAMES,
         options,
-        st.sampled_from(["How long?", "How long?", "How long?", "How long?", "é?" * 200, "", " "]),
+        st.sampled_from(["How long?", "How long?", "How long?", "How long?", "é?" * 200, "", " ", "q\udc80?"]),
     )
     def case(content: bytes, kind: str, name: bytes, extra: list[list[str]], question: str) -> None:
         where = place(campaign, kind, content, ".jsonl", name)
@@ -686,7 +689,7 @@ def fam_databases(campaign: Campaign) -> Callable[..., None]:
 _WORDS = [
     "check", "answer", "calibrate", "eval", "metrics", "queue", "serve", "list", "show", "resolve", "defects",
     "--answer", "--prompt", "--json", "--db", "--help", "--debug", "--surface", "--judge", "-q", "--chunks",
-    "--format", "--stakes", "--sample-rate", "-", "x", "", "1", "--", "-x", "nan", "é",
+    "--format", "--stakes", "--sample-rate", "-", "x", "", "1", "--", "-x", "nan", "é", "\udc80",
 ]  # fmt: skip
 
 

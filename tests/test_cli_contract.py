@@ -377,3 +377,15 @@ def test_a_calibration_file_in_utf16_exits_2_naming_it(tmp_path: Path) -> None:
     result = _run(*args, "--surface", "legal", "--judge", "lexical", "--calibration", calibration)
     assert result.exit_code == EXIT_INPUT
     assert "calibration file" in _one_error_line(result) and "not UTF-8" in result.stderr
+
+
+def test_undecodable_option_values_exit_2(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    replay = _run("check", "--request-id", "r\udc80", "--db", db, "--answer", _write(tmp_path, "a.json", GOOD))
+    assert replay.exit_code == EXIT_INPUT and "not valid text" in _one_error_line(replay)
+    question = _run("answer", "-q", "q\udc80?", "--chunks", _write(tmp_path, "c.jsonl", '{"id": "c-1", "text": "x"}'))
+    assert question.exit_code == EXIT_INPUT and "not valid text" in _one_error_line(question)
+    surface = _run(
+        "check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", tmp_path / "a.json", "--surface", "s\udc80"
+    )
+    assert surface.exit_code == EXIT_INPUT and "printable" in _one_error_line(surface)

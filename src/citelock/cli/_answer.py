@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from citelock.backends._protocol import Backend
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, EXIT_RUNTIME, app
-from citelock.cli._io import fail, iter_json_lines, shown
+from citelock.cli._io import fail, iter_json_lines, shown, text_option
 from citelock.cli._surface_options import (
     CalibrationOption,
     EscalateBaseUrlOption,
@@ -171,7 +171,7 @@ def answer(
     bad usage or input (checked before the prompt is logged), 4 when the server cannot be reached, 5 when the
     model's output is unusable (see the exit codes below).
     """
-    if not question.strip():
+    if not text_option("--question", question).strip():
         fail("--question is empty")
     if base_url is not None and backend != "openai":
         fail(f"--base-url is for --backend openai, not --backend {backend}")

@@ -23,7 +23,16 @@ import typer
 
 import citelock.judges as judges
 from citelock.cli._app import EXIT_OK, app
-from citelock.cli._io import existing_file, fail, iter_json_lines, loads_checked, read_json, reading, shown
+from citelock.cli._io import (
+    existing_file,
+    fail,
+    iter_json_lines,
+    loads_checked,
+    read_json,
+    reading,
+    shown,
+    text_option,
+)
 from citelock.errors import UsageError
 from citelock.evals._calibration import (
     CALIBRATION_DEFINITIONS,
@@ -122,7 +131,7 @@ def _label_pairs(pairs_path: Path, out: Path) -> None:
                 fail(f"labels file {shown(out)} line {number}: expected a JSON object with an 'id'")
             done.add(str(row["id"]))
     todo = [p for p in pairs if p["id"] not in done]
-    typer.echo(f"{len(pairs)} pairs, {len(pairs) - len(todo)} already labeled in {out}, {len(todo)} to go")
+    typer.echo(f"{len(pairs)} pairs, {len(pairs) - len(todo)} already labeled in {shown(out)}, {len(todo)} to go")
     labeled = 0
     with out.open("a", encoding="utf-8") as handle:
         for index, pair in enumerate(todo, start=1):
@@ -140,7 +149,7 @@ def _label_pairs(pairs_path: Path, out: Path) -> None:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             handle.flush()
             labeled += 1
-    typer.echo(f"labeled {labeled} pairs this session; labels in {out}")
+    typer.echo(f"labeled {labeled} pairs this session; labels in {shown(out)}")
 
 
 @app.command("calibrate")
@@ -221,7 +230,7 @@ def calibrate_command(
             fail(f"{option} must be between 0 and 1 (exclusive), got {value}")
     if delta is not None and not 0.0 < delta < 1.0:
         fail(f"--delta must be between 0 and 1 (exclusive), got {delta}")
-    if not surface.strip():
+    if not text_option("--surface", surface).strip():
         fail("--surface is empty; expected a surface name or '*'")
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         fail(f"--base-url {base_url!r}: expected an http(s) URL, e.g. http://127.0.0.1:8080/v1")
@@ -256,7 +265,7 @@ def calibrate_command(
     if limit is not None and limit < len(items):
         items = random.Random(seed).sample(items, limit)
     if not items:
-        fail(f"{path}: no labeled items to calibrate on (format {fmt}, split {split})")
+        fail(f"{shown(path)}: no labeled items to calibrate on (format {fmt}, split {split})")
     the_judge = make_judge(judge, model, base_url, api_model)
     if measured is not None and not measured.applies_to(the_judge.name, the_judge.version):
         fail(
@@ -289,7 +298,7 @@ def calibrate_command(
                 target_false_pass=target_false_pass,
                 target_false_fail=target_false_fail,
                 delta=delta,
-                source=f"citelock calibrate --fit: {fmt}:{path.name}" + (" split=train" if fit_items else ""),
+                source=f"citelock calibrate --fit: {fmt}:{shown(path.name)}" + (" split=train" if fit_items else ""),
             )
         except UsageError as exc:
             fail(str(exc))
@@ -297,7 +306,7 @@ def calibrate_command(
         routing = measured
     else:
         routing = shipped_routing(the_judge.name, the_judge.version)
-    where = f"{fmt}:{path.name}" + (f" split={'heldout' if fit_items else split}" if split != "all" else "")
+    where = f"{fmt}:{shown(path.name)}" + (f" split={'heldout' if fit_items else split}" if split != "all" else "")
     report = evaluate_routing(
         judged,
         routing,

@@ -20,6 +20,7 @@ from citelock.cli._io import (
     read_text,
     shown,
     single_stdin,
+    text_option,
 )
 from citelock.cli._report import ReportView, print_table, windowed_check, write_report_json
 from citelock.cli._surface_options import (
@@ -113,6 +114,8 @@ def check(
         fail("give exactly one of --prompt PROMPT.json or --request-id ID (with --db)")
     if request_id is not None and db is None:
         fail("--request-id needs --db, the prompt log to read it from")
+    if request_id is not None:
+        text_option("--request-id", request_id)
     single_stdin(answer=answer, prompt=prompt, store=store)
     if db is not None:
         database_target(db)

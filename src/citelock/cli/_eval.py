@@ -116,7 +116,7 @@ def defects(
     summary = summarize_defects(run.rows)
     path, text = write_defects_report(run, summary, out)
     typer.echo(text)
-    typer.echo(f"report written to {path}", err=True)
+    typer.echo(f"report written to {shown(path)}", err=True)
     missed = summary.missed.get("union_judge", [])
     clean_alarms = summary.union_judge.get("clean", 0)
     raise typer.Exit(EXIT_FINDINGS if missed or clean_alarms else EXIT_OK)
@@ -242,5 +242,5 @@ def compare(
         resumed=resumed,
     )
     typer.echo(text)
-    typer.echo(f"report written to {report_path}", err=True)
+    typer.echo(f"report written to {shown(report_path)}", err=True)
     raise typer.Exit(EXIT_OK)

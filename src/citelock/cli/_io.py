@@ -42,6 +42,7 @@ __all__ = [
     "reading",
     "shown",
     "single_stdin",
+    "text_option",
 ]
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -72,6 +73,13 @@ def shown(path: Path | str) -> str:
     """A path as printed in a message: as is when printable, else quoted with escapes (newlines, bad bytes)."""
     text = str(path)
     return "standard input" if text == STDIN else text if text.isprintable() else repr(text)
+
+
+def text_option(option: str, value: str) -> str:
+    """Exit 2 when an option's value is not text: bytes the locale could not decode (they arrive as surrogates)."""
+    if _has_surrogate(value):
+        fail(f"{option} {value!r}: not valid text (undecodable bytes on the command line)")
+    return value
 
 
 def is_stdin(path: Path | str | None) -> bool:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from citelock.cli._app import app, using_database
-from citelock.cli._io import fail, shown
+from citelock.cli._io import fail, shown, text_option
 from citelock.cli._queue import DbOption, resolve_db
 from citelock.cli._report import REASON_WIDTH
 from citelock.cli._report import console as rich_console
@@ -33,6 +33,8 @@ def metrics(
 
     Precision, recall, faithfulness, pass rate, queue volume and repair rate, support by rank and strategy.
     """
+    if surface is not None:
+        text_option("--surface", surface)
     if png is not None and (png.is_dir() or not png.parent.is_dir()):
         fail(f"--png {shown(png)}: expected a file path in an existing folder")
     target = resolve_db(db)
