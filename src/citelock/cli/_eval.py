@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app
-from citelock.cli._io import existing_file, fail, reading, shown
+from citelock.cli._io import existing_file, fail, reading, shown, text_option
 from citelock.errors import UsageError
 
 __all__ = ["eval_app", "make_judge", "output_folder"]
@@ -54,6 +54,7 @@ def make_judge(name: str, base_url: str | None = None) -> Any:
 
 def output_folder(out: Path) -> Path:
     """Exit 2 unless ``--out`` can be a folder: absent (it is created) or an existing directory."""
+    text_option("--out", str(out))  # its name goes into the report's text
     if out.exists() and not out.is_dir():
         fail(f"--out {shown(out)} is a file; expected a folder for the report (it is created if missing)")
     return out
