@@ -156,7 +156,7 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
     assert runner.invoke(app, [*base, "--write", str(tmp_path / "c.json")]).exit_code == 2
     assert runner.invoke(app, [*base, "--split", "nope"]).exit_code == 2
     bad = runner.invoke(app, [*base, "--fit", "--target-false-pass", "0"])
-    assert bad.exit_code == 2 and "target_false_pass" in bad.output
+    assert bad.exit_code == 2 and "--target-false-pass must be between 0 and 1" in bad.output
 
 
 def test_queue_accepts_are_yes_labels(tmp_path: Path) -> None:

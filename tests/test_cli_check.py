@@ -274,7 +274,7 @@ def test_a_calibration_routes_by_score(tmp_path) -> None:
 
 def test_escalation_from_the_command_line(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from citelock import Verdict
-    from citelock.cli import _check
+    from citelock.cli import _surface_options
     from citelock.judges import LexicalJudge
 
     asked: list[str] = []
@@ -286,12 +286,12 @@ def test_escalation_from_the_command_line(tmp_path, monkeypatch: pytest.MonkeyPa
             asked.append(claim)
             return Verdict(label="yes", raw="yes", judge=self.name, version=self.version)
 
-    real = _check._make_judge
+    real = _surface_options._make_judge
 
     def make(name, base_url, model):
         return Stronger() if name == "llm" and base_url == "http://strong.test/v1" else real(name, base_url, model)
 
-    monkeypatch.setattr(_check, "_make_judge", make)
+    monkeypatch.setattr(_surface_options, "_make_judge", make)
     everything_in_review = {
         "pass_at": 2.0,
         "fail_below": -1.0,

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
-from collections import Counter
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -14,21 +12,32 @@ import typer
 from pydantic import ValidationError
 
 from citelock.backends import _registry
-from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app
-from citelock.cli._check import CALIBRATION_HELP, ESCALATE_HELP, ON_FAIL_HELP, surface_options
-from citelock.cli._io import fail, read_text
+from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, EXIT_RUNTIME, app
+from citelock.cli._io import fail, iter_json_lines, shown, text_option
+from citelock.cli._surface_options import (
+    CalibrationOption,
+    EscalateBaseUrlOption,
+    JudgeBaseUrlOption,
+    JudgeModelOption,
+    JudgeOption,
+    OnFailOption,
+    SampleRateOption,
+    StakesOption,
+    SurfaceOption,
+    surface_setup,
+)
 from citelock.constraint._schema import POLICY_ORDER, SpanPolicy
-from citelock.errors import CitelockError, UnparsedAnswerError, UsageError
-from citelock.judges import DEFAULT_JUDGE
-from citelock.pipeline import GuardedAnswer
-from citelock.pipeline import answer as run_answer
+from citelock.errors import UnparsedAnswerError
+from citelock.guard import Guard
+from citelock.pipeline import Citelock, GuardedAnswer, Sink
+from citelock.prompt._retrieve import lexical_top_k
 from citelock.records import Chunk
 from citelock.render import RenderStyle
 from citelock.store import ResultStore, ReviewQueue
 
-__all__ = ["answer", "default_db", "lexical_top_k", "read_chunks"]
+__all__ = ["answer", "default_db", "model_label", "read_chunks"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_SERVER_BACKENDS = ("openai", "instructor")
 
 
 def _backend_help() -> str:
@@ -47,50 +56,26 @@ def default_db() -> Path:
 
 
 def read_chunks(path: Path) -> list[Chunk]:
-    """Read a JSON-lines file of chunk records (``{"id", "text", optional source/rank/strategy/metadata}``)."""
+    """Read a JSON-lines file (or ``-``) of chunks: ``{"id", "text"}``, optional source/rank/strategy/metadata."""
     chunks: list[Chunk] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(read_text(path, "chunks").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in iter_json_lines(path, "chunks"):
         try:
             chunk = Chunk.model_validate_json(line)
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"]) or "(row)"
-            fail(f'chunks file {path} line {number}: {where}: {err["msg"]}; expected {{"id": "...", "text": "..."}}')
+            fail(
+                f"chunks file {shown(path)} line {number}: {where}: {err['msg']}; "
+                'expected {"id": "...", "text": "..."}'
+            )
         if chunk.id in seen:
-            fail(f"chunks file {path} line {number}: id {chunk.id!r} already used on line {seen[chunk.id]}")
+            fail(f"chunks file {shown(path)} line {number}: id {chunk.id!r} already used on line {seen[chunk.id]}")
         seen[chunk.id] = number
         chunks.append(chunk)
     if not chunks:
-        fail(f"chunks file {path} has no chunks")
+        fail(f"chunks file {shown(path)} has no chunks")
     return chunks
-
-
-def lexical_top_k(question: str, chunks: list[Chunk], k: int) -> list[Chunk]:
-    """The ``k`` chunks scoring highest for ``question`` under BM25 (k1=1.2, b=0.75) over lowercased words.
-
-    Ties keep file order; chunks that share no word with the question are still ranked (score 0) so the result
-    always has ``min(k, len(chunks))`` chunks. Returned best first, with ``rank`` set.
-    """
-    docs = [[w.lower() for w in _WORD.findall(c.text)] for c in chunks]
-    average = sum(len(d) for d in docs) / len(docs) or 1.0
-    frequency = Counter(w for d in docs for w in set(d))
-    terms = {w.lower() for w in _WORD.findall(question)}
-
-    def score(doc: list[str]) -> float:
-        counts = Counter(doc)
-        total = 0.0
-        for term in terms:
-            tf = counts.get(term, 0)
-            if tf:
-                idf = math.log(1 + (len(docs) - frequency[term] + 0.5) / (frequency[term] + 0.5))
-                total += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(doc) / average))
-        return total
-
-    order = sorted(range(len(chunks)), key=lambda i: (-score(docs[i]), i))[:k]
-    return [chunks[i].model_copy(update={"rank": n}) for n, i in enumerate(order, start=1)]
 
 
 @app.command()
@@ -155,45 +140,34 @@ def answer(
             "findings are queued and results stored there too"
         ),
     ] = None,
-    surface: Annotated[
-        str | None,
-        typer.Option("--surface", help="run this surface's policy: the support judge ③, routing and --on-fail"),
-    ] = None,
-    stakes: Annotated[
-        str, typer.Option("--stakes", help="high: judge every surviving citation, fail closed; low: sample")
-    ] = "high",
-    sample_rate: Annotated[
-        float | None, typer.Option("--sample-rate", min=0.0, max=1.0, help="low stakes: fraction judged")
-    ] = None,
-    judge: Annotated[
-        str | None,
-        typer.Option(
-            "--judge", help=f"support judge ③: offline, lexical or llm (default on a judging surface: {DEFAULT_JUDGE})"
-        ),
-    ] = None,
-    judge_base_url: Annotated[
-        str | None,
-        typer.Option("--judge-base-url", help="--judge llm on an OpenAI-compatible server at this /v1 URL"),
-    ] = None,
-    judge_model: Annotated[
-        str | None,
-        typer.Option("--judge-model", help="--judge llm: a GGUF file, or with --judge-base-url the server's model"),
-    ] = None,
-    on_fail: Annotated[str | None, typer.Option("--on-fail", help=ON_FAIL_HELP)] = None,
-    calibration: Annotated[Path | None, typer.Option("--calibration", help=CALIBRATION_HELP)] = None,
-    escalate_base_url: Annotated[str | None, typer.Option("--escalate-base-url", help=ESCALATE_HELP)] = None,
+    surface: SurfaceOption = None,
+    stakes: StakesOption = "high",
+    sample_rate: SampleRateOption = None,
+    judge: JudgeOption = None,
+    judge_base_url: JudgeBaseUrlOption = None,
+    judge_model: JudgeModelOption = None,
+    on_fail: OnFailOption = None,
+    calibration: CalibrationOption = None,
+    escalate_base_url: EscalateBaseUrlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the GuardedAnswer record as JSON")] = False,
 ) -> None:
     """Answer a question from chunks with citations constrained by construction and checked by the guard.
 
     With --surface (or --judge, --on-fail, --calibration) the surface policy runs as in `citelock check`: the
     support judge, its routing, and --on-fail (drop_claim serves the answer without its failing claims, mark
-    marks them unverified). Exit 0 when the answer is served clean, 1 on findings (repaired or blocked) or a
-    failed generation, 2 on bad usage or input (checked before the prompt is logged).
+    marks them unverified). Exit 0 when the answer is served clean, 1 on findings (repaired or blocked), 2 on
+    bad usage or input (checked before the prompt is logged), 4 when the server cannot be reached, 5 when the
+    model's output is unusable (see the exit codes below).
     """
-    if not question.strip():
+    if not text_option("--question", question).strip():
         fail("--question is empty")
-    options = surface_options(
+    if base_url is not None and backend not in _SERVER_BACKENDS:
+        fail(f"--base-url is for --backend openai or instructor, not --backend {backend}")
+    if server_kind is not None and backend not in _SERVER_BACKENDS:
+        fail(f"--server is for --backend openai or instructor, not --backend {backend}")
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        fail(f"--base-url {base_url!r}: expected an http(s) URL, e.g. http://127.0.0.1:8080/v1")
+    options = surface_setup(
         surface=surface,
         stakes=stakes,
         sample_rate=sample_rate,
@@ -207,37 +181,45 @@ def answer(
     chunks = read_chunks(chunks_path)
     if top_k is not None:
         chunks = lexical_top_k(question, chunks, top_k)
+    given = {"model": model, "base_url": base_url, "server": server_kind}
+    chosen = _registry.make_backend(backend, **{k: v for k, v in given.items() if v is not None})
+    target = db or default_db()
+    sinks: list[Sink] = [ReviewQueue(target), ResultStore(target)] if options is not None else []
+    client = Citelock(
+        chosen,
+        log=target,
+        guard=options.guard if options is not None else Guard(),
+        sinks=sinks,
+        policy=_policy(policy),
+        render=_render(render),
+    )
     try:
-        given = {"model": model, "base_url": base_url, "server": server_kind}
-        chosen = _registry.make_backend(backend, **{k: v for k, v in given.items() if v is not None})
-        target = db or default_db()
-        result = run_answer(
-            question,
-            chunks,
-            backend=chosen,
-            policy=_policy(policy),
-            log=target,
-            render=_render(render),
-            max_tokens=max_tokens,
-            surface=options.policy if options else None,
-            judge=options.judge if options else None,
-            escalate=options.escalate if options else None,
-            queue=ReviewQueue(target) if options else None,
-            results=ResultStore(target) if options else None,
-        )
-    except UnparsedAnswerError as exc:
-        typer.echo(f"citelock: the answer could not be parsed: {exc}", err=True)
-        raise typer.Exit(EXIT_FINDINGS) from None
-    except UsageError as exc:
-        fail(str(exc))
-    except CitelockError as exc:
-        typer.echo(f"citelock: generation failed: {exc}", err=True)
-        raise typer.Exit(EXIT_FINDINGS) from None
+        result = client.answer(question, chunks, max_tokens=max_tokens)
+    except UnparsedAnswerError as exc:  # other failures map to their exit code centrally (see _app)
+        typer.echo(f"citelock: error: the model's answer could not be parsed: {exc}", err=True)
+        raise typer.Exit(EXIT_RUNTIME) from None
     if as_json:
-        typer.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
+        data = result.model_dump(mode="json")
+        data["model"] = model_label(result.model)
+        typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
     else:
         _print(result)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FINDINGS)
+
+
+_PATH_LIKE = re.compile(r"^(?:[/~.]|[A-Za-z]:[\\/]|\\\\)|\.(?:gguf|bin|safetensors|pt)$", re.IGNORECASE)
+
+
+def model_label(model: str) -> str:
+    """The model's name as printed: a file path (a server's local GGUF file) shows only its file name.
+
+    A server that was started with a model file reports that file's full path as the model id; printing it
+    would show the server machine's directory layout. Aliases such as ``HuggingFaceTB/SmolLM2-135M-Instruct``
+    (a slash, but not a path) are kept.
+    """
+    if _PATH_LIKE.search(model):
+        return re.split(r"[\\/]", model.rstrip("\\/"))[-1] or model
+    return model
 
 
 def _policy(value: str) -> SpanPolicy:
@@ -261,7 +243,8 @@ def _print(result: GuardedAnswer) -> None:
     gen = result.generation
     speed = f", {gen.tokens_per_s:.0f} tok/s" if gen.tokens_per_s else ""
     typer.echo(
-        f"{line} · {result.backend}/{result.model} · {gen.completion_tokens or 0} tokens in {gen.latency_s:.1f}s"
+        f"{line} · {result.backend}/{model_label(result.model)} · {gen.completion_tokens or 0} tokens in "
+        f"{gen.latency_s:.1f}s"
         f"{speed} · request {result.request_id}"
     )
     where = f" on surface {result.surface}" if result.surface else ""

@@ -23,8 +23,17 @@ import typer
 
 import citelock.judges as judges
 from citelock.cli._app import EXIT_OK, app
-from citelock.cli._io import fail
-from citelock.errors import CitelockError, UsageError
+from citelock.cli._io import (
+    existing_file,
+    fail,
+    iter_json_lines,
+    loads_checked,
+    read_json,
+    reading,
+    shown,
+    text_option,
+)
+from citelock.errors import UsageError
 from citelock.evals._calibration import (
     CALIBRATION_DEFINITIONS,
     ROUTING_DEFINITIONS,
@@ -110,21 +119,19 @@ def render_routing_report(report: RoutingReport) -> str:
 
 
 def _label_pairs(pairs_path: Path, out: Path) -> None:
-    try:
+    if out.is_dir():
+        fail(f"--out {shown(out)} is a directory; expected the labels file to append to")
+    with reading(existing_file(pairs_path, "pairs"), "pairs"):
         pairs = read_pairs(pairs_path)
-    except CitelockError as exc:
-        fail(str(exc))
     done: set[str] = set()
     if out.exists():
-        for number, line in enumerate(out.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                done.add(str(json.loads(line)["id"]))
-            except (json.JSONDecodeError, KeyError, TypeError):
-                fail(f"labels file {out} line {number}: expected a JSON object with an 'id'")
+        for number, line in iter_json_lines(out, "labels"):
+            row = loads_checked(line, f"labels file {shown(out)} line {number}")
+            if not isinstance(row, dict) or "id" not in row:
+                fail(f"labels file {shown(out)} line {number}: expected a JSON object with an 'id'")
+            done.add(str(row["id"]))
     todo = [p for p in pairs if p["id"] not in done]
-    typer.echo(f"{len(pairs)} pairs, {len(pairs) - len(todo)} already labeled in {out}, {len(todo)} to go")
+    typer.echo(f"{len(pairs)} pairs, {len(pairs) - len(todo)} already labeled in {shown(out)}, {len(todo)} to go")
     labeled = 0
     with out.open("a", encoding="utf-8") as handle:
         for index, pair in enumerate(todo, start=1):
@@ -142,7 +149,7 @@ def _label_pairs(pairs_path: Path, out: Path) -> None:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             handle.flush()
             labeled += 1
-    typer.echo(f"labeled {labeled} pairs this session; labels in {out}")
+    typer.echo(f"labeled {labeled} pairs this session; labels in {shown(out)}")
 
 
 @app.command("calibrate")
@@ -210,17 +217,44 @@ def calibrate_command(
         fail(f"expected one dataset FILE, got {len(positional)} arguments")
     if fmt is None:
         fail(f"--format is required: one of {', '.join(DATASET_FORMATS)}")
+    if fmt not in DATASET_FORMATS:
+        fail(f"--format {fmt!r}: expected one of {', '.join(DATASET_FORMATS)}")
     if split not in ("all", "train", "heldout"):
         fail(f"--split {split!r}: expected all, train or heldout")
     if write is not None and not fit:
         fail("--write saves a fitted routing: give --fit too")
     if fit and routing_file is not None:
         fail("give either --fit (refit on FILE) or --routing (measure a calibration file), not both")
+    for option, value in (("--target-false-pass", target_false_pass), ("--target-false-fail", target_false_fail)):
+        if not 0.0 < value < 1.0:
+            fail(f"{option} must be between 0 and 1 (exclusive), got {value}")
+    if delta is not None and not 0.0 < delta < 1.0:
+        fail(f"--delta must be between 0 and 1 (exclusive), got {delta}")
+    if not text_option("--surface", surface).strip():
+        fail("--surface is empty; expected a surface name or '*'")
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        fail(f"--base-url {base_url!r}: expected an http(s) URL, e.g. http://127.0.0.1:8080/v1")
+    if model is not None:
+        existing_file(model, "--model GGUF")
+    # Files named by options are checked before the (possibly long) judging run, not after it.
+    existing: dict[str, Routing] = {}
+    if write is not None:
+        if write.is_dir():
+            fail(f"--write {shown(write)} is a directory; expected a calibration file path")
+        if write.exists():
+            read_json(write, "calibration")
+            with reading(write, "calibration"):
+                existing = load_calibration(write)
+    measured: Routing | None = None
+    if routing_file is not None:
+        read_json(routing_file, "calibration")
+        with reading(routing_file, "calibration"):
+            measured = load_surface_routing(routing_file, surface)
     path = Path(positional[0])
-    try:
+    if fmt != "queue":  # a queue is a database path or URL, opened by the reader
+        existing_file(path, f"{fmt} dataset")
+    with reading(path, f"{fmt} dataset"):
         dataset = read_dataset(fmt, path)
-    except CitelockError as exc:
-        fail(str(exc))
     items = dataset.items
     fit_items: list[Any] = []
     if fit and split != "all":
@@ -231,11 +265,13 @@ def calibrate_command(
     if limit is not None and limit < len(items):
         items = random.Random(seed).sample(items, limit)
     if not items:
-        fail(f"{path}: no labeled items to calibrate on (format {fmt}, split {split})")
-    try:
-        the_judge = make_judge(judge, model, base_url, api_model)
-    except CitelockError as exc:
-        fail(str(exc))
+        fail(f"{shown(path)}: no labeled items to calibrate on (format {fmt}, split {split})")
+    the_judge = make_judge(judge, model, base_url, api_model)
+    if measured is not None and not measured.applies_to(the_judge.name, the_judge.version):
+        fail(
+            f"calibration file {shown(routing_file or '')}: the routing is for {measured.judge} "
+            f"{measured.judge_version}, not {the_judge.name} {the_judge.version}"
+        )
     bar: Any = None
     try:
         from tqdm import tqdm
@@ -262,23 +298,15 @@ def calibrate_command(
                 target_false_pass=target_false_pass,
                 target_false_fail=target_false_fail,
                 delta=delta,
-                source=f"citelock calibrate --fit: {fmt}:{path.name}" + (" split=train" if fit_items else ""),
+                source=f"citelock calibrate --fit: {fmt}:{shown(path.name)}" + (" split=train" if fit_items else ""),
             )
         except UsageError as exc:
             fail(str(exc))
-    elif routing_file is not None:
-        try:
-            routing = load_surface_routing(routing_file, surface)
-        except CitelockError as exc:
-            fail(str(exc))
-        if not routing.applies_to(the_judge.name, the_judge.version):
-            fail(
-                f"calibration file {routing_file}: the routing is for {routing.judge} {routing.judge_version}, "
-                f"not {the_judge.name} {the_judge.version}"
-            )
+    elif measured is not None:
+        routing = measured
     else:
         routing = shipped_routing(the_judge.name, the_judge.version)
-    where = f"{fmt}:{path.name}" + (f" split={'heldout' if fit_items else split}" if split != "all" else "")
+    where = f"{fmt}:{shown(path.name)}" + (f" split={'heldout' if fit_items else split}" if split != "all" else "")
     report = evaluate_routing(
         judged,
         routing,
@@ -291,10 +319,6 @@ def calibrate_command(
         fit_on=len(fit_items),
     )
     if write is not None and routing is not None:
-        try:
-            existing = load_calibration(write) if write.exists() else {}
-        except CitelockError as exc:
-            fail(str(exc))
         existing[surface] = routing
         save_calibration(write, existing)
     if as_json:
@@ -302,4 +326,4 @@ def calibrate_command(
     else:
         typer.echo(render_routing_report(report))
         if write is not None:
-            typer.echo(f"wrote the routing for surface {surface!r} to {write}")
+            typer.echo(f"wrote the routing for surface {surface!r} to {shown(write)}")

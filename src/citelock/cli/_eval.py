@@ -9,10 +9,10 @@ from typing import Annotated, Any
 import typer
 
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, app
-from citelock.cli._io import fail
-from citelock.errors import CitelockError, UsageError
+from citelock.cli._io import existing_file, fail, reading, shown, text_option
+from citelock.errors import UsageError
 
-__all__ = ["eval_app", "make_judge"]
+__all__ = ["eval_app", "make_judge", "output_folder"]
 
 eval_app = typer.Typer(
     name="eval",
@@ -44,12 +44,20 @@ def make_judge(name: str, base_url: str | None = None) -> Any:
         return SeededEntailmentJudge()
     import citelock.judges as judges
 
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        fail(f"--judge-base-url {base_url!r}: expected an http(s) URL, e.g. http://127.0.0.1:8080/v1")
     try:
         return judges.make_judge(name, base_url=base_url)
     except UsageError as exc:
         fail(f"--judge: {exc}; or seeded-entailment (a labeled stand-in)")
-    except CitelockError as exc:
-        fail(f"--judge {name}: {exc}")
+
+
+def output_folder(out: Path) -> Path:
+    """Exit 2 unless ``--out`` can be a folder: absent (it is created) or an existing directory."""
+    text_option("--out", str(out))  # its name goes into the report's text
+    if out.exists() and not out.is_dir():
+        fail(f"--out {shown(out)} is a file; expected a folder for the report (it is created if missing)")
+    return out
 
 
 def _command(*words: object) -> str:
@@ -78,6 +86,7 @@ def defects(
 
     if faithfulness not in ("joined", "per_chunk"):
         fail(f"--faithfulness must be joined or per_chunk, got {faithfulness!r}")
+    output_folder(out)
     chosen = make_judge(judge, judge_base_url)
     try:
         run = run_defects(
@@ -103,12 +112,12 @@ def defects(
                 faithfulness,
             ),
         )
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(str(exc))
     summary = summarize_defects(run.rows)
     path, text = write_defects_report(run, summary, out)
     typer.echo(text)
-    typer.echo(f"report written to {path}", err=True)
+    typer.echo(f"report written to {shown(path)}", err=True)
     missed = summary.missed.get("union_judge", [])
     clean_alarms = summary.union_judge.get("clean", 0)
     raise typer.Exit(EXIT_FINDINGS if missed or clean_alarms else EXIT_OK)
@@ -167,8 +176,8 @@ def compare(
     kinds: Annotated[str, typer.Option("--kinds", help="system kinds, in order: rr,post_hoc")] = "rr,post_hoc",
     modes: Annotated[str, typer.Option("--modes", help=f"comma list of {', '.join(MODES)}")] = ",".join(MODES),
     model: Annotated[str, typer.Option("--model", help="local model: smollm2 or gemma3")] = "smollm2",
-    max_chars: Annotated[int, typer.Option("--max-chars", help="prompt character budget")] = 3000,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="generation cap per answer")] = 120,
+    max_chars: Annotated[int, typer.Option("--max-chars", min=1, help="prompt character budget")] = 3000,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="generation cap per answer")] = 120,
     judge: Annotated[str, typer.Option("--judge", help="offline, lexical, llm or none")] = "offline",
     judge_base_url: JudgeBaseUrl = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="discard the journal instead of resuming")] = False,
@@ -182,6 +191,7 @@ def compare(
     from citelock.evals._harness import judge_label
     from citelock.evals._report import write_compare_report
 
+    output_folder(out)
     names = [m.strip() for m in modes.split(",") if m.strip()]
     bad = [m for m in names if m not in MODES]
     if bad or not names:
@@ -192,11 +202,11 @@ def compare(
     path = data or _shared_data() / "expertqa" / "val.jsonl"
     if judge == "none" and judge_base_url is not None:
         fail("--judge-base-url needs --judge llm, got --judge none")
+    if model not in ("smollm2", "gemma3"):
+        fail(f"--model must be smollm2 or gemma3, got {model!r}")
     chosen = None if judge == "none" else make_judge(judge, judge_base_url)
-    try:
+    with reading(existing_file(path, "ExpertQA"), "ExpertQA"):
         items = load_expertqa(path, kinds=kind_list, limit=limit)
-    except CitelockError as exc:
-        fail(str(exc))
     config: dict[str, Any] = {
         "benchmark": "compare",
         "questions": len(items),
@@ -220,7 +230,7 @@ def compare(
         rows, resumed = run_compare(
             items, fns, chosen, journal_path=out / "answers.jsonl", header=config, fresh=fresh, progress=progress
         )
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(str(exc))
     summary = summarize_compare(rows, names)
     systems = sorted({i.system for i in items})
@@ -233,5 +243,5 @@ def compare(
         resumed=resumed,
     )
     typer.echo(text)
-    typer.echo(f"report written to {report_path}", err=True)
+    typer.echo(f"report written to {shown(report_path)}", err=True)
     raise typer.Exit(EXIT_OK)

@@ -10,8 +10,8 @@ import typer
 
 from citelock.cli._app import EXIT_OK
 from citelock.cli._eval import JUDGES, eval_app, make_judge
-from citelock.cli._io import fail
-from citelock.errors import CitelockError
+from citelock.cli._io import existing_file, fail, reading
+from citelock.errors import UsageError
 from citelock.judges import DEFAULT_JUDGE
 
 __all__ = ["answers"]
@@ -91,10 +91,11 @@ def answers(
         fail(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     policy = SurfacePolicy.model_validate({"name": "eval-answers", "stakes": stakes, "on_fail": on_fail})
     chosen = make_judge(judge)
-    try:
+    with reading(existing_file(file, "ExpertQA"), "ExpertQA"):
         cases = read_expertqa_answers(file, split=split)  # type: ignore[arg-type]
+    try:
         outcomes = evaluate_answers(cases, policy=policy, judge=chosen)
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(str(exc))
     summary = summarize_answers(outcomes)
     config = {"format": fmt, "judge": judge, "stakes": stakes, "on_fail": on_fail, "split": split}

@@ -8,10 +8,12 @@ from typing import Annotated
 
 import typer
 
-from citelock.cli._app import app
-from citelock.cli._io import fail
+from citelock.cli._app import app, using_database
+from citelock.cli._io import fail, shown, text_option
 from citelock.cli._queue import DbOption, resolve_db
-from citelock.errors import CitelockError
+from citelock.cli._report import REASON_WIDTH
+from citelock.cli._report import console as rich_console
+from citelock.errors import UsageError
 from citelock.metrics._compute import ALL, MetricsReport, metrics_from_store
 
 __all__ = ["metrics"]
@@ -31,32 +33,40 @@ def metrics(
 
     Precision, recall, faithfulness, pass rate, queue volume and repair rate, support by rank and strategy.
     """
+    if surface is not None:
+        text_option("--surface", surface)
+    if png is not None and (png.is_dir() or not png.parent.is_dir()):
+        fail(f"--png {shown(png)}: expected a file path in an existing folder")
     target = resolve_db(db)
     try:
-        report = metrics_from_store(target, surface=surface)
-    except CitelockError as exc:
-        fail(f"cannot read metrics from {target}: {exc}")
+        with using_database(target):
+            report = metrics_from_store(target, surface=surface)
+    except UsageError as exc:
+        fail(f"cannot read metrics from {shown(target)}: {exc}")
     if png is not None:
         from citelock.metrics._charts import metrics_chart
 
         try:
             metrics_chart(report, png, title=f"citelock metrics{f' — {surface}' if surface else ''}")
-        except CitelockError as exc:
+        except UsageError as exc:
             fail(str(exc))
     if as_json:
         typer.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
         return
     _print(report, by_week=by_week)
     if png is not None:
-        typer.echo(f"chart written to {png}")
+        typer.echo(f"chart written to {shown(png)}")
+
+
+_NARROW = 80
+"""Below this many columns the metrics are printed as lines, not as tables (no cell is ever cut)."""
 
 
 def _print(report: MetricsReport, *, by_week: bool) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = rich_console()
     scopes = [(ALL, ALL)]
     scopes += [(s, ALL) for s in report.surfaces]
     scopes += [(ALL, w) for w in report.weeks]
@@ -67,7 +77,16 @@ def _print(report: MetricsReport, *, by_week: bool) -> None:
         if not values:
             continue
         title = "all answers" if (surface, week) == (ALL, ALL) else f"surface {surface}, week {week}"
-        table = Table("metric", "value", "definition", title=title, show_lines=False)
+        if console.width < _NARROW:  # no room for three columns: one line per metric, wrapped by the terminal
+            typer.echo(f"{title}:")
+            for v in values:
+                key = f" [{v.key}]" if v.key is not None else ""
+                typer.echo(f"  {v.name.replace('_', ' ')}{key}: {v.formatted()} — {v.definition}")
+            continue
+        table = Table(title=escape(title), show_lines=False)
+        table.add_column("metric", min_width=REASON_WIDTH + 2)  # "[REASON_CODE]" keys are never cut
+        table.add_column("value")
+        table.add_column("definition")
         for v in values:
             name = v.name.replace("_", " ") + (f" [{v.key}]" if v.key is not None else "")
             table.add_row(escape(name), escape(v.formatted()), escape(v.definition))

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from citelock.cli._app import EXIT_FINDINGS, app
-from citelock.cli._io import fail
-from citelock.errors import CitelockError, UsageError
+from citelock.cli._app import EXIT_UNREACHABLE, app
+from citelock.cli._io import existing_file, fail
+from citelock.errors import UsageError
 
 __all__ = ["serve"]
 
@@ -36,6 +36,8 @@ def serve(
     """
     from citelock.runtime._server import ManagedServer
 
+    if model is not None:
+        existing_file(model, "--model GGUF")
     try:
         server = ManagedServer(model, host=host, port=port or None, n_ctx=n_ctx, n_threads=threads, repack=repack)
     except UsageError as exc:
@@ -47,11 +49,7 @@ def serve(
         stop = True
 
     signal.signal(signal.SIGTERM, _stop)
-    try:
-        server.start()
-    except CitelockError as exc:
-        typer.echo(f"citelock: the server did not start: {exc}", err=True)
-        raise typer.Exit(EXIT_FINDINGS) from None
+    server.start()  # a server that does not come up raises ServerStartError: exit 4 (see _app)
     typer.echo(f"serving {server.model.name} at {server.base_url} (log: {server.log_path}); Ctrl-C stops it")
     try:
         while not stop and server.running:
@@ -62,5 +60,6 @@ def serve(
         crashed = not stop and not server.running
         server.stop()
     if crashed:
-        typer.echo(f"citelock: the server exited; log tail:\n{server.log_tail()}", err=True)
-        raise typer.Exit(EXIT_FINDINGS)
+        tail = " | ".join(line for line in server.log_tail().splitlines()[-5:] if line.strip())
+        typer.echo(f"citelock: error: unreachable: the server exited; last log lines: {tail}", err=True)
+        raise typer.Exit(EXIT_UNREACHABLE)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from itertools import permutations
 
 from citelock.text._numbers import extract_numbers, numbers_in_order
@@ -69,18 +69,25 @@ def _percent_values(masked: str) -> set[str]:
     return out
 
 
-def _close(value: Decimal, target: str) -> bool:
-    """``target`` (canonical) is ``value`` rounded to the target's own number of decimals."""
-    places = len(target.partition(".")[2])
-    tolerance = Decimal(5) / Decimal(10) ** (places + 1)
-    return abs(value - Decimal(target)) <= tolerance
-
-
 def _decimal(text: str) -> Decimal | None:
     try:
         return Decimal(text)
     except InvalidOperation:  # pragma: no cover - canonical numbers are decimal literals
         return None
+
+
+def _results(values: Sequence[Decimal], *, percent: bool) -> list[Decimal]:
+    """Every value two operands give: ``a + b``, ``a - b``, ``a * b``, ``a / b``, or the two percent forms."""
+    out: list[Decimal] = []
+    for a, b in permutations(values, 2):
+        if percent:
+            if b != 0:
+                out += [a / b * 100, abs(a - b) / b * 100]
+        else:
+            out += [a + b, a - b, a * b]
+            if b != 0:
+                out.append(a / b)
+    return out
 
 
 def derivable(target: str, operands: Sequence[str], *, percent: bool = False, arithmetic: bool = False) -> bool:
@@ -94,21 +101,53 @@ def derivable(target: str, operands: Sequence[str], *, percent: bool = False, ar
         arithmetic: The claim shows arithmetic (a multiplication sign, ``=``, "total", ...): try ``a + b``, ``a - b``,
             ``a * b`` and ``a / b``.
     """
-    goal = _decimal(target)
-    if goal is None or goal == 0 or not (percent or arithmetic):
-        return False
-    values = [d for d in map(_decimal, operands[:MAX_OPERANDS]) if d is not None]
-    for a, b in permutations(values, 2):
-        results: list[Decimal] = []
-        if arithmetic:
-            results += [a + b, a - b, a * b]
-            if b != 0:
-                results.append(a / b)
-        if percent and b != 0:
-            results += [a / b * 100, abs(a - b) / b * 100]
-        if any(_close(r, target) for r in results):
-            return True
-    return False
+    return _Derivations(operands, arithmetic=arithmetic).derivable(target, percent=percent)
+
+
+class _Derivations:
+    """The values a claim's operands give, computed once per claim and tested for each of its numbers.
+
+    A claim with many numbers is checked in time linear in its numbers: the (at most 56) operand pairs are
+    combined once, not once per number. For a target with ``p`` decimals, a result ``r`` matches when
+    ``|r - target| <= 0.5 * 10**-p``; the only such targets are ``r`` rounded down or up to ``p`` decimals, so the
+    candidates are kept in sets per precision.
+    """
+
+    def __init__(self, operands: Sequence[str], *, arithmetic: bool) -> None:
+        self.values = [d for d in map(_decimal, operands[:MAX_OPERANDS]) if d is not None]
+        self.arithmetic = arithmetic
+        self._sets: dict[tuple[bool, int], frozenset[Decimal]] = {}
+        self._results: dict[bool, list[Decimal]] = {}
+
+    def _candidates(self, percent: bool, places: int) -> frozenset[Decimal]:
+        key = (percent, places)
+        found = self._sets.get(key)
+        if found is None:
+            results = self._results.get(percent)
+            if results is None:
+                results = self._results[percent] = _results(self.values, percent=percent)
+            quantum = Decimal(1).scaleb(-places)
+            tolerance = Decimal(5) / Decimal(10) ** (places + 1)
+            candidates = set()
+            for r in results:
+                for rounding in (ROUND_FLOOR, ROUND_CEILING):
+                    try:
+                        near = r.quantize(quantum, rounding=rounding)
+                    except InvalidOperation:  # more digits than the context holds: r already lies on the grid
+                        near = r
+                    if abs(r - near) <= tolerance:
+                        candidates.add(near)
+            found = self._sets[key] = frozenset(candidates)
+        return found
+
+    def derivable(self, target: str, *, percent: bool) -> bool:
+        goal = _decimal(target)
+        if goal is None or goal == 0 or not (percent or self.arithmetic):
+            return False
+        places = len(target.partition(".")[2])
+        return (self.arithmetic and goal in self._candidates(False, places)) or (
+            percent and goal in self._candidates(True, places)
+        )
 
 
 def missing_numbers(claim: str, passages: list[str], *, context: Iterable[str] = ()) -> list[str]:
@@ -138,5 +177,5 @@ def missing_numbers(claim: str, passages: list[str], *, context: Iterable[str] =
         return []
     operands = list(dict.fromkeys(n for n in wanted if n in have))
     percents = _percent_values(masked)
-    arithmetic = bool(_ARITHMETIC.search(masked))
-    return [n for n in missing if not derivable(n, operands, percent=n in percents, arithmetic=arithmetic)]
+    derivations = _Derivations(operands, arithmetic=bool(_ARITHMETIC.search(masked)))
+    return [n for n in missing if not derivations.derivable(n, percent=n in percents)]

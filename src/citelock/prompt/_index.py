@@ -14,8 +14,9 @@ question (``SPAN_ONLY_IN_QUESTION``) → only across the boundary between two ch
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from citelock.reasons import REASONS
 from citelock.records import Citation, CitationCheck, PlacedChunk, Placement, PromptRecord, ReasonCode
@@ -24,12 +25,45 @@ from citelock.text._normalize import normalize, raw_offset
 __all__ = ["PromptIndex", "check_citation", "describe"]
 
 
+@dataclass
+class _Layout:
+    """One message's chunk bodies sorted by start; ``disjoint`` when no two bodies overlap (the usual case)."""
+
+    starts: list[int]
+    ends: list[int]
+    chunks: list[PlacedChunk]
+    disjoint: bool
+
+
+@dataclass
+class _Memo:
+    """Per-index caches: each chunk body sliced once, each placement built once, each needle searched once."""
+
+    bodies: dict[str, str] = field(default_factory=dict)
+    placements: dict[tuple[int, int, int], Placement] = field(default_factory=dict)
+    occurrences: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    full_texts: dict[str, str] = field(default_factory=dict)
+    layouts: dict[int, _Layout] | None = None
+    order: dict[str, int] = field(default_factory=dict)
+
+
+_MAX_MEMO_NEEDLES = 4096
+"""Needles whose occurrences are remembered (a bounded cache: memory does not grow with the answer)."""
+
+
 @dataclass(frozen=True)
 class PromptIndex:
-    """Lookups over one :class:`PromptRecord`, built once per guard run."""
+    """Lookups over one :class:`PromptRecord`, built once per guard run.
+
+    Cost: a passing citation is one bounded ``str.find`` in its chunk's body. A failing span is searched once
+    in the whole prompt (``str.find``, C speed) and each occurrence is placed among the chunk bodies by binary
+    search, so a guard run costs O(answer + failing spans x prompt) with a small constant, never
+    answer x number of chunks Python steps. Results for a repeated span are reused.
+    """
 
     record: PromptRecord
     by_id: dict[str, PlacedChunk]
+    memo: _Memo = field(default_factory=_Memo, compare=False, repr=False)
 
     @classmethod
     def build(cls, record: PromptRecord) -> PromptIndex:
@@ -37,11 +71,21 @@ class PromptIndex:
         return cls(record, {pc.id: pc for pc in record.chunks if pc.status != "missing"})
 
     def body(self, placed: PlacedChunk) -> str:
-        """The chunk's body exactly as sent, normalized."""
+        """The chunk's body exactly as sent, normalized (one shared string per chunk)."""
+        cached = self.memo.bodies.get(placed.id)
+        if cached is not None:
+            return cached
         p = placed.placement
-        if p is None:
-            return ""
-        return self.record.normalized[p.message][p.norm_start : p.norm_end]
+        body = "" if p is None else self.record.normalized[p.message][p.norm_start : p.norm_end]
+        self.memo.bodies[placed.id] = body
+        return body
+
+    def full_text(self, placed: PlacedChunk) -> str:
+        """The chunk's whole text (before any truncation), normalized once per chunk."""
+        cached = self.memo.full_texts.get(placed.id)
+        if cached is None:
+            cached = self.memo.full_texts[placed.id] = normalize(placed.chunk.text)
+        return cached
 
     def find_in_body(self, placed: PlacedChunk, needle: str) -> int:
         """Normalized offset of ``needle`` inside the chunk's body as sent, or -1."""
@@ -52,38 +96,95 @@ class PromptIndex:
 
     def occurrences(self, needle: str) -> list[tuple[int, int, int]]:
         """Every ``(message, norm_start, norm_end)`` where ``needle`` occurs in the normalized prompt."""
-        out: list[tuple[int, int, int]] = []
         if not needle:
-            return out
+            return []
+        cached = self.memo.occurrences.get(needle)
+        if cached is not None:
+            return cached
+        out: list[tuple[int, int, int]] = []
         for message, text in enumerate(self.record.normalized):
             at = text.find(needle)
             while at >= 0:
                 out.append((message, at, at + len(needle)))
                 at = text.find(needle, at + 1)
+        if len(self.memo.occurrences) >= _MAX_MEMO_NEEDLES:
+            self.memo.occurrences.clear()
+        self.memo.occurrences[needle] = out
         return out
+
+    def _layouts(self) -> dict[int, _Layout]:
+        if self.memo.layouts is None:
+            per_message: dict[int, list[PlacedChunk]] = {}
+            for order, pc in enumerate(self.by_id.values()):
+                self.memo.order[pc.id] = order
+                if pc.placement is not None:
+                    per_message.setdefault(pc.placement.message, []).append(pc)
+            layouts = {}
+            for message, placed in per_message.items():
+                placed.sort(key=lambda pc: _span_of(pc)[0])  # stable: ties keep record order
+                starts = [_span_of(pc)[0] for pc in placed]
+                ends = [_span_of(pc)[1] for pc in placed]
+                disjoint = all(ends[i] <= starts[i + 1] for i in range(len(placed) - 1))
+                layouts[message] = _Layout(starts, ends, placed, disjoint)
+            self.memo.layouts = layouts
+        return self.memo.layouts
+
+    def other_chunk_with(self, placed: PlacedChunk, needle: str) -> PlacedChunk | None:
+        """The first chunk (in record order) other than ``placed`` whose body holds ``needle`` verbatim."""
+        layouts = self._layouts()
+        if not needle or not all(layout.disjoint for layout in layouts.values()):
+            return next((o for o in self.by_id.values() if o is not placed and self.find_in_body(o, needle) >= 0), None)
+        best: PlacedChunk | None = None
+        for message, start, end in self.occurrences(needle):
+            layout = layouts.get(message)
+            if layout is None:
+                continue
+            k = bisect_right(layout.starts, start) - 1
+            if k < 0 or layout.ends[k] < end:
+                continue
+            found = layout.chunks[k]
+            if found is not placed and (best is None or self.memo.order[found.id] < self.memo.order[best.id]):
+                best = found
+        return best
 
     def chunks_overlapping(self, message: int, norm_start: int, norm_end: int) -> list[PlacedChunk]:
         """The chunks whose body as sent overlaps ``[norm_start, norm_end)`` of ``message``, in prompt order."""
+        layout = self._layouts().get(message)
+        if layout is None:
+            return []
+        if layout.disjoint:  # ends ascend too: the overlapping bodies are one contiguous run
+            first = bisect_right(layout.ends, norm_start)
+            last = bisect_left(layout.starts, norm_end)
+            return layout.chunks[first:last]
         hits = [
             pc
-            for pc in self.by_id.values()
-            if pc.placement is not None
-            and pc.placement.message == message
-            and pc.placement.norm_start < norm_end
-            and norm_start < pc.placement.norm_end
+            for pc, (s, e) in zip(layout.chunks, map(_span_of, layout.chunks), strict=True)
+            if s < norm_end and norm_start < e
         ]
-        return sorted(hits, key=lambda pc: pc.placement.norm_start if pc.placement else 0)
+        return sorted(hits, key=lambda pc: _span_of(pc)[0])
 
     def placement(self, message: int, norm_start: int, norm_end: int) -> Placement:
-        """A placement with raw offsets recovered from the record's offset map."""
+        """A placement with raw offsets recovered from the record's offset map (built once per position)."""
+        key = (message, norm_start, norm_end)
+        cached = self.memo.placements.get(key)
+        if cached is not None:
+            return cached
         anchors = self.record.offset_maps[message]
-        return Placement(
+        built = Placement(
             message=message,
             start=raw_offset(anchors, norm_start),
             end=raw_offset(anchors, norm_end),
             norm_start=norm_start,
             norm_end=norm_end,
         )
+        if len(self.memo.placements) < _MAX_MEMO_NEEDLES * 16:
+            self.memo.placements[key] = built
+        return built
+
+
+def _span_of(pc: PlacedChunk) -> tuple[int, int]:
+    p = pc.placement
+    return (p.norm_start, p.norm_end) if p is not None else (0, 0)
 
 
 def check_citation(
@@ -132,11 +233,11 @@ def check_citation(
     if at >= 0:
         message = placed.placement.message if placed.placement else 0
         return result(True, placement=index.placement(message, at, at + len(span)))
-    if placed.status == "truncated" and span in normalize(placed.chunk.text):
+    if placed.status == "truncated" and span in index.full_text(placed):
         return result(False, ReasonCode.SPAN_TRUNCATED)
-    for other in index.by_id.values():
-        if other is not placed and index.find_in_body(other, span) >= 0:
-            return result(False, ReasonCode.SPAN_IN_OTHER_CHUNK, related_chunk_id=other.id)
+    other = index.other_chunk_with(placed, span)
+    if other is not None:
+        return result(False, ReasonCode.SPAN_IN_OTHER_CHUNK, related_chunk_id=other.id)
     occurrences = index.occurrences(span)
     if any(not index.chunks_overlapping(message, start, end) for message, start, end in occurrences):
         return result(False, ReasonCode.SPAN_ONLY_IN_QUESTION)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ _ABSTAIN = re.compile(
 )
 
 _ID = r"[A-Za-z0-9][A-Za-z0-9_.:#/-]*"
+_SEPARATOR = re.compile(r"[,;]")
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,9 @@ DEFAULT_MARKERS: tuple[MarkerPattern, ...] = (
     ),
 )
 
+_CITE_OPEN = re.compile(r"<cite\b")
+_CITE_CLOSE = re.compile(r"</cite\s*>")
 _SUSPICIOUS = (
-    (re.compile(r"<cite\b(?![^>]*>.*?</cite\s*>)", re.DOTALL), "an unclosed <cite> tag"),
     (re.compile(r"\[\s*(?:[,;]\s*)*\]"), "an empty citation marker []"),
     (re.compile(rf"\[\s*{_ID}\s*(?:[,;]\s*)+\]"), "a citation marker with a trailing separator"),
 )
@@ -88,6 +91,12 @@ def parse_free_text(
     """
     if not text.strip():
         raise ParseError("the answer text is empty; expected prose with citation markers", where="text")
+    unclosed = _unclosed_cite(text)
+    if unclosed is not None:
+        raise ParseError(
+            "found an unclosed <cite> tag: '<cite'; expected markers like [c-1], [3, 5] or <cite id=\"s1\">...</cite>",
+            where=f"text offset {unclosed}",
+        )
     if _abstains(text, markers):
         return Answer(claims=(), format="free_text", raw=text, abstained=True)
     for pattern, what in _SUSPICIOUS:
@@ -98,22 +107,25 @@ def parse_free_text(
                 where=f"text offset {bad.start()}",
             )
     stripped: list[str] = []
-    marks: list[tuple[int, list[str]]] = []  # (offset in stripped text, ids)
+    marks: list[tuple[int, list[str]]] = []  # (offset in stripped text, ids), in increasing offset order
     kept_len = 0
     pos = 0
-    while pos < len(text):
-        best: tuple[int, re.Match[str]] | None = None
+    # Each marker's next match at or after ``pos``, searched again only once ``pos`` has passed its start: a
+    # pattern is scanned over the text once in total, not once per marker found (linear, not quadratic).
+    upcoming: list[re.Match[str] | None] = [marker.regex.search(text) for marker in markers]
+    while True:
         for order, marker in enumerate(markers):
-            found = marker.regex.search(text, pos)
-            if found and (best is None or found.start() < best[1].start()):
-                best = (order, found)
-        if best is None:
+            ahead = upcoming[order]
+            if ahead is not None and ahead.start() < pos:
+                upcoming[order] = marker.regex.search(text, pos)
+        candidates = [m for m in upcoming if m is not None]
+        if not candidates:
             break
-        found = best[1]
+        found = min(candidates, key=lambda m: m.start())  # the first pattern wins a tie, as in the order given
         before = text[pos : found.start()]
         stripped.append(before)
         kept_len += len(before)
-        ids = [i.strip() for i in re.split(r"[,;]", found.group("ids")) if i.strip()]
+        ids = [i.strip() for i in _SEPARATOR.split(found.group("ids")) if i.strip()]
         if not ids:
             raise ParseError("a citation marker names no id", where=f"text offset {found.start()}")
         ids = [_resolve_number(i, ids_by_number, found.start()) for i in ids]
@@ -128,17 +140,41 @@ def parse_free_text(
     sentences = split_sentences(plain)
     if not sentences:
         raise ParseError("the answer has citation markers but no sentences", where="text")
-    cites: list[list[Citation]] = [[] for _ in sentences]
+    cited: list[dict[str, None]] = [{} for _ in sentences]  # per sentence: its ids, first mention first, once
+    starts = [start for start, _end in sentences]
     for offset, ids in marks:
-        index = _owner(sentences, offset)
+        owner = cited[_owner(starts, offset)]
         for chunk_id in ids:
-            if all(c.chunk_id != chunk_id for c in cites[index]):
-                cites[index].append(Citation(chunk_id=chunk_id))
+            owner.setdefault(chunk_id)
+    shared: dict[str, Citation] = {}  # one Citation per id: they are frozen, and a long answer repeats ids
     claims = tuple(
-        Claim(text=_tidy(plain[s:e]), citations=tuple(c), start=s, end=e)
-        for (s, e), c in zip(sentences, cites, strict=True)
+        Claim(
+            text=_tidy(plain[s:e]),
+            citations=tuple(shared.get(i) or shared.setdefault(i, Citation(chunk_id=i)) for i in c),
+            start=s,
+            end=e,
+        )
+        for (s, e), c in zip(sentences, cited, strict=True)
     )
     return Answer(claims=claims, format="free_text", raw=text)
+
+
+def _unclosed_cite(text: str) -> int | None:
+    """The offset of the first ``<cite`` with no ``>`` after it or no ``</cite>`` after that ``>``, else None.
+
+    One pass over the text: the ``>`` that ends each opening tag is found with a pointer that only moves
+    forward, and only the last closing tag matters (a tag whose ``>`` comes before it is closed by it).
+    """
+    last_close = -1
+    for close in _CITE_CLOSE.finditer(text):
+        last_close = close.start()
+    gt = -1
+    for opening in _CITE_OPEN.finditer(text):
+        if gt < opening.end():
+            gt = text.find(">", opening.end())
+        if gt < 0 or gt >= last_close:
+            return opening.start()
+    return None
 
 
 def _abstains(text: str, markers: Sequence[MarkerPattern]) -> bool:
@@ -149,9 +185,12 @@ def _abstains(text: str, markers: Sequence[MarkerPattern]) -> bool:
     return bool(spans) and all(_ABSTAIN.fullmatch(text[s:e].strip()) for s, e in spans)
 
 
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"\s+(?=[.,;:!?])")
+_SPACE_RUN = re.compile(r"\s{2,}")
+
+
 def _tidy(sentence: str) -> str:
-    sentence = re.sub(r"\s+([.,;:!?])", r"\1", sentence)
-    return re.sub(r"\s{2,}", " ", sentence).strip()
+    return _SPACE_RUN.sub(" ", _SPACE_BEFORE_PUNCTUATION.sub("", sentence)).strip()
 
 
 def _resolve_number(token: str, ids_by_number: Sequence[str] | None, where: int) -> str:
@@ -166,15 +205,12 @@ def _resolve_number(token: str, ids_by_number: Sequence[str] | None, where: int)
     return ids_by_number[number - 1]
 
 
-def _owner(sentences: list[tuple[int, int]], offset: int) -> int:
-    """The sentence a marker at ``offset`` (in marker-free text) belongs to: the last one starting before it."""
-    owner = 0
-    for index, (start, _end) in enumerate(sentences):
-        if start < offset:
-            owner = index
-        else:
-            break
-    return owner
+def _owner(starts: list[int], offset: int) -> int:
+    """The sentence a marker at ``offset`` (in marker-free text) belongs to: the last one starting before it.
+
+    ``starts`` are the sentences' start offsets, ascending (a binary search: O(log n) per marker).
+    """
+    return max(bisect_left(starts, offset) - 1, 0)
 
 
 def parse_answer(

@@ -1,0 +1,801 @@
+"""Fuzz the command line: random input files, encodings, depths, sizes, odd paths and option values.
+
+Every case runs a real command in-process (typer's ``CliRunner``) and must end with an exit code of the contract
+(``citelock.cli._app.EXIT_CODES``), never 70 (an internal error is a bug), and never with a traceback or an
+exception escaping the command. Cases are drawn by hypothesis, one family per input or option; a family that
+fails is shrunk to a minimal case and printed. The campaign prints, per family, how many cases ran and the
+count of each exit code.
+
+Families (``--families``, default all):
+
+- ``answer``: the ``check --answer`` file: mutated structured answers, free text with markers, any JSON value,
+  JSON nested up to 200,000 deep, raw bytes, re-encoded documents (UTF-16/32, BOMs, Latin-1), lone surrogate
+  escapes, empty and oversized files; as a file with an odd name, ``-`` (standard input), a directory, missing.
+- ``prompt``: the ``check --prompt`` file, the same way (valid prompts mutated field by field).
+- ``store``: the ``check --store`` chunk-store file (JSON lines).
+- ``check_options``: every option of ``check`` with valid and invalid values, databases that are new,
+  tampered, not databases or directories, ``--request-id`` replays.
+- ``calibration``: the ``check --calibration`` file.
+- ``chunks``: ``answer --chunks`` (a scripted backend replaces the model) and ``answer``'s options.
+- ``datasets``: ``calibrate --format F FILE`` and ``eval answers --format expertqa FILE``.
+- ``databases``: ``metrics --db`` and ``queue list --db`` on fuzzed files.
+- ``argv``: random command lines from the commands' own words.
+
+Usage::
+
+    python scripts/fuzz_cli.py                   # the full campaign (about 10,000 cases)
+    python scripts/fuzz_cli.py --scale 0.1       # a tenth of it
+    python scripts/fuzz_cli.py --families answer,prompt --seed 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import json
+import os
+import random
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from citelock.cli import app
+from citelock.cli._app import EXIT_CODES, EXIT_INTERNAL
+
+CONTRACT = frozenset(EXIT_CODES) - {EXIT_INTERNAL}
+"""The exit codes a fuzzed command may end with (70, an internal error, is a bug)."""
+
+FAMILY_SIZES = {
+    "answer": 2400,
+    "prompt": 1500,
+    "store": 600,
+    "check_options": 1800,
+    "calibration": 500,
+    "chunks": 1200,
+    "datasets": 900,
+    "databases": 500,
+    "argv": 800,
+}
+"""Cases per family in the full campaign (10,200 in all)."""
+
+PROMPT = {
+    "messages": [
+        {"role": "system", "content": "Answer from the context."},
+        {
+            "role": "user",
+            "content": "Context:\n[c-1] Revenue grew 12% in 2023.\n[c-2] Freight is paid by the buyer.\n"
+            "[c-10] The depot shipped 1,200 crates.\nQuestion: Did revenue grow?",
+        },
+    ],
+    "chunks": [
+        {"id": "c-1", "text": "Revenue grew 12% in 2023."},
+        {"id": "c-2", "text": "Freight is paid by the buyer."},
+        {"id": "c-10", "text": "The depot shipped 1,200 crates."},
+    ],
+    "question": "Did revenue grow?",
+    "request_id": "fuzz-1",
+}
+ANSWER = {
+    "claims": [
+        {"text": "Revenue grew 12% in 2023.", "citations": [{"chunk_id": "c-1", "span": "Revenue grew 12%"}]},
+        {"text": "The buyer pays freight.", "citations": [{"chunk_id": "c-2"}]},
+    ]
+}
+IDS = ["c-1", "c-2", "c-10", "c-99", "", " ", "c-1\n", "ç-1", "c-1]", "[c-1]", "c" * 300]
+
+
+@dataclass
+class Campaign:
+    """Runs cases and counts exit codes; a case that breaks the contract raises (and hypothesis shrinks it)."""
+
+    work: Path
+    runner: CliRunner = field(default_factory=CliRunner)
+    counts: dict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    cases: int = 0
+
+    def invoke(self, family: str, args: list[str], stdin: bytes | None = None) -> int:
+        """Run ``citelock ARGS`` and check the contract; returns the exit code."""
+        result = self.runner.invoke(app, args, input=stdin)
+        self.cases += 1
+        code = result.exit_code
+        escaped = result.exception if not isinstance(result.exception, SystemExit) else None
+        output = result.stdout + result.stderr
+        problem = None
+        if escaped is not None:
+            problem = f"an exception escaped: {type(escaped).__name__}: {escaped}"
+        elif "Traceback (most recent call last)" in output:
+            problem = "a traceback was printed"
+        elif code not in CONTRACT:
+            problem = f"exit code {code} is not in the contract {sorted(CONTRACT)}"
+        elif code >= 2 and not result.stderr.strip() and "Usage:" not in result.stdout:
+            problem = f"exit {code} without a message on stderr (nor the usage, for a bare group command)"
+        if problem is not None:
+            raise AssertionError(f"{problem}\nargs: {args!r}\nstdin: {stdin!r:.300}\nstderr: {result.stderr[-800:]}")
+        self.counts[family][code] += 1
+        return code
+
+    def file(self, content: bytes, suffix: str = ".json") -> Path:
+        """Write ``content`` to a fresh file in the work folder."""
+        self.cases_written = getattr(self, "cases_written", 0) + 1
+        path = self.work / f"in-{self.cases_written}{suffix}"
+        path.write_bytes(content)
+        return path
+
+    def fixture(self, name: str, content: object) -> Path:
+        path = self.work / name
+        if not path.exists():
+            path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+        return path
+
+    @property
+    def prompt(self) -> Path:
+        return self.fixture("prompt.json", PROMPT)
+
+    @property
+    def answer(self) -> Path:
+        return self.fixture("answer.json", ANSWER)
+
+
+# --- strategies: file contents --------------------------------------------------------------------------
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+)
+JSON_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    max_leaves=25,
+)
+"""Any JSON value (NaN and Infinity included: Python's json writes and reads them)."""
+
+TEXTS = st.one_of(
+    st.text(max_size=80),
+    st.sampled_from(["", " ", "\n", "Revenue grew 12% in 2023.", "x" * 5000, "\u200b", "a\x00b", "é" * 50]),
+)
+
+
+def _claim(texts: st.SearchStrategy[Any] = TEXTS) -> st.SearchStrategy[dict[str, Any]]:
+    """A claim: well-formed three times in four, else with wrong types or unknown fields."""
+    good_citation = st.fixed_dictionaries(
+        {"chunk_id": st.sampled_from(IDS[:4])},
+        optional={"span": st.one_of(st.none(), TEXTS, st.sampled_from(["Revenue grew 12%", "paid by the buyer"]))},
+    )
+    good = st.fixed_dictionaries({"text": texts}, optional={"citations": st.lists(good_citation, max_size=3)})
+    citation = st.fixed_dictionaries(
+        {"chunk_id": st.one_of(st.sampled_from(IDS), st.text(max_size=10), JSON_VALUES)},
+        optional={"span": st.one_of(st.none(), TEXTS, JSON_VALUES), "extra": JSON_VALUES},
+    )
+    mutated = st.fixed_dictionaries(
+        {"text": st.one_of(texts, JSON_VALUES)},
+        optional={"citations": st.one_of(st.lists(citation, max_size=4), JSON_VALUES), "bogus": JSON_VALUES},
+    )
+    return st.one_of(good, good, good, mutated)
+
+
+STRUCTURED = st.one_of(
+    st.fixed_dictionaries({"claims": st.lists(_claim(), max_size=6)}),
+    st.fixed_dictionaries({"claims": st.lists(_claim(), max_size=6)}),
+    st.fixed_dictionaries(
+        {"claims": st.one_of(st.lists(_claim(), max_size=6), JSON_VALUES)},
+        optional={"span_policy": st.one_of(st.sampled_from(["quote", "substring", "id"]), JSON_VALUES)},
+    ),
+)
+_MARKERS = st.sampled_from(
+    ["[c-1]", "[1]", "[c-1, c-2]", "[]", "[ , ]", "[c-1,]", '<cite id="c-2">Freight</cite>', "<cite ", '<cite id="x">']
+)
+FREE_TEXT = st.lists(st.one_of(TEXTS, _MARKERS, st.sampled_from([". ", "\n", "! ", "?"])), max_size=30).map("".join)
+
+
+@st.composite
+def deep_json(draw: st.DrawFn) -> bytes:
+    """JSON nested from 1 to 200,000 levels, as arrays, objects, or inside an answer's field."""
+    depth = draw(st.one_of(st.integers(1, 120), st.integers(90, 1100), st.integers(1000, 200_000)))
+    kind = draw(st.sampled_from(["array", "object", "in_claims", "in_text", "unclosed"]))
+    if kind == "array":
+        text = "[" * depth + "]" * depth
+    elif kind == "object":
+        text = '{"a":' * depth + "1" + "}" * depth
+    elif kind == "in_claims":
+        text = '{"claims": [{"text": "x", "citations": ' + "[" * depth + "]" * depth + "}]}"
+    elif kind == "in_text":
+        text = '{"text": ' + "[" * depth + '"x"' + "]" * depth + "}"
+    else:
+        text = "[" * depth
+    return text.encode()
+
+
+_ENCODINGS = ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "latin-1", "cp1252", "ascii"]
+
+
+@st.composite
+def encoded(draw: st.DrawFn, documents: st.SearchStrategy[Any]) -> bytes:
+    """A document written as JSON, then encoded in some encoding (unencodable characters replaced or escaped)."""
+    text = json.dumps(draw(documents), ensure_ascii=draw(st.booleans()))
+    encoding = draw(st.sampled_from(_ENCODINGS))
+    return text.encode(encoding, errors=draw(st.sampled_from(["replace", "backslashreplace", "ignore"])))
+
+
+SPECIAL_BYTES = st.sampled_from(
+    [
+        b"",
+        b"   \n\t",
+        codecs.BOM_UTF8,
+        codecs.BOM_UTF16_LE,
+        codecs.BOM_UTF8 + json.dumps(ANSWER).encode(),
+        b'{"claims": [{"text": "\\ud800 lone", "citations": []}]}',
+        b'{"text": "caf\xe9"}',
+        b'{"text": "ok\\u0000nul [c-1]."}',
+        b"\x00" * 64,
+        b'{"claims": [], "abstained": "yes"}',
+        b'{"claims": []}',
+        b"NaN",
+        b"[1, 2, 3]",
+        b'"just a string"',
+        b'{"text": 5}',
+        b'{"claims": [' + b'{"text": "Revenue grew 12%.", "citations": [{"chunk_id": "c-1"}]},' * 2000 + b"1]}",
+    ]
+)
+
+
+def contents(documents: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes]:
+    """File contents built around ``documents``: as JSON (half the cases), deep, raw bytes, re-encoded, special."""
+    as_json = documents.map(lambda d: json.dumps(d).encode())
+    return st.one_of(
+        as_json,
+        as_json,
+        as_json,
+        as_json,
+        as_json,
+        JSON_VALUES.map(lambda d: json.dumps(d).encode()),
+        deep_json(),
+        st.binary(max_size=300),
+        encoded(documents),
+        SPECIAL_BYTES,
+    )
+
+
+# --- strategies: paths ----------------------------------------------------------------------------------
+
+PATH_KINDS = st.sampled_from(
+    ["file"] * 10 + ["stdin"] * 3 + ["odd_name"] * 2 + ["dir", "missing", "long_name", "devnull", "huge", "devzero"]
+)
+
+
+@dataclass
+class PathCase:
+    """A path argument and the standard input it needs."""
+
+    arg: str
+    stdin: bytes | None = None
+
+
+def place(campaign: Campaign, kind: str, content: bytes, suffix: str, draw_name: bytes) -> PathCase:
+    """Put ``content`` where ``kind`` says and return the argument naming it."""
+    if kind == "stdin":
+        return PathCase("-", content)
+    if kind == "dir":
+        return PathCase(str(campaign.work))
+    if kind == "missing":
+        return PathCase(str(campaign.work / "no" / "such.json"))
+    if kind == "devnull":
+        return PathCase(os.devnull)
+    if kind == "devzero":
+        return PathCase("/dev/zero")
+    if kind == "long_name":
+        return PathCase(str(campaign.work / ("n" * 300 + suffix)))
+    if kind == "huge":
+        path = campaign.work / f"huge{suffix}"
+        if not path.exists():
+            with path.open("wb") as handle:
+                handle.truncate(64 * 1024 * 1024 + 1)  # sparse: no disk used
+        return PathCase(str(path))
+    if kind == "odd_name":
+        raw = (draw_name.replace(b"/", b"_").replace(b"\x00", b"_") or b"_")[:200]
+        path = os.path.join(os.fsencode(campaign.work), b"odd-" + raw + suffix.encode())
+        with open(path, "wb") as handle:
+            handle.write(content)
+        return PathCase(os.fsdecode(path))
+    return PathCase(str(campaign.file(content, suffix)))
+
+
+NAMES = st.binary(min_size=1, max_size=40)
+
+
+# --- families -------------------------------------------------------------------------------------------
+
+
+def fam_answer(campaign: Campaign) -> Callable[..., None]:
+    @given(
+        st.one_of(
+            contents(st.one_of(STRUCTURED, st.fixed_dictionaries({"text": FREE_TEXT}))),
+            FREE_TEXT.map(lambda text: text.encode("utf-8", "surrogatepass")),
+        ),
+        PATH_KINDS,
+        st.sampled_from([".json", ".txt", ""]),
+        NAMES,
+        st.booleans(),
+    )
+    def case(content: bytes, kind: str, suffix: str, name: bytes, as_json: bool) -> None:
+        where = place(campaign, kind, content, suffix, name)
+        args = ["check", "--prompt", str(campaign.prompt), "--answer", where.arg] + (["--json"] if as_json else [])
+        campaign.invoke("answer", args, where.stdin)
+
+    return case
+
+
+def _mutated_prompt() -> st.SearchStrategy[Any]:
+    message = st.fixed_dictionaries(
+        {
+            "role": st.one_of(st.sampled_from(["system", "user", "assistant", ""]), JSON_VALUES),
+            "content": st.one_of(TEXTS, JSON_VALUES),
+        },
+        optional={"name": JSON_VALUES},
+    )
+    chunk = st.fixed_dictionaries(
+        {"id": st.one_of(st.sampled_from(IDS), JSON_VALUES), "text": st.one_of(TEXTS, JSON_VALUES)},
+        optional={"metadata": JSON_VALUES, "rank": JSON_VALUES, "source": JSON_VALUES},
+    )
+    return st.one_of(
+        st.fixed_dictionaries(
+            {
+                "messages": st.one_of(st.just(PROMPT["messages"]), st.lists(message, max_size=3), JSON_VALUES),
+                "chunks": st.one_of(st.just(PROMPT["chunks"]), st.lists(chunk, max_size=4), JSON_VALUES),
+            },
+            optional={
+                "question": st.one_of(TEXTS, JSON_VALUES),
+                "request_id": st.one_of(TEXTS, JSON_VALUES),
+                "metadata": JSON_VALUES,
+                "extra": JSON_VALUES,
+            },
+        ),
+        st.builds(
+            lambda d: {**d, "sha256": "0" * 64, "normalized": []}, JSON_VALUES.filter(lambda v: isinstance(v, dict))
+        ),
+    )
+
+
+def fam_prompt(campaign: Campaign) -> Callable[..., None]:
+    @given(contents(_mutated_prompt()), PATH_KINDS, st.sampled_from([".json", ""]), NAMES)
+    def case(content: bytes, kind: str, suffix: str, name: bytes) -> None:
+        where = place(campaign, kind, content, suffix, name)
+        campaign.invoke("prompt", ["check", "--prompt", where.arg, "--answer", str(campaign.answer)], where.stdin)
+
+    return case
+
+
+def _lines(rows: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes]:
+    line = st.one_of(rows.map(json.dumps), JSON_VALUES.map(json.dumps), st.text(max_size=30), st.just(""))
+    return st.one_of(
+        st.lists(line, max_size=8).map(lambda ls: "\n".join(ls).encode("utf-8", "surrogatepass")),
+        deep_json(),
+        st.binary(max_size=200),
+        SPECIAL_BYTES,
+    )
+
+
+_CHUNK_ROW = st.fixed_dictionaries(
+    {"id": st.one_of(st.sampled_from(IDS), JSON_VALUES), "text": st.one_of(TEXTS, JSON_VALUES)},
+    optional={"source": JSON_VALUES, "rank": JSON_VALUES, "metadata": JSON_VALUES, "strategy": JSON_VALUES},
+)
+
+
+def fam_store(campaign: Campaign) -> Callable[..., None]:
+    @given(_lines(_CHUNK_ROW), PATH_KINDS, NAMES)
+    def case(content: bytes, kind: str, name: bytes) -> None:
+        where = place(campaign, kind, content, ".jsonl", name)
+        args = ["check", "--prompt", str(campaign.prompt), "--answer", str(campaign.answer), "--store", where.arg]
+        campaign.invoke("store", args, where.stdin)
+
+    return case
+
+
+def _mostly(valid: list[str], invalid: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    """A valid value three times in four, else an invalid one."""
+    return st.one_of(st.sampled_from(valid), st.sampled_from(valid), st.sampled_from(valid), invalid)
+
+
+_OPTION_VALUES: dict[str, st.SearchStrategy[str]] = {
+    "--surface": _mostly(
+        ["legal", "chat", "*"], st.one_of(st.sampled_from(["", " ", "a\nb", "s\udc80"]), st.text(max_size=12))
+    ),
+    "--stakes": _mostly(["high", "low"], st.one_of(st.sampled_from(["HIGH", "medium", ""]), st.text(max_size=6))),
+    "--sample-rate": _mostly(
+        ["0", "1", "0.5", "1e-9"],
+        st.one_of(st.sampled_from(["1.5", "-0.1", "nan", "inf", "abc", ""]), st.floats().map(str)),
+    ),
+    "--judge": _mostly(
+        ["lexical", "offline"], st.one_of(st.sampled_from(["llm", "oracle", "", "LEXICAL"]), st.text(max_size=8))
+    ),
+    "--judge-base-url": st.sampled_from(["ftp://x", "localhost:8080", "", "http://"]),
+    "--judge-model": st.sampled_from(["m.gguf", "/nonexistent/m.gguf", ""]),
+    "--on-fail": _mostly(
+        ["block", "drop_claim", "mark"], st.one_of(st.sampled_from(["shred", ""]), st.text(max_size=8))
+    ),
+    "--escalate-base-url": st.sampled_from(["http://127.0.0.1:9/v1", "nope", ""]),
+}
+_RARE = {"--judge-base-url", "--judge-model", "--escalate-base-url"}
+# "\udc80" is what an undecodable byte on the command line becomes (surrogateescape)
+REQUEST_IDS = _mostly(["fuzz-1"], st.one_of(st.sampled_from(["nope", "", "r\udc80"]), st.text(max_size=10)))
+
+
+@st.composite
+def check_options(draw: st.DrawFn) -> list[str]:
+    args: list[str] = []
+    for option, values in _OPTION_VALUES.items():
+        if draw(st.integers(0, 9 if option in _RARE else 2)) == 0:
+            args += [option, draw(values)]
+    return args
+
+
+def databases(campaign: Campaign) -> dict[str, str]:
+    """Database paths of every kind: new, an intact log, a tampered log, not a database, a directory."""
+    work = campaign.work
+    intact = work / "intact.db"
+    tampered = work / "tampered.db"
+    if not intact.exists():
+        for path in (intact, tampered):
+            result = campaign.runner.invoke(
+                app, ["check", "--prompt", str(campaign.prompt), "--answer", str(campaign.answer), "--db", str(path)]
+            )
+            assert result.exit_code == 0, result.output
+        with sqlite3.connect(tampered) as conn:
+            conn.execute("DROP TRIGGER IF EXISTS citelock_prompt_log_no_update")
+            conn.execute("UPDATE citelock_prompt_log SET record = replace(record, '12%', '15%')")
+        (work / "garbage.db").write_bytes(b"this is not a database" * 10)
+    return {
+        "new": str(work / f"new-{campaign.cases}.db"),
+        "intact": str(intact),
+        "tampered": str(tampered),
+        "garbage": str(work / "garbage.db"),
+        "directory": str(work),
+        "missing_dir": str(work / "no" / "such" / "dir" / "x.db"),
+        "dash": "-",
+        "url": "sqlite:///" + str(work / f"url-{campaign.cases}.db"),
+        "bad_url": "mysql://nobody@127.0.0.1:1/x",
+    }
+
+
+def fam_check_options(campaign: Campaign) -> Callable[..., None]:
+    dbs = databases(campaign)
+
+    @given(
+        check_options(),
+        st.sampled_from([None, None, None, *dbs]),
+        st.sampled_from(["prompt", "prompt", "prompt", "request_id", "both", "neither"]),
+        REQUEST_IDS,
+        st.booleans(),
+        st.one_of(
+            st.just([]),
+            st.just([]),
+            st.lists(st.sampled_from(["--unknown", "--stakes", "extra-arg", "--db"]), max_size=2),
+        ),
+    )
+    def case(options: list[str], db: str | None, source: str, request_id: str, as_json: bool, noise: list[str]) -> None:
+        args = ["check", "--answer", str(campaign.answer), *options, *noise]
+        if source in ("prompt", "both"):
+            args += ["--prompt", str(campaign.prompt)]
+        if source in ("request_id", "both"):
+            args += ["--request-id", request_id]
+        if db is not None:
+            args += ["--db", dbs[db] if db != "new" else f"{dbs['new']}-{campaign.cases}"]
+        if as_json:
+            args.append("--json")
+        campaign.invoke("check_options", args)
+
+    return case
+
+
+def fam_calibration(campaign: Campaign) -> Callable[..., None]:
+    routing = st.fixed_dictionaries(
+        {
+            "pass_at": st.one_of(st.floats(), JSON_VALUES),
+            "fail_below": st.one_of(st.floats(), JSON_VALUES),
+            "judge": st.sampled_from(["lexical", "offline", "llm"]),
+            "judge_version": st.one_of(st.text(max_size=5), JSON_VALUES),
+        }
+    )
+    document = st.fixed_dictionaries(
+        {
+            "schema_version": st.one_of(st.just("1"), JSON_VALUES),
+            "surfaces": st.dictionaries(st.sampled_from(["*", "legal"]), routing, max_size=2),
+        }
+    )
+
+    from citelock.judges import LexicalJudge, OfflineJudge
+
+    valid = st.sampled_from(["lexical", "offline"]).flatmap(
+        lambda judge: st.fixed_dictionaries(
+            {
+                "schema_version": st.just("1"),
+                "surfaces": st.dictionaries(
+                    st.sampled_from(["*", "legal", "chat"]),
+                    st.fixed_dictionaries(
+                        {
+                            "pass_at": st.floats(-1, 2),
+                            "fail_below": st.floats(-1, 2),
+                            "judge": st.just(judge),
+                            "judge_version": st.just(
+                                (LexicalJudge() if judge == "lexical" else OfflineJudge()).version
+                            ),
+                        }
+                    ),
+                    min_size=1,
+                    max_size=2,
+                ),
+            }
+        )
+    )
+
+    @given(
+        st.one_of(contents(document), valid.map(lambda d: json.dumps(d).encode())),
+        PATH_KINDS,
+        NAMES,
+        st.sampled_from(["lexical", "offline"]),
+    )
+    def case(content: bytes, kind: str, name: bytes, judge: str) -> None:
+        where = place(campaign, kind, content, ".json", name)
+        args = ["check", "--prompt", str(campaign.prompt), "--answer", str(campaign.answer), "--surface", "legal"]
+        campaign.invoke("calibration", [*args, "--judge", judge, "--calibration", where.arg], where.stdin)
+
+    return case
+
+
+def _scripted_backends() -> Any:
+    """Replace the model factory with a scripted backend (no model is loaded); returns the undo function."""
+    from citelock import BackendLimits, FakeBackend
+    from citelock.backends import _registry
+
+    real = _registry.make_backend
+    outputs = [
+        lambda record, schema: {
+            "claims": [{"text": "x", "citations": [{"chunk_id": (schema.ids[0] if schema else "c-1")}]}]
+        },
+        lambda record, schema: "not json at all [c-1].",
+        lambda record, schema: {"claims": []},
+        lambda record, schema: '{"claims": [',
+    ]
+    pick = random.Random(0)
+
+    def make(kind: str, *, model: str | None = None, **_: Any) -> Any:
+        script = outputs[pick.randrange(len(outputs))]
+        if kind == "naive":
+            return FakeBackend(script, limits=BackendLimits(policies=()))
+        return FakeBackend(script, name=kind, model=model or "scripted")
+
+    _registry.make_backend = make
+    return lambda: setattr(_registry, "make_backend", real)
+
+
+_VALID_CHUNKS = st.lists(
+    st.fixed_dictionaries(
+        {"id": st.sampled_from(["c-1", "c-2", "c-3", "c-10", "doc/7#2"]), "text": st.text(min_size=1, max_size=60)},
+        optional={
+            "source": st.text(max_size=8),
+            "rank": st.integers(1, 9),
+            "metadata": st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+        },
+    ),
+    min_size=1,
+    max_size=5,
+    unique_by=lambda row: row["id"],
+).map(lambda rows: "\n".join(json.dumps(r) for r in rows).encode("utf-8", "surrogatepass"))
+
+
+def fam_chunks(campaign: Campaign) -> Callable[..., None]:
+    valid = st.sampled_from(
+        [
+            ["--backend", "naive"],
+            ["--backend", "local"],
+            ["--policy", "substring"],
+            ["--policy", "id"],
+            ["--top-k", "2"],
+            ["--surface", "docs", "--stakes", "low"],
+            ["--surface", "docs", "--judge", "lexical"],
+            ["--on-fail", "drop_claim"],
+            ["--on-fail", "mark"],
+            ["--render", "links"],
+            ["--render", "none"],
+            ["--json"],
+        ]
+    )
+    invalid = st.sampled_from(
+        [
+            ["--backend", "remote"],
+            ["--base-url", "http://127.0.0.1:9/v1"],
+            ["--policy", "nope"],
+            ["--top-k", "0"],
+            ["--max-tokens", "-5"],
+            ["--judge", "oracle"],
+            ["--server", "vllm"],
+        ]
+    )
+    rarely_invalid = st.one_of(st.just([]), st.just([]), st.just([]), invalid.map(lambda pair: [pair]))
+    options = st.tuples(st.lists(valid, max_size=3), rarely_invalid).map(lambda pair: pair[0] + pair[1])
+
+    @given(
+        st.one_of(_VALID_CHUNKS, _VALID_CHUNKS, _lines(_CHUNK_ROW)),
+        PATH_KINDS,
+        NAMES,
+        options,
+        st.sampled_from(["How long?", "How long?", "How long?", "How long?", "é?" * 200, "", " ", "q\udc80?"]),
+    )
+    def case(content: bytes, kind: str, name: bytes, extra: list[list[str]], question: str) -> None:
+        where = place(campaign, kind, content, ".jsonl", name)
+        args = ["answer", "-q", question, "--chunks", where.arg, "--db", str(campaign.work / "answers.db")]
+        campaign.invoke("chunks", args + [word for pair in extra for word in pair], where.stdin)
+
+    return case
+
+
+_LABEL_ROW = st.fixed_dictionaries(
+    {"id": JSON_VALUES, "claim": TEXTS, "passage": TEXTS, "label": st.sampled_from(["yes", "partial", "no", "maybe"])}
+)
+_EXPERTQA_ROW = st.fixed_dictionaries(
+    {
+        "question": TEXTS,
+        "answers": st.one_of(JSON_VALUES, st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=2)),
+    }
+)
+
+
+def fam_datasets(campaign: Campaign) -> Callable[..., None]:
+    @given(
+        _lines(st.one_of(_LABEL_ROW, _EXPERTQA_ROW)),
+        PATH_KINDS,
+        NAMES,
+        st.sampled_from(["labels", "wice", "expertqa", "attributionbench", "nope", "eval-answers"]),
+        st.sampled_from([[], ["--split", "train"], ["--limit", "1"], ["--fit"], ["--bootstrap", "1"]]),
+    )
+    def case(content: bytes, kind: str, name: bytes, fmt: str, extra: list[str]) -> None:
+        where = place(campaign, kind, content, ".jsonl", name)
+        if fmt == "eval-answers":
+            args = ["eval", "answers", "--format", "expertqa", where.arg, "--judge", "lexical", "--json"]
+        else:
+            args = ["calibrate", "--format", fmt, where.arg, "--judge", "lexical", "--bootstrap", "2", *extra]
+        campaign.invoke("datasets", args, where.stdin)
+
+    return case
+
+
+def fam_databases(campaign: Campaign) -> Callable[..., None]:
+    dbs = databases(campaign)
+
+    @given(
+        st.one_of(st.sampled_from(sorted(dbs)), st.binary(max_size=200)),
+        st.sampled_from([["metrics"], ["metrics", "--json"], ["queue", "list"], ["queue", "list", "--json"]]),
+    )
+    def case(db: str | bytes, command: list[str]) -> None:
+        target = dbs[db] if isinstance(db, str) else str(campaign.file(db, ".db"))
+        campaign.invoke("databases", [*command, "--db", target])
+
+    return case
+
+
+_WORDS = [
+    "check", "answer", "calibrate", "eval", "metrics", "queue", "serve", "list", "show", "resolve", "defects",
+    "--answer", "--prompt", "--json", "--db", "--help", "--debug", "--surface", "--judge", "-q", "--chunks",
+    "--format", "--stakes", "--sample-rate", "-", "x", "", "1", "--", "-x", "nan", "é", "\udc80",
+]  # fmt: skip
+
+
+def fam_argv(campaign: Campaign) -> Callable[..., None]:
+    @given(st.lists(st.one_of(st.sampled_from(_WORDS), st.text(max_size=6)), max_size=6))
+    def case(words: list[str]) -> None:
+        if "serve" in words or ("eval" in words and ("defects" in words or "compare" in words)):
+            words = [w for w in words if w not in ("serve", "defects", "compare")]  # long-running servers/benchmarks
+        if words[:1] == ["answer"] or "answer" in words:
+            words = [w for w in words if w != "answer"]  # would load the bundled model
+        campaign.invoke("argv", words)
+
+    return case
+
+
+FAMILIES: dict[str, Callable[[Campaign], Callable[..., None]]] = {
+    "answer": fam_answer,
+    "prompt": fam_prompt,
+    "store": fam_store,
+    "check_options": fam_check_options,
+    "calibration": fam_calibration,
+    "chunks": fam_chunks,
+    "datasets": fam_datasets,
+    "databases": fam_databases,
+    "argv": fam_argv,
+}
+
+
+@contextmanager
+def campaign_folder() -> Iterator[Campaign]:
+    """A campaign in a fresh temporary folder, run from inside it, with the model factory scripted."""
+    undo = _scripted_backends()
+    previous = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="citelock-fuzz-") as tmp:
+        os.chdir(tmp)
+        try:
+            yield Campaign(Path(tmp))
+        finally:
+            os.chdir(previous)
+            undo()
+
+
+def run_family(campaign: Campaign, name: str, examples: int, seed_value: int) -> None:
+    """Run ``examples`` cases of one family (hypothesis shrinks and raises on the first broken contract)."""
+    test = FAMILIES[name](campaign)
+    configured = settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+    )(test)
+    seed(seed_value)(configured)()
+
+
+def unreachable_cases(campaign: Campaign) -> None:
+    """A few cases that need a server that is not there (exit 4); each waits out the client's retries."""
+    base = ["check", "--prompt", str(campaign.prompt), "--answer", str(campaign.answer)]
+    campaign.invoke("unreachable", [*base, "--judge", "llm", "--judge-base-url", "http://127.0.0.1:9/v1"])
+    args = ["answer", "-q", "How long?", "--chunks", "-", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1"]
+    campaign.invoke(
+        "unreachable", [*args, "--db", str(campaign.work / "u.db")], b'{"id": "c-1", "text": "It is 3 m long."}'
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated families to run")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every family's case count")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-unreachable", action="store_true", help="skip the slow unreachable-server cases")
+    args = parser.parse_args()
+    names = [n.strip() for n in args.families.split(",") if n.strip()]
+    started = time.perf_counter()
+    with campaign_folder() as campaign:
+        for number, name in enumerate(names):
+            examples = max(1, round(FAMILY_SIZES[name] * args.scale))
+            began = time.perf_counter()
+            run_family(campaign, name, examples, args.seed + number)
+            print(
+                f"{name:<14} {sum(campaign.counts[name].values()):>6} cases in {time.perf_counter() - began:6.1f} s",
+                flush=True,
+            )
+        if not args.no_unreachable:
+            unreachable_cases(campaign)
+        _report(campaign, time.perf_counter() - started)
+
+
+def _report(campaign: Campaign, seconds: float) -> None:
+    codes = sorted({code for counts in campaign.counts.values() for code in counts})
+    print()
+    print(f"{'family':<14} {'cases':>7} " + " ".join(f"{'exit ' + str(c):>8}" for c in codes))
+    total: Counter[int] = Counter()
+    for family, counts in campaign.counts.items():
+        total.update(counts)
+        print(f"{family:<14} {sum(counts.values()):>7} " + " ".join(f"{counts.get(c, 0):>8}" for c in codes))
+    print(f"{'all':<14} {sum(total.values()):>7} " + " ".join(f"{total.get(c, 0):>8}" for c in codes))
+    print()
+    print(
+        f"{sum(total.values())} cases in {seconds:.0f} s: 0 tracebacks, 0 escaped exceptions, 0 internal errors "
+        f"(exit {EXIT_INTERNAL}); every exit code in the contract {sorted(CONTRACT)}"
+    )
+    for code in codes:
+        print(f"  exit {code}: {EXIT_CODES[code]}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

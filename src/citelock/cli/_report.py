@@ -1,0 +1,289 @@
+"""What ``citelock check`` prints, and the deterministic guard run window by window so memory stays bounded.
+
+A long answer is guarded :data:`WINDOW_CLAIMS` claims at a time with :func:`citelock.guard.check` (every
+deterministic check is per claim or per citation), each window's records written as JSON lines to spooled
+temporary files (in memory up to a few MB, then on disk) and dropped. The printed report is the same as for one
+run over the whole answer: claim indexes count from the answer's start, findings come in the guard's order
+(provenance, then coverage, then numbers) and ``counts`` in order of first appearance.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import IO, Any
+
+import typer
+from pydantic import BaseModel
+
+from citelock.guard import GuardResult
+from citelock.guard import check as run_guard
+from citelock.records import Answer, GuardReport, Layer, PromptRecord, ReasonCode
+
+__all__ = [
+    "REASON_WIDTH",
+    "WINDOW_CLAIMS",
+    "ReportView",
+    "console",
+    "print_table",
+    "windowed_check",
+    "write_report_json",
+]
+
+WINDOW_CLAIMS = 2_000
+"""Claims guarded at a time by :func:`windowed_check`."""
+
+REASON_WIDTH = max(len(code.value) for code in ReasonCode)
+"""The longest reason code: the table's reason column is never narrower, so no code is ever cut."""
+
+_SPOOL_BYTES = 8 * 1024 * 1024
+_LAYER_ORDER = (Layer.PROVENANCE, Layer.COVERAGE, Layer.NUMBERS)
+_NARROW = 64
+"""Below this many columns the findings are printed as lines, not as a table."""
+_TABLE_ROWS = 500
+"""Findings per printed table: a long report is printed as consecutive tables, so memory stays flat."""
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """A guard report as printed: its figures, and its elements as JSON lines (each iterable read once).
+
+    Attributes:
+        request_id: The prompt's request id.
+        prompt_sha256: The prompt's hash.
+        ok: No findings.
+        counts: Findings per reason code, in order of first appearance.
+        claims: Claims in the answer.
+        factual: Factual claims.
+        citations: Citations in the answer.
+        passed: Citations that passed provenance.
+        findings: The findings as JSON lines, in the guard's order.
+        citation_checks: The citation checks as JSON lines, in answer order.
+        claim_checks: The claim checks as JSON lines, in answer order.
+    """
+
+    request_id: str
+    prompt_sha256: str
+    ok: bool
+    counts: dict[str, int]
+    claims: int
+    factual: int
+    citations: int
+    passed: int
+    findings: Callable[[], Iterator[str]]
+    citation_checks: Callable[[], Iterator[str]]
+    claim_checks: Callable[[], Iterator[str]]
+
+    @classmethod
+    def of(cls, report: GuardReport) -> ReportView:
+        """The view of a report held in memory."""
+        return cls(
+            request_id=report.request_id,
+            prompt_sha256=report.prompt_sha256,
+            ok=report.ok,
+            counts=report.counts,
+            claims=len(report.claims),
+            factual=sum(c.factual for c in report.claims),
+            citations=len(report.citations),
+            passed=sum(c.passed for c in report.citations),
+            findings=lambda: (f.model_dump_json() for f in report.findings),
+            citation_checks=lambda: (c.model_dump_json() for c in report.citations),
+            claim_checks=lambda: (c.model_dump_json() for c in report.claims),
+        )
+
+
+class _Spool:
+    """JSON lines kept in memory up to a few MB, then in a temporary file."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        spooled = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES, mode="w+", encoding="utf-8")  # noqa: SIM115
+        self._file: IO[str] = stack.enter_context(spooled)  # closed with the stack
+
+    def add(self, line: str) -> None:
+        self._file.write(line)
+        self._file.write("\n")
+
+    def lines(self) -> Iterator[str]:
+        self._file.seek(0)
+        for line in self._file:
+            yield line.rstrip("\n")
+
+
+def _shifted(model: Any, start: int) -> Any:
+    return model.model_copy(update={"claim_index": model.claim_index + start}) if start else model
+
+
+@contextmanager
+def windowed_check(
+    record: PromptRecord, answer: Answer, *, store: Collection[str] | None = None
+) -> Iterator[ReportView]:
+    """Run the deterministic guard :data:`WINDOW_CLAIMS` claims at a time; the view is valid inside the block.
+
+    Memory holds the parsed answer and one window's records, whatever the answer's length.
+    """
+    with ExitStack() as stack:
+        findings = {layer: _Spool(stack) for layer in _LAYER_ORDER}
+        other = _Spool(stack)  # a layer the deterministic guard does not produce today: kept, printed last
+        citations, claims = _Spool(stack), _Spool(stack)
+        counts: dict[Layer | None, dict[str, int]] = {}
+        totals = {"claims": 0, "factual": 0, "citations": 0, "passed": 0}
+        for start in range(0, max(len(answer.claims), 1), WINDOW_CLAIMS):
+            window = answer
+            if len(answer.claims) > WINDOW_CLAIMS:
+                window = answer.model_copy(update={"claims": answer.claims[start : start + WINDOW_CLAIMS]})
+            report = run_guard(record, window, store=store)
+            for f in report.findings:
+                layer = f.layer if f.layer in findings else None
+                (findings[f.layer] if layer is not None else other).add(_shifted(f, start).model_dump_json())
+                per_layer = counts.setdefault(layer, {})
+                per_layer[f.reason.value] = per_layer.get(f.reason.value, 0) + 1
+            for c in report.citations:
+                citations.add(_shifted(c, start).model_dump_json())
+            for k in report.claims:
+                claims.add(_shifted(k, start).model_dump_json())
+            totals["claims"] += len(report.claims)
+            totals["factual"] += sum(k.factual for k in report.claims)
+            totals["citations"] += len(report.citations)
+            totals["passed"] += sum(c.passed for c in report.citations)
+        del answer, window, report  # the records are spooled: the parsed answer can go before printing
+        merged: dict[str, int] = {}
+        for layer in (*_LAYER_ORDER, None):
+            merged.update(counts.get(layer, {}))
+
+        def all_findings() -> Iterator[str]:
+            for layer in _LAYER_ORDER:
+                yield from findings[layer].lines()
+            yield from other.lines()
+
+        yield ReportView(
+            request_id=record.request_id,
+            prompt_sha256=record.sha256,
+            ok=not merged,
+            counts=merged,
+            findings=all_findings,
+            citation_checks=citations.lines,
+            claim_checks=claims.lines,
+            **totals,
+        )
+
+
+class _Items:
+    """A JSON array written one element at a time (each element already JSON text)."""
+
+    def __init__(self, items: Iterable[str]) -> None:
+        self.items = items
+
+
+def _models(models: Iterable[BaseModel], **dump: Any) -> _Items:
+    return _Items(m.model_dump_json(**dump) for m in models)
+
+
+def _policy_fields(result: GuardResult) -> Iterator[tuple[str, Any]]:
+    yield "surface", result.surface
+    yield "decision", result.decision
+    yield "on_fail", result.policy.on_fail if result.policy is not None else None
+    yield "outcomes", _models(result.claims)
+    yield "routes", _models(result.support, include={"claim_index", "citation_index", "route", "score"})
+    yield "accounting", result.accounting.model_dump(mode="json")
+
+
+def write_report_json(view: ReportView, result: GuardResult | None = None) -> None:
+    """Print the ``--json`` report, streamed element by element.
+
+    The shape: ``ok``, ``request_id``, ``prompt_sha256``, ``findings`` (reason, claim, chunk_id, span, ...),
+    ``counts``, ``citations``, ``claims``; with a surface also ``surface``, ``decision``, ``on_fail``,
+    ``outcomes``, ``routes`` and ``accounting``.
+    """
+    fields: list[tuple[str, Any]] = [
+        ("ok", view.ok),
+        ("request_id", view.request_id),
+        ("prompt_sha256", view.prompt_sha256),
+        ("findings", _Items(view.findings())),
+        ("counts", view.counts),
+        ("citations", _Items(view.citation_checks())),
+        ("claims", _Items(view.claim_checks())),
+    ]
+    if result is not None:
+        fields += list(_policy_fields(result))
+    write = sys.stdout.write
+    write("{")
+    for number, (key, value) in enumerate(fields):
+        write(("\n" if number == 0 else ",\n") + f"  {json.dumps(key)}: ")
+        if isinstance(value, _Items):
+            empty = True
+            for item in value.items:
+                write(("[\n    " if empty else ",\n    ") + item)
+                empty = False
+            write("[]" if empty else "\n  ]")
+        else:
+            write(json.dumps(value, ensure_ascii=False))
+    write("\n}\n")
+    sys.stdout.flush()
+
+
+def console() -> Any:
+    """A rich console whose broken pipe exits 141 like the rest of the command line (rich's own exits 1)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console()
+
+
+def print_table(view: ReportView) -> None:
+    """The readable report: a summary line, then the findings in tables (as lines on a narrow terminal)."""
+    out = console()
+    out.print(
+        f"request {view.request_id}: {view.claims} claims ({view.factual} factual), "
+        f"{view.passed}/{view.citations} citations pass provenance — {'OK' if view.ok else 'FAILED'}",
+        markup=False,
+        highlight=False,
+    )
+    rows = (json.loads(line) for line in view.findings())
+    if out.width < _NARROW:  # too narrow for five columns: one plain line per finding, wrapped by the terminal
+        for f in rows:
+            where = f" [{f['chunk_id']}]" if f["chunk_id"] else ""
+            see = f" (see {f['related_chunk_id']})" if f["related_chunk_id"] else ""
+            typer.echo(f"{f['reason']}{where}: {_short(f['claim'], 60)!r} — {f['detail']}{see}")
+        return
+    batch: list[dict[str, Any]] = []
+    first = True
+    for f in rows:
+        batch.append(f)
+        if len(batch) == _TABLE_ROWS:
+            _print_rows(out, batch, header=first)
+            batch, first = [], False
+    if batch:
+        _print_rows(out, batch, header=first)
+
+
+def _print_rows(out: Any, rows: list[dict[str, Any]], *, header: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False, show_header=header)
+    table.add_column("reason", min_width=REASON_WIDTH, no_wrap=True)
+    table.add_column("claim", ratio=3)
+    table.add_column("chunk", overflow="fold")
+    table.add_column("span", ratio=2)
+    table.add_column("detail", ratio=3)
+    for f in rows:
+        table.add_row(
+            Text(f["reason"]),
+            Text(_short(f["claim"], 60)),
+            Text(f["chunk_id"] or "-"),
+            Text(_short(f["span"] or "", 40) or "-"),
+            Text(f["detail"] + (f" (see {f['related_chunk_id']})" if f["related_chunk_id"] else "")),
+        )
+    out.print(table)
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
