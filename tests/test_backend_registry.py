@@ -91,7 +91,10 @@ def test_cli_passes_only_the_options_given(tmp_path: Path, monkeypatch: pytest.M
     ("args", "message"),
     [
         (("--backend", "gpt"), "unknown backend 'gpt'; expected one of local, naive, openai, instructor, fake"),
-        (("--backend", "local", "--base-url", URL), "backend 'local' takes no option base_url"),
+        (
+            ("--backend", "local", "--base-url", URL),
+            "--base-url is for --backend openai or instructor, not --backend local",
+        ),
         (("--backend", "fake"), "backend 'fake' needs the option outputs"),
         (("--backend", "local", "--model", "llama70b"), "unknown local model 'llama70b'"),
     ],
