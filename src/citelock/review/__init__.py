@@ -15,7 +15,7 @@ from citelock.errors import MissingExtraError
 try:
     import fastapi  # noqa: F401
     import jinja2  # noqa: F401
-    import multipart  # type: ignore[import-untyped]  # noqa: F401
+    import python_multipart  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtraError("review", exc.name or "fastapi") from None
 
