@@ -407,7 +407,8 @@ def test_exports_read_back(client: TestClient, seeded: Seeded, tmp_path: Path) -
     assert [(i.id, i.claim, i.label) for i in dataset.items] == [(judged, "The seller pays for freight.", "yes")]
     run = CliRunner().invoke(cli, ["calibrate", "--format", "labels", str(labels), "--json", "--bootstrap", "10"])
     assert run.exit_code == 0, run.output
-    assert '"n": 1' in run.stdout
+    report = json.loads(run.stdout)
+    assert report["n"] == 1 and report["confusion"]["yes"]["no"] == 1  # humans: yes; the judge: no
     page = client.get("/export").text
     assert "3 reviewed entries" in page and "1 label<" in page
 
