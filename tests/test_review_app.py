@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from markupsafe import escape
 from typer.testing import CliRunner
 
-from citelock import PromptRecord, ReasonCode, assemble, serialize
+from citelock import InputError, PromptRecord, ReasonCode, assemble, serialize
 from citelock.cli import app as cli
 from citelock.evals._datasets import read_labels
 from citelock.metrics import metrics_from_store
@@ -105,7 +105,7 @@ def test_a_signed_out_visitor_gets_nothing_but_the_sign_in_page(client: TestClie
     for path in ["/docs", "/redoc", "/openapi.json"]:
         assert client.get(path, follow_redirects=False).status_code in (303, 404)
     refused = client.post(f"/entries/{entry}/outcome", data={"outcome": "accept"}, follow_redirects=False)
-    assert refused.status_code == 303 and refused.headers["location"].startswith("/login")
+    assert refused.status_code == 303 and refused.headers["location"] == "/login?next=%2F"  # a post is not replayed
     api = client.post(f"/api/v1/entries/{entry}/outcome", json={"outcome": "accept"})
     assert api.status_code == 401
     assert seeded.desk.queue.history(entry) == []
@@ -258,6 +258,27 @@ def test_csrf_is_required_on_every_state_change(client: TestClient, seeded: Seed
     )
     assert same_site.status_code == 303
     assert [e.reviewer for e in seeded.desk.queue.history(entry_id)] == ["alice"]
+
+
+def test_origins_declared_for_a_proxy_pass_the_origin_check(seeded: Seeded) -> None:
+    with TestClient(create_app(seeded.desk, origins=["https://Review.Example"]), base_url=BASE) as client:
+        sign_in(client, "alice")
+        entry_id = seeded.ids[ReasonCode.WRONG_CHUNK]
+        csrf = csrf_of(client)
+        for origin, status in (
+            ("https://evil.example", 403),
+            ("http://review.example", 403),
+            ("https://review.example", 303),
+        ):
+            response = client.post(
+                f"/entries/{entry_id}/outcome",
+                data={"outcome": "accept", "revision": "", "csrf_token": csrf},
+                headers={"Origin": origin},
+                follow_redirects=False,
+            )
+            assert response.status_code == status, origin
+    with pytest.raises(InputError, match="an origin is scheme://host"):
+        create_app(seeded.desk, origins=["review.example/path"])
 
 
 def test_an_outcome_missing_what_it_needs_is_refused_and_the_note_kept(client: TestClient, seeded: Seeded) -> None:

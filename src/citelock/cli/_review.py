@@ -80,6 +80,10 @@ def serve(
     secure_cookies: Annotated[
         bool, typer.Option("--secure-cookies", help="mark cookies Secure (behind a TLS-terminating proxy)")
     ] = False,
+    origin: Annotated[
+        list[str] | None,
+        typer.Option("--origin", help="an origin the desk is served at, e.g. https://review.example (repeatable)"),
+    ] = None,
 ) -> None:
     """Serve the review desk: the queue by reason, entries with the span as sent, outcomes, metrics, exports."""
     review = _review()
@@ -104,6 +108,7 @@ def serve(
             port=port,
             session_lifetime=timedelta(hours=session_hours),
             secure_cookies=secure_cookies,
+            origins=origin or (),
         )
     except OperationalError as exc:
         _unreachable(target, exc)

@@ -191,7 +191,8 @@ def metrics(
     request: Request, user: Annotated[Credential, Depends(api_user)], surface: str | None = None
 ) -> JSONResponse:
     """Every metric of every scope with its definition: what ``citelock metrics --json`` prints."""
-    return JSONResponse(desk_of(request).metrics(surface=surface or None).to_json())
+    report, _ = desk_of(request).metrics(surface=surface or None)
+    return JSONResponse(report.to_json())
 
 
 def _stream(lines: Iterator[str], media_type: str, filename: str) -> StreamingResponse:

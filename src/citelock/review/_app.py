@@ -7,11 +7,12 @@ there, every API route answers 401, and the OpenAPI description is served to sig
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -45,7 +46,9 @@ def _page_error(request: Request, status: int, title: str, message: str) -> Resp
 def _install_handlers(app: FastAPI) -> None:
     @app.exception_handler(SignInRequired)
     async def _sign_in(request: Request, exc: SignInRequired) -> Response:
-        return RedirectResponse("/login?" + urlencode({"next": exc.next_path}), status_code=303)
+        # after signing in, a GET goes back where it was headed; a form post is not replayed
+        target = exc.next_path if request.method in ("GET", "HEAD") else "/"
+        return RedirectResponse("/login?" + urlencode({"next": target}), status_code=303)
 
     @app.exception_handler(CsrfRefused)
     async def _csrf(request: Request, exc: CsrfRefused) -> Response:
@@ -96,11 +99,19 @@ def _install_handlers(app: FastAPI) -> None:
         return _page_error(request, exc.status_code, "Error", str(exc.detail))
 
 
+def _origin(text: str) -> str:
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
+        raise InputError(f"an origin is scheme://host[:port] (e.g. https://review.example.com), got {text!r}")
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
 def create_app(
     desk: ReviewDesk | str | Path | Engine,
     *,
     session_lifetime: timedelta = timedelta(hours=12),
     secure_cookies: bool = False,
+    origins: Sequence[str] = (),
 ) -> FastAPI:
     """The review desk application.
 
@@ -109,9 +120,12 @@ def create_app(
         session_lifetime: How long a sign-in lasts.
         secure_cookies: Mark cookies ``Secure`` even on plain HTTP (set it behind a TLS-terminating proxy;
             over HTTPS they are ``Secure`` anyway).
+        origins: Origins the desk is served at besides the address it listens on (``https://review.example``
+            behind a proxy): form posts from them pass the same-origin check.
 
     Raises:
         MissingExtraError: the ``review`` extra is not installed.
+        InputError: an origin that is not ``scheme://host[:port]``.
     """
     app = FastAPI(
         title="citelock review desk",
@@ -124,6 +138,7 @@ def create_app(
     app.state.desk = desk if isinstance(desk, ReviewDesk) else ReviewDesk(desk)
     app.state.session_lifetime = session_lifetime
     app.state.secure_cookies = secure_cookies
+    app.state.origins = frozenset(_origin(o) for o in origins)
     app.add_middleware(SecurityHeaders)
     app.mount("/static", StaticFiles(directory=str(resources.files("citelock.review") / "static")), name="static")
     app.include_router(_pages.router)
@@ -144,9 +159,13 @@ def serve(
     port: int = DEFAULT_PORT,
     session_lifetime: timedelta = timedelta(hours=12),
     secure_cookies: bool = False,
+    origins: Sequence[str] = (),
 ) -> None:
-    """Serve the desk with uvicorn until interrupted (binds to 127.0.0.1 unless told otherwise)."""
+    """Serve the desk with uvicorn until interrupted (binds to 127.0.0.1 unless told otherwise).
+
+    The arguments after ``port`` are :func:`create_app`'s.
+    """
     import uvicorn
 
-    app = create_app(db, session_lifetime=session_lifetime, secure_cookies=secure_cookies)
+    app = create_app(db, session_lifetime=session_lifetime, secure_cookies=secure_cookies, origins=origins)
     uvicorn.run(app, host=host, port=port, log_level="info", proxy_headers=False, server_header=False)

@@ -8,7 +8,12 @@ racing on one entry end with one event and one :class:`~citelock.errors.AlreadyR
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 
@@ -20,6 +25,7 @@ from citelock.store import (
     Credential,
     PromptLog,
     QueueBrowser,
+    QueueFacets,
     Resolution,
     ResultStore,
     ReviewQueue,
@@ -29,6 +35,8 @@ from citelock.store._queue import EscalationCategory, Outcome
 
 __all__ = ["ReviewDesk"]
 
+_T = TypeVar("_T")
+
 
 class ReviewDesk:
     """The stores of one database, opened once for the desk.
@@ -36,6 +44,10 @@ class ReviewDesk:
     Args:
         target: A SQLite file path, a database URL or an engine (the database the pipeline writes).
         log_key: The prompt log's HMAC key, if the log is keyed (default: ``$CITELOCK_LOG_KEY``).
+
+    Attributes:
+        metrics_ttl: Seconds a computed metrics report is reused (60).
+        facets_ttl: Seconds the filter values (surfaces, weeks, reviewers) are reused (30).
     """
 
     def __init__(self, target: str | Path | Engine, *, log_key: str | bytes | None = None) -> None:
@@ -45,6 +57,10 @@ class ReviewDesk:
         self.log = PromptLog(self.engine, key=log_key)
         self.results = ResultStore(self.engine)
         self.accounts = AccountStore(self.engine)
+        self.metrics_ttl = 60.0
+        self.facets_ttl = 30.0
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[Any, ...], tuple[float, Any, datetime]] = {}
 
     def entry(self, entry_id: str) -> EntryView:
         """The entry page's view of one entry (id or unique prefix of 4+ characters).
@@ -142,6 +158,31 @@ class ReviewDesk:
             revision=revision,
         )
 
-    def metrics(self, *, surface: str | None = None) -> MetricsReport:
-        """What ``citelock metrics`` computes on this database (the same function, the same numbers)."""
-        return metrics_from_store(self.engine, surface=surface)
+    def metrics(self, *, surface: str | None = None) -> tuple[MetricsReport, datetime]:
+        """What ``citelock metrics`` computes on this database (the same function, the same numbers).
+
+        It reads every stored result and queue entry (seconds on a queue of 100,000), so a report is reused for
+        :attr:`metrics_ttl` seconds.
+
+        Returns:
+            The report and when it was computed (UTC).
+        """
+        return self._cached(
+            ("metrics", surface), self.metrics_ttl, lambda: metrics_from_store(self.engine, surface=surface)
+        )
+
+    def facets(self) -> QueueFacets:
+        """The surfaces, weeks and reviewers to filter by (reused for :attr:`facets_ttl` seconds)."""
+        return self._cached(("facets",), self.facets_ttl, self.browser.facets)[0]
+
+    def _cached(self, key: tuple[Any, ...], ttl: float, compute: Callable[[], _T]) -> tuple[_T, datetime]:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and now - hit[0] < ttl:
+                return hit[1], hit[2]
+        value = compute()
+        made = datetime.now(UTC)
+        with self._lock:
+            self._cache[key] = (now, value, made)
+        return value, made

@@ -145,7 +145,7 @@ def queue_page(
         "total": sum(c.count for c in shown),
         "page": page,
         "groups": _groups(page.rows),
-        "facets": desk.browser.facets(),
+        "facets": desk.facets(),
         "reasons": REASONS,
         "done": _done(request, done),
     }
@@ -286,14 +286,15 @@ def metrics_page(
 ) -> Response:
     """What ``citelock metrics`` computes, per surface and per week, as charts and tables."""
     desk = desk_of(request)
-    report = desk.metrics(surface=surface or None)
+    report, computed = desk.metrics(surface=surface or None)
     by_surface, by_week = scope_groups(report)
     volume = [(v.key or "", int(v.numerator)) for v in report.scope() if v.name == "queue_volume"]
     outcomes = desk.browser.outcome_counts(QueueFilter(surface=surface or None, status="all"))
     context = {
         "report": report,
         "surface": surface or "",
-        "surfaces": desk.browser.facets().surfaces,
+        "surfaces": desk.facets().surfaces,
+        "computed": computed,
         "charts": [
             rates_chart(report, by_surface, "Headline rates by surface"),
             rates_chart(report, by_week, "Headline rates by ISO week (all surfaces, last 12 weeks)"),
@@ -320,7 +321,7 @@ def export_page(
         "params": reviewed.query(),
         "reviewed": sum(c.count for c in desk.browser.counts(reviewed)),
         "samples": len(desk.queue.calibration_samples()),
-        "facets": desk.browser.facets(),
+        "facets": desk.facets(),
     }
     return render(request, "export.html", context)
 

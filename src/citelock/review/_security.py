@@ -49,7 +49,7 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "X-CSRF-Token"
 
 CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
@@ -116,10 +116,12 @@ def csrf_ok(expected: str, given: str | None) -> bool:
 
 
 def same_origin(request: Request) -> bool:
-    """False when the request's ``Origin`` (or, lacking it, ``Referer``) names another scheme, host or port.
+    """False when the request's ``Origin`` (or, lacking it, ``Referer``) is not the desk's own.
 
-    A request with neither header (a script, not a browser) passes this check; its token or CSRF token must
-    still be right.
+    The desk's own origin is the scheme and ``Host`` the request arrived with, or one of the origins the app
+    was told it is served at (``create_app(origins=...)``, ``citelock review serve --origin``: behind a
+    TLS-terminating proxy the browser's origin is the proxy's). A request with neither header (a script, not a
+    browser) passes this check; its token or CSRF token must still be right.
     """
     origin = request.headers.get("origin") or request.headers.get("referer")
     if not origin:
@@ -127,8 +129,10 @@ def same_origin(request: Request) -> bool:
     if origin == "null":
         return False
     parts = urlsplit(origin)
-    host = request.headers.get("host", "")
-    return parts.scheme == request.url.scheme and parts.netloc == host
+    declared: frozenset[str] = getattr(request.app.state, "origins", frozenset())
+    if f"{parts.scheme}://{parts.netloc}".lower() in declared:
+        return True
+    return parts.scheme == request.url.scheme and parts.netloc == request.headers.get("host", "")
 
 
 def new_login_token() -> str:

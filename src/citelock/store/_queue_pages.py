@@ -183,16 +183,19 @@ class QueueBrowser:
 
         Without statistics SQLite takes the single-column surface or week index for a filter on it, then sorts
         every matching row (a third of the queue for a common surface) to find one page; scanning the browse
-        index in page order and filtering on its surface and week columns reads only the page.
+        index in page order and filtering on its surface and week columns reads only the page. Likewise an
+        outcome test inside a per-entry ``EXISTS`` must find the entry's events by entry id, not every event
+        with that outcome.
         """
         return column.concat("") if self.engine.dialect.name == "sqlite" else column
 
-    def _source(self, where: QueueFilter, *, by_reason: bool = True) -> tuple[Any, Any, list[Any]]:
-        """The entries outer-joined to their current event, and the conditions of ``where``."""
-        current = _events.alias("current_event")
-        newer = _events.alias("newer_event")
-        is_latest = ~exists().where(newer.c.entry_id == current.c.entry_id, newer.c.revision > current.c.revision)
-        source = _entries.outerjoin(current, and_(current.c.entry_id == _entries.c.id, is_latest))
+    def _conditions(self, where: QueueFilter, *, by_reason: bool = True) -> list[Any]:
+        """The conditions of ``where`` on the entries table alone.
+
+        The status is an ``EXISTS`` on the events (an anti-join for ``open``), never an outer join to each
+        entry's current event: with the join, PostgreSQL misjudges how many rows survive and sorts the whole
+        queue for one page, where the ``EXISTS`` lets both databases walk the browse index in page order.
+        """
         conditions: list[Any] = []
         if by_reason and where.reason is not None:
             conditions.append(_entries.c.reason == where.reason.value)
@@ -200,23 +203,44 @@ class QueueBrowser:
             conditions.append(self._unindexed(_entries.c.surface) == where.surface)
         if where.week is not None:
             conditions.append(self._unindexed(_entries.c.week) == where.week)
+        any_event = exists().where(_events.c.entry_id == _entries.c.id)
         if where.status == "open":
-            conditions.append(current.c.id.is_(None))
-        elif where.status == "resolved":
-            conditions.append(current.c.id.is_not(None))
-        elif where.status != "all":
-            conditions.append(current.c.outcome == where.status)
-        if where.reviewer is not None:
-            conditions.append(current.c.reviewer == where.reviewer)
-        return source, current, conditions
+            conditions.append(~any_event)
+        elif where.status == "resolved" and where.reviewer is None:
+            conditions.append(any_event)
+        elif where.status != "all" or where.reviewer is not None:
+            current = _events.alias("current_event")
+            newer = _events.alias("newer_event")
+            test = [
+                current.c.entry_id == _entries.c.id,
+                ~exists().where(newer.c.entry_id == current.c.entry_id, newer.c.revision > current.c.revision),
+            ]
+            if where.status not in ("all", "resolved"):
+                # (SQLite would otherwise look the outcome up by its own index, for every entry)
+                test.append(self._unindexed(current.c.outcome) == where.status)
+            if where.reviewer is not None:
+                test.append(current.c.reviewer == where.reviewer)
+            conditions.append(exists().where(*test))
+        return conditions
+
+    def _current(self, entry_ids: list[str]) -> dict[str, Resolution]:
+        """The current outcome of each of ``entry_ids`` that has one."""
+        if not entry_ids:
+            return {}
+        query = select(*(_events.c[name] for name in _EVENT_FIELDS)).where(_events.c.entry_id.in_(entry_ids))
+        out: dict[str, Resolution] = {}
+        with self.engine.connect() as conn:
+            for row in conn.execute(query).mappings():
+                event = _resolution(row)
+                if event.entry_id not in out or out[event.entry_id].revision < event.revision:
+                    out[event.entry_id] = event
+        return out
 
     def counts(self, where: QueueFilter) -> list[ReasonCount]:
         """Entries per reason code under ``where`` (its ``reason`` is ignored), largest group first."""
-        source, _, conditions = self._source(where, by_reason=False)
         query = (
             select(_entries.c.reason, func.count().label("n"), func.min(_entries.c.created_at).label("oldest"))
-            .select_from(source)
-            .where(*conditions)
+            .where(*self._conditions(where, by_reason=False))
             .group_by(_entries.c.reason)
         )
         with self.engine.connect() as conn:
@@ -250,7 +274,7 @@ class QueueBrowser:
             raise InputError("give after or before, not both")
         if not 1 <= limit <= MAX_PAGE:
             raise InputError(f"limit must be 1..{MAX_PAGE}, got {limit}")
-        source, current, conditions = self._source(where)
+        conditions = self._conditions(where)
         key = tuple_(*_ORDER)
         backwards = before is not None
         if after is not None:
@@ -258,15 +282,15 @@ class QueueBrowser:
         if before is not None:
             conditions.append(key < tuple_(*self._position(before)))
         order = [c.desc() for c in _ORDER] if backwards else list(_ORDER)
-        columns = [_entries.c.entry, *(current.c[name] for name in _EVENT_FIELDS)]
-        query = select(*columns).select_from(source).where(*conditions).order_by(*order).limit(limit + 1)
+        query = select(_entries.c.entry).where(*conditions).order_by(*order).limit(limit + 1)
         with self.engine.connect() as conn:
-            found = list(conn.execute(query).mappings())
+            found = [QueueEntry.model_validate_json(text) for text in conn.execute(query).scalars()]
         more = len(found) > limit
         found = found[:limit]
         if backwards:
             found.reverse()
-        rows = tuple(_row(row) for row in found)
+        current = self._current([e.id for e in found])
+        rows = tuple(QueueRow(entry=e, resolution=current.get(e.id)) for e in found)
         if not rows:
             return QueuePage(rows=(), next_after=None, prev_before=None)
         first, last = rows[0].entry.id, rows[-1].entry.id
@@ -279,11 +303,11 @@ class QueueBrowser:
         return self._step(where, entry_id, backwards=backwards) is not None
 
     def _step(self, where: QueueFilter, entry_id: str, *, backwards: bool) -> str | None:
-        source, _, conditions = self._source(where)
+        conditions = self._conditions(where)
         key, position = tuple_(*_ORDER), tuple_(*self._position(entry_id))
         conditions.append(key < position if backwards else key > position)
         order = [c.desc() for c in _ORDER] if backwards else list(_ORDER)
-        query = select(_entries.c.id).select_from(source).where(*conditions).order_by(*order).limit(1)
+        query = select(_entries.c.id).where(*conditions).order_by(*order).limit(1)
         with self.engine.connect() as conn:
             found = conn.execute(query).scalar_one_or_none()
         return None if found is None else str(found)
@@ -323,11 +347,11 @@ class QueueBrowser:
 
         Keys: ``open``, ``accept``, ``repair``, ``escalate`` and ``escalate:<category>``.
         """
-        source, current, conditions = self._source(where.model_copy(update={"status": "all"}))
+        source, current = _with_current()
         query = (
             select(current.c.outcome, current.c.category, func.count())
             .select_from(source)
-            .where(*conditions)
+            .where(*self._conditions(where.model_copy(update={"status": "all"})))
             .group_by(current.c.outcome, current.c.category)
         )
         counts: dict[str, int] = {}
@@ -345,8 +369,9 @@ class QueueBrowser:
         ``open`` and ``all`` in ``where.status`` both mean every reviewed entry here.
         """
         status = "resolved" if where.status in ("open", "all") else where.status
-        source, current, conditions = self._source(where.model_copy(update={"status": status}))
+        source, current = _with_current()
         columns = [_entries.c.entry, *(current.c[name] for name in _EVENT_FIELDS)]
+        conditions = [current.c.id.is_not(None), *self._conditions(where.model_copy(update={"status": status}))]
         query = select(*columns).select_from(source).where(*conditions).order_by(current.c.resolved_at, current.c.id)
         with self.engine.connect() as conn:
             for row in conn.execution_options(yield_per=500).execute(query).mappings():
@@ -355,10 +380,22 @@ class QueueBrowser:
                 yield item.entry, item.resolution
 
 
+def _with_current() -> tuple[Any, Any]:
+    """The entries outer-joined to their current event (the latest), and that event's alias."""
+    current = _events.alias("current_event")
+    newer = _events.alias("newer_event")
+    is_latest = ~exists().where(newer.c.entry_id == current.c.entry_id, newer.c.revision > current.c.revision)
+    return _entries.outerjoin(current, and_(current.c.entry_id == _entries.c.id, is_latest)), current
+
+
+def _resolution(row: Any) -> Resolution:
+    data = {name: row[name] for name in _EVENT_FIELDS}
+    data["resolved_at"] = _aware(data["resolved_at"])
+    return Resolution.model_validate(data)
+
+
 def _row(row: Any) -> QueueRow:
     entry = QueueEntry.model_validate_json(row["entry"])
     if row["entry_id"] is None:
         return QueueRow(entry=entry, resolution=None)
-    data = {name: row[name] for name in _EVENT_FIELDS}
-    data["resolved_at"] = _aware(data["resolved_at"])
-    return QueueRow(entry=entry, resolution=Resolution.model_validate(data))
+    return QueueRow(entry=entry, resolution=_resolution(row))
