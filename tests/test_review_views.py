@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from citelock import ReasonCode, normalize
+from citelock.metrics import metrics_from_store
 from citelock.review import chunk_view, prompt_view
+from citelock.review._charts import HEADLINE, bars_chart, rates_chart
 from review_desk import Seeded, seed_desk
 
 
@@ -98,3 +101,35 @@ def test_the_prompt_view_cuts_messages_into_pieces_that_add_up(seeded: Seeded) -
     chunks = {p.chunk_id for m in view.messages for p in m.pieces if p.chunk_id}
     assert chunks == {"c1", "c2", "c3"}
     assert any(p.question for m in view.messages for p in m.pieces)
+
+
+def test_no_template_bypasses_escaping() -> None:
+    folder = Path(__file__).resolve().parents[1] / "src" / "citelock" / "review" / "templates"
+    templates = sorted(folder.glob("*.html"))
+    assert len(templates) >= 8
+    for path in templates:
+        text = path.read_text(encoding="utf-8")
+        for bypass in ("|safe", "| safe", "autoescape false", "Markup(", "<script>", " style=", " on"):
+            if bypass == " on":
+                assert not re.search(r"\son[a-z]+\s*=", text), path.name  # no inline event handlers
+                continue
+            assert bypass not in text, (path.name, bypass)
+
+
+def test_an_undefined_rate_is_drawn_as_n_a_not_zero(seeded: Seeded) -> None:
+    report = metrics_from_store(seeded.db)
+    # the warranty answer alone on its surface and week: its one citation failed provenance, nothing was judged
+    (scope,) = [
+        (v.surface, v.week)
+        for v in report.values
+        if v.name == "citation_precision" and v.value is None and "all" not in (v.surface, v.week)
+    ]
+    chart = rates_chart(report, [("all", "all", "all"), ("that", *scope)], "t")
+    undefined = [name for name in HEADLINE if report.get(name, surface=scope[0], week=scope[1]).value is None]
+    assert "citation_precision" in undefined
+    assert [label.text for label in chart.labels].count("n/a") == len(undefined)
+    tips = [rect.title for rect in chart.rects]
+    assert len(tips) == 2 * len(HEADLINE) - len(undefined)
+    assert not any(t.startswith(f"{name.replace('_', ' ')} — that") for t in tips for name in undefined)
+    volume = bars_chart([("UNSUPPORTED", 4), ("WRONG_CHUNK", 2)], "v")
+    assert [r.width for r in volume.rects] == [320.0, 160.0]
