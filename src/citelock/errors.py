@@ -9,6 +9,7 @@ someone" by type, never by message::
     │   │   ├── ParseError            an answer given to citelock cannot be parsed (.where)
     │   │   └── AlreadyResolvedError  a queue entry has an outcome: a change is a named re-review
     │   ├── BudgetExceededError       the context does not fit max_chars and dropping was not allowed
+    │   ├── NotPermittedError         the review-desk account's role does not allow the action
     │   └── MissingExtraError (ImportError)  an optional dependency is missing (.extra, .module)
     └── RuntimeFailure                something failed while running: the model, the server, the store
         ├── ModelOutputError          the model's output is unusable
@@ -50,6 +51,7 @@ __all__ = [
     "JudgeOutputError",
     "MissingExtraError",
     "ModelOutputError",
+    "NotPermittedError",
     "ParseError",
     "RuntimeFailure",
     "SchemaRejectedError",
@@ -83,6 +85,10 @@ class ParseError(InputError):
 
 class BudgetExceededError(UsageError):
     """The assembled context does not fit the budget and the caller did not allow dropping chunks."""
+
+
+class NotPermittedError(UsageError):
+    """The review-desk account's role does not allow the action (a reviewer re-reviewing another's outcome)."""
 
 
 class MissingExtraError(UsageError, ImportError):

@@ -82,3 +82,14 @@ class ResultStore:
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(_results.c.id)).scalars().all()
         return [GuardResult.model_validate_json(text) for text in rows]
+
+    def for_request(self, request_id: str, *, surface: str | None = None) -> GuardResult | None:
+        """The newest result stored for ``request_id`` (on ``surface``, if given), or None."""
+        from citelock.guard import GuardResult
+
+        query = select(_results.c.result).where(_results.c.request_id == request_id)
+        if surface is not None:
+            query = query.where(_results.c.surface == surface)
+        with self.engine.connect() as conn:
+            text = conn.execute(query.order_by(_results.c.id.desc()).limit(1)).scalar_one_or_none()
+        return None if text is None else GuardResult.model_validate_json(text)
