@@ -44,6 +44,7 @@ EXPECTED = [
     "Message",
     "MissingExtraError",
     "ModelOutputError",
+    "NotPermittedError",
     "OnFail",
     "ParseError",
     "PlacedChunk",
