@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -31,7 +30,9 @@ def serve(
 ) -> None:
     """Start llama.cpp's OpenAI-compatible server on HOST:PORT and keep it running until Ctrl-C.
 
-    Same as ``python -m llama_cpp.server --model MODEL --host HOST --port PORT``. Then, for example:
+    Same as ``python -m llama_cpp.server --model MODEL --host HOST --port PORT``, hardened: a grammar that does
+    not parse is refused with HTTP 500 instead of killing the server, and the server is restarted on the same
+    port if it exits anyway. Then, for example:
     ``citelock answer --backend openai --base-url http://127.0.0.1:8080/v1 -q ... --chunks ...``.
     """
     from citelock.runtime._server import ManagedServer
@@ -52,15 +53,18 @@ def serve(
     except CitelockError as exc:
         typer.echo(f"citelock: the server did not start: {exc}", err=True)
         raise typer.Exit(EXIT_FINDINGS) from None
-    typer.echo(f"serving {server.model.name} at {server.base_url} (log: {server.log_path}); Ctrl-C stops it")
+    typer.echo(
+        f"serving {server.model.name} at {server.base_url} (pid {server.pid}, log: {server.log_path}); Ctrl-C stops it"
+    )
+    failure: CitelockError | None = None
     try:
-        while not stop and server.running:
-            time.sleep(0.5)
+        server.supervise(lambda: stop, report=lambda line: typer.echo(f"citelock: {line}", err=True))
     except KeyboardInterrupt:
         stop = True
+    except CitelockError as exc:
+        failure = exc
     finally:
-        crashed = not stop and not server.running
         server.stop()
-    if crashed:
-        typer.echo(f"citelock: the server exited; log tail:\n{server.log_tail()}", err=True)
+    if failure is not None:
+        typer.echo(f"citelock: {failure}", err=True)
         raise typer.Exit(EXIT_FINDINGS)

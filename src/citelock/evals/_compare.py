@@ -48,6 +48,7 @@ ModeFn = Callable[[str, Sequence[Chunk]], GuardedAnswer]
 SYSTEM_KINDS = ("rr", "post_hoc")
 _SPAN_CODES = {code.value for code in codes_in("span")}
 
+
 @dataclass(frozen=True)
 class QAItem:
     """One ExpertQA question with its passages as chunks."""
