@@ -5,10 +5,9 @@ every span policy, spelled in the GBNF dialect of llama.cpp (``grammars/README.m
 double-quoted literals, ``[...]`` classes, ``( )``, ``?`` and ``{m,n}``. xgrammar (SGLang's and vLLM's default
 grammar engine) reads this dialect as its EBNF, and llguidance converts it (``grammar_from("ebnf", ...)``).
 
-Retrieved text is untrusted, so every literal is escaped here and nowhere else (:func:`gbnf_literal`): a quote
-and a backslash are escaped, and every character outside printable ASCII is written as a ``\\uXXXX`` or
-``\\UXXXXXXXX`` escape, so the grammar is plain ASCII whatever the chunk holds (quotes, backslashes, control
-characters, astral characters, RTL marks, GBNF's own metacharacters).
+Retrieved text is untrusted, so every literal is escaped here and nowhere else (:func:`gbnf_literal`): quotes
+and backslashes are escaped and control characters written as ``\\xHH``, whatever the chunk holds (quotes,
+backslashes, control characters, astral characters, RTL marks, GBNF's own metacharacters).
 
 GBNF has no substring primitive (llguidance's ``%regex {"substring_chunks": ...}``), so the ``substring`` span of
 a chunk is spelled as a trie: every run of the chunk's word pieces that starts on a non-blank piece and is at most
@@ -22,42 +21,45 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from citelock.constraint._grammar import QUOTE_LEAD_INS, QUOTE_MIN_WORDS, Bounds, json_body, word_pieces
+from citelock.constraint._grammar import ABSTENTION, QUOTE_LEAD_INS, QUOTE_MIN_WORDS, Bounds, json_body, word_pieces
+from citelock.errors import InputError
 
 __all__ = ["gbnf_grammar", "gbnf_literal"]
 
 _JSON_CHAR = r'[^"\\\x00-\x1F\x7F] | "\\" ["\\bfnrt]'
 """One character of a JSON string body (no ``\\u`` escapes), as :data:`JSON_STRING_CHAR` says for Lark."""
 
-_WHITE_SPACE = r"\x09-\x0D\x20\u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000"
-"""Unicode White_Space, what a regex ``\\s`` matches: a free span may not start with one."""
+_WHITE_SPACE = r"\x09-\x0D\x20\x85\xA0" + "\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""Unicode White_Space, what a regex ``\\s`` matches: a free span may not start with one. Characters past U+00FF
+are written as themselves (see :func:`gbnf_literal` on ``\\u`` escapes)."""
 
 _SPAN_START = rf'[^"\\\x00-\x1F\x7F{_WHITE_SPACE}] | "\\" ["\\]'
 """The first character of a free span (``id`` policy), as :data:`SPAN_START_CHAR` says for Lark."""
 
 
 def gbnf_literal(text: str) -> str:
-    r"""A GBNF string literal matching ``text`` exactly, in plain ASCII.
+    r"""A GBNF string literal matching ``text`` exactly.
 
-    Printable ASCII stays as it is except ``"`` and ``\\``, which are escaped; every other character (controls,
-    DEL, anything non-ASCII) becomes ``\\uXXXX`` or, above the Basic Multilingual Plane, ``\\UXXXXXXXX``.
+    ``"`` and ``\`` are escaped; control characters (C0, DEL and C1) become ``\xHH``; every other character is
+    written as itself (UTF-8 in the request). Not ``\uXXXX``: llguidance's GBNF reader (vLLM's and SGLang's
+    guidance backends) drops the leading zeros of ``\u00E9`` and then cannot read it.
 
     Raises:
-        ValueError: ``text`` holds a lone surrogate (no UTF-8 output can ever match it).
+        InputError: ``text`` holds a lone surrogate (not Unicode text: no UTF-8 output can ever match it).
     """
     out = ['"']
     for char in text:
         code = ord(char)
         if char in '"\\':
             out.append("\\" + char)
-        elif 0x20 <= code < 0x7F:
-            out.append(char)
+        elif code < 0x20 or 0x7F <= code <= 0x9F:
+            out.append(f"\\x{code:02X}")
         elif 0xD800 <= code <= 0xDFFF:
-            raise ValueError(f"text holds a lone surrogate U+{code:04X}; no output can match it")
-        elif code <= 0xFFFF:
-            out.append(f"\\u{code:04X}")
+            raise InputError(
+                f"text holds a lone surrogate U+{code:04X} (not valid Unicode); no output can match it: {text[:60]!r}"
+            )
         else:
-            out.append(f"\\U{code:08X}")
+            out.append(char)
     out.append('"')
     return "".join(out)
 
@@ -91,7 +93,8 @@ def gbnf_grammar(
     compact JSON, bounded counts and lengths, the abstention ``{"claims":[]}``.
 
     Raises:
-        ValueError: an unknown policy, a quote policy with nothing to quote, or a lone surrogate in a chunk.
+        ValueError: an unknown policy, or a quote policy with nothing to quote.
+        InputError: a chunk or id holds a lone surrogate.
     """
     open_claims, close_claims = _lit('{"claims":['), _lit("]}")
     lines = [f"root ::= {open_claims} ({_repeat('claim', bounds.max_claims)})? {close_claims}"]
@@ -127,16 +130,16 @@ def gbnf_grammar(
     elif policy == "substring":
         for n, (chunk_id, body) in enumerate((bodies or {}).items()):
             head = _lit('{"chunk_id":' + json.dumps(chunk_id, ensure_ascii=False) + ',"span":"')
-            span = _substrings(body, bounds.max_span_chars)
-            if span is None:
+            span = _substring_rules(f"s{n}", body, bounds.max_span_chars)
+            if not span:
                 continue
-            lines.append(f"cit-{n} ::= {head} span-{n} " + _lit('"}'))
-            lines.append(f"span-{n} ::= {span}")
+            lines.append(f"cit-{n} ::= {head} s{n} " + _lit('"}'))
+            lines.extend(span)
             alternatives.append(f"cit-{n}")
     else:
         raise ValueError(f"unknown span policy {policy!r}")
-    if not alternatives:
-        raise ValueError(f"the {policy} grammar needs at least one chunk with text to cite")
+    if not alternatives:  # no chunk has a span to cite (e.g. only control characters): only the abstention is left
+        return f"root ::= {_lit(ABSTENTION)}\n"
     lines.append("cit ::= " + " | ".join(alternatives))
     return "\n".join(lines) + "\n"
 
@@ -152,10 +155,14 @@ def _can_start(piece: str) -> bool:
 _Trie = dict[str, "_Trie"]
 
 
-def _substrings(body: str, most: int) -> str | None:
-    """An expression matching every non-blank run of ``body``'s pieces of at most ``most`` escaped characters.
+def _substring_rules(name: str, body: str, most: int) -> list[str]:
+    """Rules matching every non-blank run of ``body``'s pieces of at most ``most`` escaped characters.
 
-    None when no piece can start a span within the bound (e.g. a chunk of one very long word).
+    The runs form a trie. A node whose continuations branch is a rule of its own (``NAME`` the root, ``NAME-K``
+    the others, ``K`` in hex); a run without branches is written inline as nested optional groups. Named rules
+    rather than nested groups for the branching part: llama.cpp counts the rules a repeated group generates and
+    refuses a ``( ... )?`` over 2,000 of them (``MAX_REPETITION_THRESHOLD``); an inline chain generates at most
+    :data:`_INLINE_CHAIN` rules. Empty when no piece can start a span within the bound.
     """
     pieces = word_pieces(body)
     root: _Trie = {}
@@ -169,16 +176,50 @@ def _substrings(body: str, most: int) -> str | None:
                 break
             node = node.setdefault(step, {})
     if not root:
-        return None
-    return _emit(root)
+        return []
+    lines: list[str] = []
+    pending: list[tuple[str, _Trie]] = [(name, root)]
+    count = 0
+    while pending:
+        rule, node = pending.pop()
+        parts = []
+        for piece, child in node.items():
+            chain = _chain(child)
+            if not child:
+                parts.append(_lit(piece))
+            elif chain is not None:
+                parts.append(_lit(piece) + " " + _nested(chain))
+            else:
+                count += 1
+                child_rule = f"{name}-{count:x}"
+                pending.append((child_rule, child))
+                parts.append(f"{_lit(piece)} {child_rule}?")
+        lines.append(f"{rule} ::= " + " | ".join(parts))
+    return lines
 
 
-def _emit(node: _Trie) -> str:
-    """The trie as nested alternatives: each piece, then optionally one of its continuations."""
-    parts = []
-    for piece, child in node.items():
-        parts.append(_lit(piece) + (f" ({_emit(child)})?" if child else ""))
-    return " | ".join(parts)
+_INLINE_CHAIN = 16
+"""The longest run without branches written inline: each of its optional groups is a rule llama.cpp generates, and
+llguidance's reader refuses groups nested past about 30 deep."""
+
+
+def _chain(node: _Trie) -> list[str] | None:
+    """The pieces of a trie that never branches (at most :data:`_INLINE_CHAIN` of them), else None."""
+    out: list[str] = []
+    while node:
+        if len(node) > 1 or len(out) >= _INLINE_CHAIN:
+            return None
+        piece, node = next(iter(node.items()))
+        out.append(piece)
+    return out
+
+
+def _nested(chain: list[str]) -> str:
+    """``("a" ("b" ("c")?)?)?``: any prefix of the chain, the empty one included."""
+    out = ""
+    for piece in reversed(chain):
+        out = f"({_lit(piece)}{' ' + out if out else ''})?"
+    return out
 
 
 def _quote_rules(policy: str, bounds: Bounds, sentences: Mapping[str, Sequence[str]]) -> list[str]:
