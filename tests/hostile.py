@@ -11,7 +11,12 @@ HOSTILE: list[dict[str, str]] = [
     {"id": "bs", "text": "The path is C:\\Users\\Élodie\\notes.txt and it opened in 1932. A \\n is not a newline."},
     {"id": "dq", "text": 'She said "bonjour" to the café owner. The sign read "OPEN" all night.'},
     {"id": "ctl", "text": "Readings\x01 are logged\x07 every 5 minutes.\x7f Each one\x1b[0m records the time."},
-    {"id": "astral", "text": "The mascot is a 🦉 named Ollie 😀. Its motto is 𝒞𝓁𝑒𝒶𝓇 𝓌𝓇𝒾𝓉𝒾𝓃𝑔 since 1990."},
+    {
+        "id": "astral",
+        "text": "The mascot is a 🦉 named Ollie 😀. Its motto is "
+        "\U0001d49e\U0001d4c1\U0001d452\U0001d4b6\U0001d4c7 "
+        "\U0001d4cc\U0001d4c7\U0001d4be\U0001d4c9\U0001d4be\U0001d4c3\U0001d454 since 1990.",
+    },
     {
         "id": "rtl",
         "text": "The sign says \u202eNEPO\u202c in mirror text. Hebrew: \u05e9\u05dc\u05d5\u05dd\u200f opened 2001.",

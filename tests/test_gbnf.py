@@ -12,8 +12,6 @@ import random
 from collections.abc import Iterator
 
 import pytest
-from grammar_harness import accepts, accepts_gbnf
-from hostile import HOSTILE, QUESTIONS, chunks_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +20,8 @@ from citelock.constraint._gbnf import gbnf_grammar, gbnf_literal
 from citelock.constraint._grammar import QUOTE_LEAD_INS, word_pieces
 from citelock.constraint._schema import POLICY_ORDER, BackendLimits, SchemaOptions, build_schema, fit_schema
 from citelock.errors import InputError
+from grammar_harness import accepts, accepts_gbnf
+from hostile import HOSTILE, QUESTIONS, chunks_for
 
 llama_cpp = pytest.importorskip("llama_cpp")
 OPTS = SchemaOptions(max_claims=2, max_citations=1, max_text_chars=40, max_span_chars=40)

@@ -88,10 +88,10 @@ def json_body(text: str) -> str:
 
 
 def lark_literal(text: str) -> str:
-    """A Lark string literal matching ``text`` exactly (llguidance reads JSON string syntax in literals).
+    r"""A Lark string literal matching ``text`` exactly (llguidance reads JSON string syntax in literals).
 
     DEL and the C1 controls, which JSON leaves as they are and llguidance's lexer refuses inside a literal, are
-    written as ``\\u`` escapes.
+    written as ``\u`` escapes.
     """
     return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False))
 
