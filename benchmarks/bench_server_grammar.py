@@ -92,7 +92,8 @@ def main() -> None:
             for span in (int(s) for s in args.spans.split(",")):
                 clear_schema_cache()
                 started = time.perf_counter()
-                schema = build_schema(context, "substring", SchemaOptions(max_claims=1, max_citations=1, max_text_chars=60, max_span_chars=span))
+                options = SchemaOptions(max_claims=1, max_citations=1, max_text_chars=60, max_span_chars=span)
+                schema = build_schema(context, "substring", options)
                 gbnf = schema.gbnf
                 build_ms = (time.perf_counter() - started) * 1000
                 answer_s, rate = per_token(constrained, record, schema, args.reps, args.max_tokens)
