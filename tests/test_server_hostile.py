@@ -1,6 +1,6 @@
 """Hostile chunk texts and spans by construction through the real llama.cpp server (``@pytest.mark.server``).
 
-- Every span policy, through the grammar delivery and the JSON Schema deliveries, on chunks holding backslashes,
+- Every span policy through the grammar delivery, and the JSON Schema deliveries, on chunks holding backslashes,
   quotes, control characters, astral characters, RTL marks, GBNF and Lark metacharacters, injected JSON and a
   10,000-character chunk: the server never dies, every answer parses or fails with a typed error, a constraint
   is never dropped without a recorded reason, and every enforced answer cites only the prompt, verbatim.
@@ -25,14 +25,14 @@ from citelock.constraint._schema import POLICY_ORDER, SchemaOptions
 from citelock.runtime._profiles import PROFILES
 from citelock.runtime._server import ManagedServer
 from citelock.text._normalize import normalize
-from hostile import QUESTIONS, chunks_for
+from hostile import SERVER_QUESTIONS, chunks_for
 
 pytestmark = pytest.mark.server
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
 OPTS = SchemaOptions(max_claims=1, max_citations=1, max_text_chars=40, max_span_chars=40)
-MAX_TOKENS = 80
+MAX_TOKENS = 64
 FABRICATED = {"ID_NOT_IN_PROMPT", "FABRICATED_ID", "STALE_ID"}
 NOT_VERBATIM = {"SPAN_NOT_IN_CHUNK", "SPAN_TRUNCATED", "SPAN_ONLY_IN_QUESTION", "SPAN_IN_OTHER_CHUNK"}
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -79,13 +79,19 @@ RUNS = [("grammar", policy) for policy in POLICY_ORDER] + [
 def test_hostile_chunks_never_kill_the_server_nor_drop_a_constraint(llama_server: ManagedServer) -> None:
     pid = llama_server.pid
     outcomes: Counter[str] = Counter()
-    for delivery, policy in RUNS:
-        capture = Capture()
-        backend = OpenAIBackend.from_client(
+    capture = Capture()
+    backends = {
+        delivery: OpenAIBackend.from_client(
             capture.client(llama_server), profile="llama-cpp-python", delivery=delivery, temperature=0.8, seed=11
         )
-        for question, ids in QUESTIONS:
-            chunks = chunks_for(ids)
+        for delivery in {d for d, _ in RUNS}
+    }
+    # question by question, every run in a row: the server reuses the prompt's prefix (the 10,000-character chunk
+    # is read once, not once per run)
+    for question, ids in SERVER_QUESTIONS:
+        chunks = chunks_for(ids)
+        for delivery, policy in RUNS:
+            backend = backends[delivery]
             sent_before = len(capture.bodies)
             try:
                 result = citelock.answer(
@@ -119,8 +125,8 @@ def test_hostile_chunks_never_kill_the_server_nor_drop_a_constraint(llama_server
             codes = {f.reason.value for f in result.findings}
             forbidden = FABRICATED if result.span_policy == "id" else FABRICATED | NOT_VERBATIM  # id: free spans
             assert not codes & forbidden, (delivery, policy, ids, codes, result.answer.raw)
-    print(f"\n[server] hostile corpus: {dict(outcomes)} over {len(RUNS) * len(QUESTIONS)} requests")
-    assert outcomes["answered"] >= len(RUNS) * len(QUESTIONS) * 0.8, outcomes
+    print(f"\n[server] hostile corpus: {dict(outcomes)} over {len(RUNS) * len(SERVER_QUESTIONS)} requests")
+    assert outcomes["answered"] >= len(RUNS) * len(SERVER_QUESTIONS) * 0.8, outcomes
 
 
 def test_substring_spans_by_construction_through_the_grammar_parameter(
