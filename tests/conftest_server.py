@@ -19,7 +19,7 @@ def llama_server() -> Iterator[ManagedServer]:
     missing = [m for m in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette") if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f'llama-cpp-python[server] is not installed (missing {missing}): pip install "citelock[server]"')
-    server = ManagedServer(n_ctx=2048)
+    server = ManagedServer(n_ctx=4096)  # room for the hostile corpus's 10,000-character chunk
     server.start()
     try:
         yield server

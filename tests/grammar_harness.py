@@ -29,3 +29,12 @@ def accepts(grammar: str, text: str) -> bool:
     matcher = llguidance.LLMatcher(_TOKENIZER, llguidance.LLMatcher.grammar_from_lark(grammar), log_level=0)
     assert not matcher.is_error(), matcher.get_error()
     return bool(matcher.consume_tokens(list(text.encode("utf-8"))) and matcher.is_accepting())
+
+
+def accepts_gbnf(grammar: str, text: str) -> bool:
+    """True when the GBNF grammar (converted by llguidance, as vLLM's and SGLang's guidance backends do) accepts
+    exactly ``text``."""
+    compiled = llguidance.grammar_from("ebnf", grammar)
+    matcher = llguidance.LLMatcher(_TOKENIZER, compiled, log_level=0)
+    assert not matcher.is_error(), matcher.get_error()
+    return bool(matcher.consume_tokens(list(text.encode("utf-8"))) and matcher.is_accepting())

@@ -76,7 +76,7 @@ def test_naive_backend_uses_the_free_text_template_and_parser() -> None:
     result = citelock.answer(QUESTION, CHUNKS, backend=fake)
     assert fake.calls[0].schema is None
     assert result.span_policy is None and result.requested_policy is None
-    assert result.template == "answer_naive.v2"
+    assert result.template == "answer_naive.v3"
     assert result.answer.format == "free_text"
     reasons = sorted(f.reason.value for f in result.findings)
     assert reasons == ["ID_NOT_IN_PROMPT", "UNCITED_CLAIM"]

@@ -228,3 +228,105 @@ def test_compare_subset_on_real_expertqa_with_the_bundled_model(shared_data: Pat
     cells = [c.strip() for c in fabricated.strip("|").split("|")]
     assert MODES[0] == "naive"  # cells: the row label, then one cell per mode in MODES order, then the definition
     assert all(cell.startswith("0/") for cell in cells[2 : 1 + len(MODES)]), fabricated
+
+
+def _own_files(tmp_path: Path) -> tuple[Path, Path]:
+    questions = tmp_path / "q.jsonl"
+    chunks = tmp_path / "c.jsonl"
+    chunks.write_text(
+        '{"id": "a", "text": "The bridge opened in 1932.", "source": "s"}\n{"id": "b", "text": "It is long."}\n',
+        encoding="utf-8",
+    )
+    questions.write_text(
+        '{"question": "When?", "chunks": ["a", "b"], "id": "x1"}\n\n{"question": "How long?", "chunks": ["b"]}\n',
+        encoding="utf-8",
+    )
+    return questions, chunks
+
+
+def test_load_questions_reads_your_own_questions_and_chunks(tmp_path: Path) -> None:
+    from citelock.evals._compare import load_questions
+
+    questions, chunks = _own_files(tmp_path)
+    items = load_questions(questions, chunks)
+    assert [(i.item_id, i.question, i.system, [c.id for c in i.chunks]) for i in items] == [
+        ("x1", "When?", "own", ["a", "b"]),
+        ("q003", "How long?", "own", ["b"]),
+    ]
+    assert items[0].chunks[0].source == "s" and load_questions(questions, chunks, limit=1) == items[:1]
+
+
+@pytest.mark.parametrize(
+    ("questions_text", "chunks_text", "message"),
+    [
+        ('{"question": "Q", "chunks": ["zz"]}\n', '{"id": "a", "text": "T"}\n', r"chunk ids \['zz'\] are not in"),
+        ('{"question": "Q"}\n', '{"id": "a", "text": "T"}\n', "expected"),
+        ('{"question": "Q", "chunks": ["a"]}\n', '{"id": "a", "text": "T"}\n{"id": "a", "text": "U"}\n', "duplicate"),
+        ("not json\n", '{"id": "a", "text": "T"}\n', "line 1: not JSON"),
+        ('{"question": "Q", "chunks": ["a"]}\n', '{"id": 3, "text": "T"}\n', "expected"),
+    ],
+)
+def test_load_questions_names_what_is_wrong(
+    tmp_path: Path, questions_text: str, chunks_text: str, message: str
+) -> None:
+    from citelock.evals._compare import load_questions
+
+    (tmp_path / "q.jsonl").write_text(questions_text, encoding="utf-8")
+    (tmp_path / "c.jsonl").write_text(chunks_text, encoding="utf-8")
+    with pytest.raises(citelock.InputError, match=message):
+        load_questions(tmp_path / "q.jsonl", tmp_path / "c.jsonl")
+    with pytest.raises(citelock.InputError, match="not found"):
+        load_questions(tmp_path / "missing.jsonl", tmp_path / "missing-chunks.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--questions", "q.jsonl"], "--questions and --chunks go together"),
+        (["--base-url", "http://127.0.0.1:9/v1"], "need --backend openai or instructor"),
+        (["--backend", "openai", "--server", "vllm"], "needs --base-url"),
+        (["--backend", "openai"], "no API key"),  # without a URL it is OpenAI itself
+        (["--backend", "tgi"], "--backend must be one of"),
+        (["--naive-template", "answer_structured.v2"], "must name an answer_naive version"),
+        (["--backend", "instructor", "--base-url", "http://127.0.0.1:9/v1", "--delivery", "grammar"], "--delivery is"),
+    ],
+)
+def test_compare_options_are_checked_before_anything_runs(
+    tmp_path: Path, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    from citelock.cli import app
+
+    questions, chunks = _own_files(tmp_path)
+    base = ["eval", "compare", "--out", str(tmp_path / "out"), "--no-progress", "--judge", "none"]
+    if "--questions" not in args:
+        base += ["--questions", str(questions), "--chunks", str(chunks)]
+    result = CliRunner().invoke(app, [*base, *args])
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert not (tmp_path / "out" / "answers.jsonl").exists()
+
+
+def test_summary_counts_naive_answers_with_markers() -> None:
+    rows = [
+        {"mode": "naive", "ok": True, "cited_claims": 2, "claims": 2, "latency_s": 1.0},
+        {"mode": "naive", "ok": True, "cited_claims": 0, "claims": 1, "latency_s": 1.0},
+        {"mode": "naive", "ok": False, "error_type": "UnparsedAnswerError"},
+    ]
+    full = [dict(r, **{k: 0 for k in ("fabricated", "stale", "non_verbatim", "uncited")}) for r in rows]
+    naive = summarize_compare(full, ["naive"])["naive"]
+    assert (naive["answers_with_markers"], naive["parsed"], naive["cited_claims"], naive["claims"]) == (1, 2, 2, 3)
+
+
+def test_the_naive_prompt_v3_is_fair_and_v2_still_loads() -> None:
+    from citelock.prompt._parse import parse_answer
+    from citelock.prompt._templates import load_template
+
+    v3, v2 = load_template("answer_naive"), load_template("answer_naive", "2")
+    assert (v3.version, v2.version) == ("3", "2")
+    structured = load_template("answer_structured")
+    assert "word for word" in v3.system and "word for word" in structured.system  # the same instructions
+    example = v3.system.split("Answer: ", 1)[1]
+    parsed = parse_answer(example)  # the worked example is itself an answer the free-text parser reads
+    assert [[c.chunk_id for c in claim.citations] for claim in parsed.claims] == [["doc-1"], ["doc-1"]]

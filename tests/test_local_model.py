@@ -107,7 +107,7 @@ def test_naive_baseline_runs_on_the_same_model_and_is_guarded() -> None:
     except citelock.UnparsedAnswerError as exc:  # a parse failure is one of the baseline's measured outcomes
         assert exc.generation.backend == "naive" and not exc.generation.enforced
         return
-    assert result.span_policy is None and result.template == "answer_naive.v2"
+    assert result.span_policy is None and result.template == "answer_naive.v3"
     assert result.answer.format == "free_text" and result.report.claims
 
 

@@ -51,7 +51,7 @@ def test_json_object_schema_delivery_sends_logged_messages_and_adapted_schema(tm
     result = citelock.answer(
         "When did the plant open?",
         CHUNKS,
-        backend=backend(server),
+        backend=backend(server, delivery="json_object_schema"),
         policy="sentence",
         options=OPTS,
         max_tokens=100,

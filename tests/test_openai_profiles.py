@@ -77,9 +77,13 @@ def test_unanchored_pattern_is_removed_for_grammar_converters() -> None:
 
 
 def test_profiles_are_data_with_known_kinds() -> None:
-    assert {"openai", "vllm", "llama.cpp", "llama-cpp-python"} <= set(PROFILES)
-    assert [d.name for d in get_profile("llama-cpp-python").deliveries] == ["json_object_schema", "tool_call"]
+    assert {"openai", "vllm", "sglang", "llama.cpp", "llama-cpp-python"} <= set(PROFILES)
+    llama = get_profile("llama-cpp-python")
+    assert [d.name for d in llama.deliveries] == ["grammar", "json_object_schema", "tool_call"]
+    # citation backends take the strongest (the grammar); schema senders (judge, instructor) the first schema one
+    assert llama.citation_delivery().name == "grammar" and llama.delivery().name == "json_object_schema"
     assert get_profile("openai").deliveries[0].name == "json_schema_strict"
+    assert get_profile("openai").citation_delivery().name == "json_schema_strict"
     with pytest.raises(citelock.UsageError, match="unknown server kind"):
         get_profile("nope")
     with pytest.raises(citelock.UsageError, match="no delivery"):

@@ -161,7 +161,12 @@ def test_unenforceable_schema_is_detected_and_reported(llama_server: ManagedServ
     # Sent as built, the id schema's unanchored span pattern ("\S") makes llama.cpp's converter fail, and the
     # server silently falls back to "any JSON". citelock must not trust it.
     backend = OpenAIBackend(
-        base_url=llama_server.base_url, server="llama-cpp-python", adapt=False, temperature=0.8, seed=3
+        base_url=llama_server.base_url,
+        server="llama-cpp-python",
+        delivery="json_object_schema",
+        adapt=False,
+        temperature=0.8,
+        seed=3,
     )
     flagged = truncated = 0
     for n in range(6):
@@ -196,7 +201,9 @@ def test_context_over_server_limits_is_downgraded_not_rejected(llama_server: Man
     # A server whose grammar engine takes at most 6 enum values: the sentence schema for this context has 9.
     profile = PROFILES["llama-cpp-python"].with_limits(max_enum_values=6)
     capture = Capture()
-    backend = OpenAIBackend.from_client(capture.client(llama_server), profile=profile, temperature=0.0)
+    backend = OpenAIBackend.from_client(
+        capture.client(llama_server), profile=profile, delivery="json_object_schema", temperature=0.0
+    )
     chunks = [{"id": f"d{k}", "text": f"Fact {k} one is here. Fact {k} two is here."} for k in range(3)]
     result = citelock.answer(
         "What is fact 1?", chunks, backend=backend, policy="sentence", options=OPTS, max_tokens=MAX_TOKENS

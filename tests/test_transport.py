@@ -62,7 +62,7 @@ def test_an_async_client_is_awaited_by_answer_async() -> None:
     result = asyncio.run(citelock.answer_async("When?", CHUNKS, backend=backend, policy="sentence", max_tokens=100))
     assert result.ok and result.generation.enforced and result.model == "served-model"
     assert server.bodies[0] == {"get": "/v1/models"}  # asked without blocking, then used
-    assert server.bodies[1]["model"] == "served-model" and server.bodies[1]["response_format"]["type"] == "json_object"
+    assert server.bodies[1]["model"] == "served-model" and server.bodies[1]["grammar"].startswith("root ::= ")
 
 
 def test_an_async_client_refuses_the_sync_path_before_sending() -> None:

@@ -1,7 +1,9 @@
 """The OpenAI-compatible backend: any ``base_url`` (OpenAI, vLLM, llama.cpp, llama-cpp-python), via ``openai``.
 
-The per-request citation schema is sent the strongest way the server supports, chosen by its
-:class:`~citelock.backends.ServerProfile` (data): ``response_format`` ``json_schema`` with ``strict: true``, a
+The per-request constraint is sent the strongest way the server supports, chosen by its
+:class:`~citelock.backends.ServerProfile` (data): the citation grammar itself where the server takes one
+(llama.cpp's ``grammar``, vLLM's ``structured_outputs.grammar``, SGLang's ``ebnf``: every span policy, spans by
+construction included), else the JSON Schema as ``response_format`` ``json_schema`` with ``strict: true``, a
 forced tool call, or llama.cpp's ``json_object`` + ``schema``. Keywords the server cannot take are removed
 before sending and recorded; limits are checked before sending (:func:`citelock.fit_schema` with the backend's
 ``limits`` downgrades the span policy to fit, as :func:`citelock.answer` does).
@@ -21,7 +23,7 @@ import asyncio
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from citelock.backends._protocol import Generation
@@ -34,6 +36,7 @@ from citelock.runtime._transport import OpenAITransport, output_text, response_r
 __all__ = ["OpenAIBackend", "OpenAIGeneration", "verify_output"]
 
 SCHEMA_NAME = "cited_answer"
+_FREE_TEXT = BackendLimits(policies=())
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class OpenAIGeneration(Generation):
 
     Attributes:
         server_kind: The profile's server kind.
-        delivery: How the schema was sent (``json_schema_strict``, ``tool_call``, ``json_object_schema``...).
+        delivery: How the constraint was sent (``grammar``, ``ebnf``, ``json_schema_strict``, ``tool_call``...).
         request: The request payload exactly as passed to the client (messages, schema, parameters).
         response_id: The server's completion id.
         provider_request_id: The ``x-request-id`` header, when the server sends one.
@@ -101,11 +104,13 @@ class OpenAIBackend:
         base_url: The server's base URL (``.../v1``); OpenAI's when None.
         api_key: API key; ``$OPENAI_API_KEY``, or a placeholder for a local ``base_url``.
         model: Model name; the server's first listed model when None.
-        server: A server kind (``openai``, ``vllm``, ``llama.cpp``, ``llama-cpp-python``) or a
+        server: A server kind (``openai``, ``vllm``, ``sglang``, ``llama.cpp``, ``llama-cpp-python``) or a
             :class:`ServerProfile`. Defaults to ``openai`` without ``base_url``, else ``llama-cpp-python``.
-        delivery: Name of the profile's delivery to use (default: its strongest).
+        delivery: Name of the profile's delivery to use (default: its strongest, a grammar where it takes one).
         adapt: Remove keywords the server cannot take before sending (recorded). False sends the schema as
             built, to test what a server does with a schema it cannot enforce.
+        constrain: False: send no constraint at all; the backend then advertises no span policy, so
+            :func:`citelock.answer` uses the free-text ``answer_naive`` prompt (the naive baseline on a server).
         temperature: Sampling temperature.
         seed: Sampling seed, if the server takes one.
         timeout: Seconds before a request times out.
@@ -127,6 +132,7 @@ class OpenAIBackend:
         server: str | ServerProfile | None = None,
         delivery: str | None = None,
         adapt: bool = True,
+        constrain: bool = True,
         temperature: float = 0.0,
         seed: int | None = None,
         timeout: float = 120.0,
@@ -135,16 +141,25 @@ class OpenAIBackend:
         transport = OpenAITransport.connect(
             base_url=base_url, api_key=api_key, model=model, server=server, timeout=timeout, max_retries=max_retries
         )
-        self._setup(transport, delivery=delivery, adapt=adapt, temperature=temperature, seed=seed)
+        self._setup(transport, delivery=delivery, adapt=adapt, constrain=constrain, temperature=temperature, seed=seed)
 
     def _setup(
-        self, transport: OpenAITransport, *, delivery: str | None, adapt: bool, temperature: float, seed: int | None
+        self,
+        transport: OpenAITransport,
+        *,
+        delivery: str | None,
+        adapt: bool,
+        constrain: bool,
+        temperature: float,
+        seed: int | None,
     ) -> None:
         self.transport = transport
-        self._delivery = transport.profile.delivery(delivery)
+        self._delivery = transport.profile.citation_delivery(delivery)
         self.adapt = adapt
+        self.constrain = constrain
         self.temperature = temperature
         self.seed = seed
+        self._limits: BackendLimits | None = None
 
     @classmethod
     def from_client(
@@ -155,6 +170,7 @@ class OpenAIBackend:
         model: str | None = None,
         delivery: str | None = None,
         adapt: bool = True,
+        constrain: bool = True,
         temperature: float = 0.0,
         seed: int | None = None,
     ) -> OpenAIBackend:
@@ -165,12 +181,13 @@ class OpenAIBackend:
 
         Args:
             client: The client (its base URL, key, timeout, retries and HTTP client are kept).
-            profile: A server kind (``openai``, ``vllm``, ``llama.cpp``, ``llama-cpp-python``) or a
+            profile: A server kind (``openai``, ``vllm``, ``sglang``, ``llama.cpp``, ``llama-cpp-python``) or a
                 :class:`ServerProfile`. None: ``openai`` when the client points at OpenAI's API, else
                 ``llama-cpp-python``.
             model: Model name; the server's first listed model when None.
             delivery: Name of the profile's delivery to use (default: its strongest).
             adapt: Remove keywords the server cannot take before sending (recorded).
+            constrain: False: send no constraint (the naive baseline on this server).
             temperature: Sampling temperature.
             seed: Sampling seed, if the server takes one.
 
@@ -179,7 +196,9 @@ class OpenAIBackend:
         """
         backend = cls.__new__(cls)
         transport = OpenAITransport.from_client(client, profile=profile, model=model)
-        backend._setup(transport, delivery=delivery, adapt=adapt, temperature=temperature, seed=seed)
+        backend._setup(
+            transport, delivery=delivery, adapt=adapt, constrain=constrain, temperature=temperature, seed=seed
+        )
         return backend
 
     @property
@@ -194,20 +213,25 @@ class OpenAIBackend:
 
     @profile.setter
     def profile(self, value: ServerProfile) -> None:
+        self._delivery = value.citation_delivery(self._delivery.name)
         self.transport.profile = value
 
     @property
     def limits(self) -> BackendLimits:
-        """The server's limits (from its profile)."""
-        return self.transport.profile.limits
+        """What the server enforces through this backend's delivery (none at all with ``constrain=False``)."""
+        if not self.constrain:
+            return _FREE_TEXT
+        if self._limits is not None:
+            return self._limits
+        return self.transport.profile.limits_for(self._delivery)
 
     @limits.setter
     def limits(self, value: BackendLimits) -> None:
-        self.transport.profile = replace(self.transport.profile, limits=value)
+        self._limits = value
 
     @property
     def delivery(self) -> Delivery:
-        """How the schema is sent."""
+        """How the constraint is sent."""
         return self._delivery
 
     @property
@@ -239,6 +263,9 @@ class OpenAIBackend:
                 f"not sent: {problem}; fit the schema to this server first "
                 "(citelock.fit_schema(context, policy, backend.limits) downgrades it)"
             )
+        if self._delivery.grammar is not None:
+            payload.update(self._delivery.render(grammar=schema.grammar_in(self._delivery.grammar)))
+            return payload, None, ()
         adapted, removed = self.profile.adapt(schema.json_schema)
         sent = adapted if self.adapt else dict(schema.json_schema)
         payload.update(self._delivery.render(sent, SCHEMA_NAME))

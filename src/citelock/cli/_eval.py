@@ -131,17 +131,29 @@ def _shared_data() -> Path:
 
 
 MODES = ("naive", "quote", "quote_sentence", "substring", "sentence", "id")
+COMPARE_BACKENDS = ("local", "openai", "instructor")
+_COMPARE_OPTIONS = {"max_claims": 2, "max_citations": 1, "max_text_chars": 100, "max_span_chars": 60}
 
 
-def local_modes(names: list[str], *, model: str, max_chars: int, max_tokens: int) -> dict[str, Any]:
-    """Mode callables on the bundled local model: ``naive`` (free text) and the constrained span policies."""
-    from citelock.backends._local import LocalBackend, NaiveBackend
+def _mode_fns(
+    names: list[str],
+    naive: Any,
+    constrained: Any,
+    *,
+    max_chars: int,
+    max_tokens: int,
+    naive_template: str | None,
+) -> dict[str, Any]:
+    """One callable per mode: ``naive`` on the free-text backend, every span policy on the constrained one."""
     from citelock.constraint._schema import SchemaOptions
     from citelock.pipeline import answer
+    from citelock.prompt._templates import load_template
 
-    options = SchemaOptions(max_claims=2, max_citations=1, max_text_chars=100, max_span_chars=60)
-    constrained = LocalBackend(model)
-    naive = NaiveBackend(model)
+    options = SchemaOptions(**_COMPARE_OPTIONS)
+    template = None
+    if naive_template is not None:
+        name, _, version = naive_template.partition(".v")
+        template = load_template(name, version or None)
 
     def make(name: str) -> Any:
         backend = naive if name == "naive" else constrained
@@ -153,6 +165,7 @@ def local_modes(names: list[str], *, model: str, max_chars: int, max_tokens: int
                 chunks,
                 backend=backend,
                 policy=policy,  # type: ignore[arg-type]
+                template=template if name == "naive" else None,
                 max_chars=max_chars,
                 on_overflow="drop",
                 max_tokens=max_tokens,
@@ -166,16 +179,100 @@ def local_modes(names: list[str], *, model: str, max_chars: int, max_tokens: int
     return {name: make(name) for name in names}
 
 
+def local_modes(
+    names: list[str], *, model: str, max_chars: int, max_tokens: int, naive_template: str | None = None
+) -> dict[str, Any]:
+    """Mode callables on the bundled local model: ``naive`` (free text) and the constrained span policies."""
+    from citelock.backends._local import LocalBackend, NaiveBackend
+
+    return _mode_fns(
+        names,
+        NaiveBackend(model),
+        LocalBackend(model),
+        max_chars=max_chars,
+        max_tokens=max_tokens,
+        naive_template=naive_template,
+    )
+
+
+def server_modes(
+    names: list[str],
+    *,
+    backend: str,
+    base_url: str | None,
+    model: str | None,
+    server: str | None,
+    delivery: str | None,
+    max_chars: int,
+    max_tokens: int,
+    naive_template: str | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Mode callables on an OpenAI-compatible server, and what the report says about it.
+
+    ``naive`` is the server's model writing free text (no constraint sent); the span policies go through
+    ``openai`` (the strongest delivery the server takes, or ``delivery``) or ``instructor``.
+    """
+    from citelock.backends._instructor import InstructorBackend
+    from citelock.backends._openai import OpenAIBackend
+
+    naive = OpenAIBackend(base_url=base_url, model=model, server=server, constrain=False)
+    constrained: Any
+    if backend == "instructor":
+        if delivery is not None:
+            fail("--delivery is for --backend openai (instructor sends forced tool calls)")
+        constrained = InstructorBackend(base_url=base_url, model=model, server=server)
+        how = f"instructor ({constrained.mode})"
+    else:
+        constrained = OpenAIBackend(base_url=base_url, model=model, server=server, delivery=delivery)
+        how = f"openai, delivery {constrained.delivery.name}"
+    served = naive.model  # asks the server once (a typed error when it is not there)
+    info = {
+        "backend": how,
+        "server": f"{naive.profile.kind} at {base_url or 'https://api.openai.com/v1'}",
+        "model": served,
+    }
+    fns = _mode_fns(
+        names, naive, constrained, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template
+    )
+    return fns, info
+
+
 @eval_app.command("compare")
 def compare(
     out: Annotated[Path, typer.Option("--out", help="folder for report.md, chart and the run journal")] = Path(
         "docs/eval/compare"
     ),
     data: Annotated[Path | None, typer.Option("--data", help="ExpertQA val.jsonl (default: shared data)")] = None,
+    questions: Annotated[
+        Path | None, typer.Option("--questions", help='your questions, JSON lines {"question", "chunks": [ids]}')
+    ] = None,
+    chunks: Annotated[
+        Path | None, typer.Option("--chunks", help='your chunks, JSON lines {"id", "text"} (with --questions)')
+    ] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="first N questions (CI subset)")] = None,
-    kinds: Annotated[str, typer.Option("--kinds", help="system kinds, in order: rr,post_hoc")] = "rr,post_hoc",
+    kinds: Annotated[str, typer.Option("--kinds", help="ExpertQA system kinds, in order: rr,post_hoc")] = "rr,post_hoc",
     modes: Annotated[str, typer.Option("--modes", help=f"comma list of {', '.join(MODES)}")] = ",".join(MODES),
-    model: Annotated[str, typer.Option("--model", help="local model: smollm2 or gemma3")] = "smollm2",
+    backend: Annotated[
+        str, typer.Option("--backend", help=f"{', '.join(COMPARE_BACKENDS)}: where both arms run")
+    ] = "local",
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="--backend openai/instructor: the server's /v1 URL")
+    ] = None,
+    server: Annotated[
+        str | None,
+        typer.Option("--server", help="server kind: llama-cpp-python, llama.cpp, vllm, sglang, openai"),
+    ] = None,
+    delivery: Annotated[
+        str | None, typer.Option("--delivery", help="--backend openai: how the constraint travels (default: strongest)")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="local: smollm2 or gemma3; a server: its model name (default: its first)"),
+    ] = None,
+    naive_template: Annotated[
+        str | None,
+        typer.Option("--naive-template", help="the naive arm's prompt, e.g. answer_naive.v2 (default: newest)"),
+    ] = None,
     max_chars: Annotated[int, typer.Option("--max-chars", min=1, help="prompt character budget")] = 3000,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="generation cap per answer")] = 120,
     judge: Annotated[str, typer.Option("--judge", help="offline, lexical, llm or none")] = "offline",
@@ -183,11 +280,23 @@ def compare(
     fresh: Annotated[bool, typer.Option("--fresh", help="discard the journal instead of resuming")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show a progress bar")] = True,
 ) -> None:
-    """Answer ExpertQA questions naively and under each span policy on the same model; write a report."""
+    """Answer questions naively and under each span policy on the same model (local or served); write a report.
+
+    Questions come from ExpertQA (``--data``) or from your own files (``--questions`` and ``--chunks``). Both arms
+    run on the bundled model (``--backend local``) or on your server (``--backend openai --base-url URL --model
+    M``, or ``instructor``); the naive arm gets the same instructions as the constrained one plus an example of
+    the ``[id]`` marker format (``answer_naive``, newest version unless ``--naive-template`` says otherwise).
+    """
     import time
 
     from citelock._version import __version__
-    from citelock.evals._compare import human_support, load_expertqa, run_compare, summarize_compare
+    from citelock.evals._compare import (
+        human_support,
+        load_expertqa,
+        load_questions,
+        run_compare,
+        summarize_compare,
+    )
     from citelock.evals._harness import judge_label
     from citelock.evals._report import write_compare_report
 
@@ -199,34 +308,73 @@ def compare(
     kind_list = [k.strip() for k in kinds.split(",") if k.strip()]
     if any(k not in ("rr", "post_hoc") for k in kind_list) or not kind_list:
         fail(f"--kinds must be a comma list of rr, post_hoc; got {kinds!r}")
+    if backend not in COMPARE_BACKENDS:
+        fail(f"--backend must be one of {', '.join(COMPARE_BACKENDS)}, got {backend!r}")
+    if backend == "local" and (base_url or server or delivery):
+        fail("--base-url, --server and --delivery need --backend openai or instructor")
+    if backend != "local" and base_url is None and server not in (None, "openai"):
+        fail(f"--backend {backend} needs --base-url (the server's /v1 URL), or --server openai")
+    if (questions is None) != (chunks is None):
+        fail("--questions and --chunks go together (your questions and the chunks they name)")
+    if questions is not None and data is not None:
+        fail("--data (ExpertQA) or --questions/--chunks (your own), not both")
+    if naive_template is not None and not naive_template.startswith("answer_naive"):
+        fail(f"--naive-template must name an answer_naive version (answer_naive.v2), got {naive_template!r}")
     path = data or _shared_data() / "expertqa" / "val.jsonl"
     if judge == "none" and judge_base_url is not None:
         fail("--judge-base-url needs --judge llm, got --judge none")
-    if model not in ("smollm2", "gemma3"):
-        fail(f"--model must be smollm2 or gemma3, got {model!r}")
+    if backend == "local" and model not in (None, "smollm2", "gemma3"):
+        fail(f"--model with --backend local must be smollm2 or gemma3, got {model!r}")
     chosen = None if judge == "none" else make_judge(judge, judge_base_url)
-    with reading(existing_file(path, "ExpertQA"), "ExpertQA"):
-        items = load_expertqa(path, kinds=kind_list, limit=limit)
+    if questions is not None and chunks is not None:
+        items = load_questions(questions, chunks, limit=limit)
+    else:
+        with reading(existing_file(path, "ExpertQA"), "ExpertQA"):
+            items = load_expertqa(path, kinds=kind_list, limit=limit)
+    if backend == "local":
+        local_model = model or "smollm2"
+        fns = local_modes(
+            names, model=local_model, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template
+        )
+        where = {"backend": "local (llama.cpp in-process)", "model": local_model}
+    else:
+        fns, where = server_modes(
+            names,
+            backend=backend,
+            base_url=base_url,
+            model=model,
+            server=server,
+            delivery=delivery,
+            max_chars=max_chars,
+            max_tokens=max_tokens,
+            naive_template=naive_template,
+        )
     config: dict[str, Any] = {
         "benchmark": "compare",
         "questions": len(items),
-        "kinds": ",".join(kind_list),
+        "source": f"{questions} + {chunks}" if questions is not None else f"ExpertQA ({','.join(kind_list)})",
         "modes": ",".join(names),
-        "model": model,
+        **where,
+        "naive prompt": naive_template or "answer_naive (newest)",
         "max_chars": max_chars,
         "max_tokens": max_tokens,
+        "span bounds": ", ".join(f"{k}={v}" for k, v in _COMPARE_OPTIONS.items()),
         "temperature": 0.0,
         "judge": judge_label(chosen) if chosen is not None else "none (support not estimated)",
         "citelock": __version__,
     }
     command = _command(
-        "compare", "--out", out, *(["--limit", limit] if limit else []), "--kinds", kinds, "--modes", modes,
-        "--model", model, "--max-chars", max_chars, "--max-tokens", max_tokens, "--judge", judge,
+        "compare", "--out", out,
+        *(["--questions", questions, "--chunks", chunks] if questions is not None else ["--kinds", kinds]),
+        *(["--limit", limit] if limit else []), "--modes", modes, "--backend", backend,
+        *(["--base-url", base_url] if base_url else []), *(["--server", server] if server else []),
+        *(["--delivery", delivery] if delivery else []), *(["--model", model] if model else []),
+        *(["--naive-template", naive_template] if naive_template else []),
+        "--max-chars", max_chars, "--max-tokens", max_tokens, "--judge", judge,
         *(["--judge-base-url", judge_base_url] if judge_base_url else []),
     )  # fmt: skip
     started = time.perf_counter()
     try:
-        fns = local_modes(names, model=model, max_chars=max_chars, max_tokens=max_tokens)
         rows, resumed = run_compare(
             items, fns, chosen, journal_path=out / "answers.jsonl", header=config, fresh=fresh, progress=progress
         )
@@ -238,10 +386,17 @@ def compare(
         out,
         {**config, "command": command},
         summary,
-        human_support(path, systems),
+        human_support(path, systems) if questions is None else {},
         seconds=time.perf_counter() - started,
         resumed=resumed,
     )
     typer.echo(text)
+    if "naive" in summary:
+        naive = summary["naive"]
+        typer.echo(
+            f"naive marker rate: {naive['answers_with_markers']}/{naive['parsed']} parsed answers cite at least once; "
+            f"{naive['cited_claims']}/{naive['claims']} claims carry a marker",
+            err=True,
+        )
     typer.echo(f"report written to {shown(report_path)}", err=True)
     raise typer.Exit(EXIT_OK)

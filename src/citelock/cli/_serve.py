@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +10,7 @@ import typer
 
 from citelock.cli._app import EXIT_UNREACHABLE, app
 from citelock.cli._io import existing_file, fail
-from citelock.errors import UsageError
+from citelock.errors import CitelockError, UsageError
 
 __all__ = ["serve"]
 
@@ -31,7 +30,9 @@ def serve(
 ) -> None:
     """Start llama.cpp's OpenAI-compatible server on HOST:PORT and keep it running until Ctrl-C.
 
-    Same as ``python -m llama_cpp.server --model MODEL --host HOST --port PORT``. Then, for example:
+    Same as ``python -m llama_cpp.server --model MODEL --host HOST --port PORT``, hardened: a grammar that does
+    not parse is refused with HTTP 500 instead of killing the server, and the server is restarted on the same
+    port if it exits anyway. Then, for example:
     ``citelock answer --backend openai --base-url http://127.0.0.1:8080/v1 -q ... --chunks ...``.
     """
     from citelock.runtime._server import ManagedServer
@@ -50,16 +51,19 @@ def serve(
 
     signal.signal(signal.SIGTERM, _stop)
     server.start()  # a server that does not come up raises ServerStartError: exit 4 (see _app)
-    typer.echo(f"serving {server.model.name} at {server.base_url} (log: {server.log_path}); Ctrl-C stops it")
+    typer.echo(
+        f"serving {server.model.name} at {server.base_url} (pid {server.pid}, log: {server.log_path}); Ctrl-C stops it"
+    )
+    failure: CitelockError | None = None
     try:
-        while not stop and server.running:
-            time.sleep(0.5)
+        server.supervise(lambda: stop, report=lambda line: typer.echo(f"citelock: {line}", err=True))
     except KeyboardInterrupt:
         stop = True
+    except CitelockError as exc:
+        failure = exc
     finally:
-        crashed = not stop and not server.running
         server.stop()
-    if crashed:
+    if failure is not None:  # the supervisor gave up restarting a server that keeps dying
         tail = " | ".join(line for line in server.log_tail().splitlines()[-5:] if line.strip())
-        typer.echo(f"citelock: error: unreachable: the server exited; last log lines: {tail}", err=True)
+        typer.echo(f"citelock: error: unreachable: {failure}; last log lines: {tail}", err=True)
         raise typer.Exit(EXIT_UNREACHABLE)

@@ -69,6 +69,7 @@ SPAN_START_CHAR = r'(?:[^\s"\\\x00-\x1F\x7F]|\\["\\])'
 """The first character of a free span: not whitespace, so a span is never blank."""
 
 _PIECE = re.compile(r"\w+|\s+|[^\w\s]", re.UNICODE)
+_C1 = re.compile("[\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,12 @@ def json_body(text: str) -> str:
 
 
 def lark_literal(text: str) -> str:
-    """A Lark string literal matching ``text`` exactly (llguidance reads JSON string syntax in literals)."""
-    return json.dumps(text, ensure_ascii=False)
+    r"""A Lark string literal matching ``text`` exactly (llguidance reads JSON string syntax in literals).
+
+    DEL and the C1 controls, which JSON leaves as they are and llguidance's lexer refuses inside a literal, are
+    written as ``\u`` escapes.
+    """
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False))
 
 
 def word_pieces(text: str) -> list[str]:

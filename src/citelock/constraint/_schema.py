@@ -27,6 +27,7 @@ Every policy has the abstention branch ``{"claims":[]}``: the model may say the 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -35,6 +36,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Literal
 
+from citelock.constraint._gbnf import gbnf_grammar
 from citelock.constraint._grammar import (
     QUOTE_LEAD_INS,
     QUOTE_MIN_WORDS,
@@ -54,6 +56,8 @@ from citelock.text._segment import split_sentences
 
 __all__ = [
     "DOWNGRADES",
+    "GRAMMAR_DIALECTS",
+    "GrammarDialect",
     "POLICY_ORDER",
     "QUOTE_LEAD_INS",
     "BackendLimits",
@@ -67,6 +71,10 @@ __all__ = [
 ]
 
 SpanPolicy = Literal["quote", "quote_sentence", "substring", "sentence", "id"]
+GrammarDialect = Literal["lark", "gbnf"]
+GRAMMAR_DIALECTS: tuple[GrammarDialect, ...] = ("lark", "gbnf")
+"""The grammar dialects a schema is spelled in: llguidance's Lark (:attr:`CitationSchema.grammar`) and GBNF
+(:attr:`CitationSchema.gbnf`: llama.cpp's ``grammar``; SGLang and vLLM read it as EBNF)."""
 POLICY_ORDER: tuple[SpanPolicy, ...] = ("quote", "quote_sentence", "substring", "sentence", "id")
 """Every span policy, strongest first."""
 
@@ -149,7 +157,7 @@ class SchemaStats:
 
 @dataclass(frozen=True)
 class BackendLimits:
-    """What a backend's constraint engine accepts: data per backend, checked before a request is sent.
+    r"""What a backend's constraint engine accepts: data per backend, checked before a request is sent.
 
     ``None`` means "no limit". A backend that cannot constrain at all (the naive baseline) has ``policies=()``.
 
@@ -168,6 +176,12 @@ class BackendLimits:
         max_schema_chars: Most characters of property names, enum values and const values in one schema
             (OpenAI's "total string size").
         json_schema: The backend is sent :attr:`CitationSchema.json_schema` (else the grammar).
+        grammar_dialect: The dialect the grammar is sent in (``lark`` or ``gbnf``); ``max_grammar_chars`` bounds
+            the grammar in that dialect.
+        unsafe_literal_chars: A regex character class of characters the engine's own JSON-Schema-to-grammar
+            converter mis-escapes in ``enum``/``const`` values (llama-cpp-python 0.3.x: a ``"`` breaks the
+            grammar and the server exits; a ``\\`` changes the value). A JSON Schema whose values hold one is not
+            sent: :func:`fit_schema` downgrades it with the reason.
     """
 
     policies: tuple[SpanPolicy, ...] = POLICY_ORDER
@@ -181,11 +195,22 @@ class BackendLimits:
     large_enum_chars: int | None = None
     max_schema_chars: int | None = None
     json_schema: bool = False
+    grammar_dialect: GrammarDialect = "lark"
+    unsafe_literal_chars: str | None = None
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.policies if p not in POLICY_ORDER]
         if unknown:
             raise UsageError(f"BackendLimits.policies: unknown span policies {unknown}; expected {POLICY_ORDER}")
+        if self.grammar_dialect not in GRAMMAR_DIALECTS:
+            raise UsageError(
+                f"BackendLimits.grammar_dialect: unknown dialect {self.grammar_dialect!r}; expected {GRAMMAR_DIALECTS}"
+            )
+        if self.unsafe_literal_chars is not None:
+            try:
+                re.compile(self.unsafe_literal_chars)
+            except re.error as exc:
+                raise UsageError(f"BackendLimits.unsafe_literal_chars is not a regex: {exc}") from None
 
     @property
     def constrains(self) -> bool:
@@ -203,8 +228,9 @@ class BackendLimits:
             ("nesting levels", stats.nesting, self.max_nesting),
             ("object properties", stats.properties, self.max_properties),
         ]
-        if not self.json_schema or schema.policy in _GRAMMAR_ONLY:
-            checks.append(("grammar characters", stats.grammar_chars, self.max_grammar_chars))
+        sends_grammar = not self.json_schema or schema.policy in _GRAMMAR_ONLY
+        if sends_grammar and self.max_grammar_chars is not None:
+            checks.append(("grammar characters", len(schema.grammar_in(self.grammar_dialect)), self.max_grammar_chars))
         if schema.policy in _GRAMMAR_ONLY:
             checks.append(("quotable chunks", stats.chunks, self.max_substring_chunks))
         for what, value, limit in checks:
@@ -219,6 +245,10 @@ class BackendLimits:
                         f"backend allows at most {self.large_enum_chars:,} characters in an enum of more than "
                         f"{self.large_enum_values} values"
                     )
+        if self.unsafe_literal_chars is not None and not sends_grammar:
+            problem = _unsafe_literal(schema.json_schema, self.unsafe_literal_chars)
+            if problem is not None:
+                return f"{schema.policy} schema: {problem}, which this server's schema converter mis-escapes"
         if self.max_schema_chars is not None and schema.policy not in _GRAMMAR_ONLY:
             chars = _schema_chars(schema.json_schema)
             if chars > self.max_schema_chars:
@@ -227,6 +257,28 @@ class BackendLimits:
                     f"the backend's limit of {self.max_schema_chars:,}"
                 )
         return None
+
+
+def _unsafe_literal(node: Any, chars: str) -> str | None:
+    """The first ``enum``/``const`` string holding a character of class ``chars``, described; None when none does."""
+    pattern = re.compile(chars)
+
+    def values(item: Any) -> list[Any]:
+        out = list(item["enum"]) if isinstance(item.get("enum"), list) else []
+        return out + ([item["const"]] if "const" in item else [])
+
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for value in values(item):
+                found = pattern.search(value) if isinstance(value, str) else None
+                if found is not None:
+                    return f"the value {value[:60]!r} holds {found.group()!r} (U+{ord(found.group()[0]):04X})"
+            stack.extend(v for k, v in item.items() if k not in ("enum", "const"))
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def _schema_chars(node: Any) -> int:
@@ -279,6 +331,23 @@ class CitationSchema:
     excluded: tuple[str, ...] = ()
     requested_policy: SpanPolicy | None = None
     downgrade_reason: str | None = None
+
+    @cached_property
+    def gbnf(self) -> str:
+        """:attr:`grammar`'s language in GBNF (llama.cpp's ``grammar``; SGLang and vLLM take it as EBNF)."""
+        return gbnf_grammar(self.policy, self.ids, self.options.bounds, sentences=self.sentences, bodies=self.bodies)
+
+    def grammar_in(self, dialect: GrammarDialect) -> str:
+        """The grammar in ``dialect``: ``lark`` (:attr:`grammar`) or ``gbnf`` (:attr:`gbnf`).
+
+        Raises:
+            UsageError: an unknown dialect.
+        """
+        if dialect == "lark":
+            return self.grammar
+        if dialect == "gbnf":
+            return self.gbnf
+        raise UsageError(f"unknown grammar dialect {dialect!r}; expected one of {list(GRAMMAR_DIALECTS)}")
 
     @property
     def exact_json_schema(self) -> bool:

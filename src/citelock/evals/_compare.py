@@ -9,6 +9,10 @@ which kind it is. Contexts are kept short with :func:`citelock.assemble`'s budge
 
 Every mode answers every question through :func:`citelock.answer` on the same model. A mode is any callable
 ``(question, chunks) -> GuardedAnswer``, so the harness runs the local backends, a server, or a fake.
+
+A team's own questions load with :func:`load_questions`: a questions file (JSON lines ``{"question", "chunks":
+[ids]}``, as ``examples/questions.jsonl``) and a chunks file (JSON lines ``{"id", "text"}``, as
+``examples/corpus.jsonl``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ __all__ = [
     "evaluate_answer",
     "human_support",
     "load_expertqa",
+    "load_questions",
     "run_compare",
     "summarize_compare",
 ]
@@ -104,6 +109,60 @@ def load_expertqa(path: Path, *, kinds: Sequence[str] = SYSTEM_KINDS, limit: int
             )
             by_kind[kind].append(QAItem(f"q{number:03d}", question, system, chunks))
     items = [item for kind in kinds for item in by_kind[kind]]
+    return items[:limit] if limit is not None else items
+
+
+def _json_lines(path: Path, what: str) -> list[tuple[int, Any]]:
+    if not path.is_file():
+        raise InputError(f"{what} file {path} not found; expected JSON lines")
+    out: list[tuple[int, Any]] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{what} file {path} line {number}: not JSON ({exc.msg})") from None
+    return out
+
+
+def load_questions(questions: Path, chunks: Path, *, limit: int | None = None) -> list[QAItem]:
+    """Read a team's own questions and chunks into :class:`QAItem` values (system ``own``).
+
+    Args:
+        questions: JSON lines, one question each: ``{"question": str, "chunks": [chunk ids, best first]}`` and
+            optionally ``"id"`` (default: ``q`` and the line number).
+        chunks: JSON lines, one chunk each: ``{"id": str, "text": str}`` (other keys, such as ``source``, kept).
+        limit: Keep the first ``limit`` questions.
+
+    Raises:
+        InputError: a file is missing, a line is not JSON of that shape, a chunk id is duplicated, or a question
+            names a chunk id the chunks file does not have.
+    """
+    by_id: dict[str, Chunk] = {}
+    for number, row in _json_lines(chunks, "chunks"):
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("text"), str):
+            raise InputError(
+                f'chunks file {chunks} line {number}: expected {{"id": str, "text": str}}, got {row!r:.80}'
+            )
+        if row["id"] in by_id:
+            raise InputError(f"chunks file {chunks} line {number}: duplicate chunk id {row['id']!r}")
+        by_id[row["id"]] = Chunk(id=row["id"], text=row["text"], source=row.get("source"))
+    items: list[QAItem] = []
+    for number, row in _json_lines(questions, "questions"):
+        ids = row.get("chunks") if isinstance(row, dict) else None
+        if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not isinstance(ids, list):
+            raise InputError(
+                f'questions file {questions} line {number}: expected {{"question": str, "chunks": [ids]}}, '
+                f"got {row!r:.80}"
+            )
+        missing = [i for i in ids if i not in by_id]
+        if missing or not ids:
+            raise InputError(
+                f"questions file {questions} line {number}: chunk ids {missing or '[] (none)'} are not in {chunks}"
+            )
+        item_id = str(row.get("id") or f"q{number:03d}")
+        items.append(QAItem(item_id, row["question"], "own", tuple(by_id[i] for i in ids)))
     return items[:limit] if limit is not None else items
 
 
@@ -254,6 +313,9 @@ def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -
 
     ``hit_max_tokens`` counts every answer of the mode whose generation stopped at max_tokens, parsed or not
     (a constrained answer cut short fails to parse, so counting parsed answers only would miss it).
+
+    ``answers_with_markers`` counts parsed answers with at least one cited claim: for the naive arm, how often the
+    model writes ``[id]`` markers at all (its marker rate is this over ``parsed``).
     """
     out: dict[str, dict[str, Any]] = {}
     for mode in modes:
@@ -295,6 +357,7 @@ def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -
                 [r["completion_tokens"] for r in ok if r.get("completion_tokens") is not None]
             ),
             "hit_max_tokens": sum(1 for r in mine if _hit_max_tokens(r)),
+            "answers_with_markers": sum(1 for r in ok if r.get("cited_claims")),
             "span_policies": dict(Counter(str(r.get("span_policy")) for r in ok)),
         }
     return out

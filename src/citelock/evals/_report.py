@@ -398,24 +398,15 @@ def render_compare_report(
         human_rows.append(
             [system, total, pct(complete, total), pct(partial, total), pct(counts.get("Missing", 0), total)]
         )
-    return "\n".join(
+    expertqa = str(config.get("source", "ExpertQA")).startswith("ExpertQA")
+    title = "real passages (ExpertQA val)" if expertqa else f"your questions ({config.get('source')})"
+    chunk_note = (
+        "Chunks are each question's distinct ExpertQA evidence passages (`e1..eN`, first-seen order); the "
+        if expertqa
+        else "Chunks are the ones each question names in the chunks file, in its order; the "
+    )
+    human_part = (
         [
-            "# Naive vs constrained on real passages (ExpertQA val)",
-            "",
-            f"Reproduce: `{config.get('command', 'citelock eval compare')}`",
-            "",
-            markdown_table(["setting", "value"], [[k, v] for k, v in config.items() if k != "command"]),
-            "",
-            f"Run time: {seconds:.0f} s in this invocation ({resumed} answers resumed from the journal).",
-            "",
-            "Chunks are each question's distinct ExpertQA evidence passages (`e1..eN`, first-seen order); the "
-            'context is assembled under the character budget with `on_overflow="drop"` (whole chunks dropped and '
-            "recorded). The chunk store for STALE vs FABRICATED is the question's own passages.",
-            "",
-            "## Per mode",
-            "",
-            markdown_table(header, rows),
-            "",
             "## ExpertQA's human support labels per system (reference)",
             "",
             "Claims of each system's answers as ExpertQA's annotators labeled their support "
@@ -424,6 +415,28 @@ def render_compare_report(
             "",
             markdown_table(["system", "claims", "Complete", "Partial/Incomplete", "Missing"], human_rows),
             "",
+        ]
+        if expertqa
+        else []
+    )
+    return "\n".join(
+        [
+            f"# Naive vs constrained on {title}",
+            "",
+            f"Reproduce: `{config.get('command', 'citelock eval compare')}`",
+            "",
+            markdown_table(["setting", "value"], [[k, v] for k, v in config.items() if k != "command"]),
+            "",
+            f"Run time: {seconds:.0f} s in this invocation ({resumed} answers resumed from the journal).",
+            "",
+            chunk_note + 'context is assembled under the character budget with `on_overflow="drop"` (whole chunks '
+            "dropped and recorded). The chunk store for STALE vs FABRICATED is the question's own passages.",
+            "",
+            "## Per mode",
+            "",
+            markdown_table(header, rows),
+            "",
+            *human_part,
             "![per-mode rates](compare_rates.png)",
             "",
         ]

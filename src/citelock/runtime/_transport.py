@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from citelock.errors import (
     BackendHTTPError,
     BackendRefusalError,
     BackendTimeoutError,
+    InputError,
     MissingExtraError,
     SchemaRejectedError,
     UsageError,
@@ -33,6 +35,7 @@ __all__ = ["OpenAITransport", "map_openai_error", "output_text"]
 
 _SCHEMA_WORDS = ("response_format", "json_schema", "schema", "tool", "grammar", "strict")
 _OPENAI_URL = "https://api.openai.com/v1"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _ASYNC_ONLY = (
     "this holds an openai.AsyncOpenAI client, which only async code can use: call it from async code "
     "(citelock.answer_async), or pass an openai.OpenAI client"
@@ -185,9 +188,17 @@ class OpenAITransport:
 
         Raises:
             UsageError: ``max_tokens`` is not positive.
+            InputError: a message holds a lone surrogate (not Unicode text: it cannot be sent as JSON in UTF-8).
         """
         if max_tokens < 1:
             raise UsageError(f"max_tokens must be positive, got {max_tokens}")
+        for n, message in enumerate(messages):
+            bad = _SURROGATE.search(message.get("content", ""))
+            if bad is not None:
+                raise InputError(
+                    f"message {n} ({message.get('role')}) holds a lone surrogate U+{ord(bad.group()):04X} at character "
+                    f"{bad.start()}: chunk or question text that is not valid Unicode cannot be sent"
+                )
         out: dict[str, Any] = {
             "model": model if model is not None else self.model,
             "messages": [dict(m) for m in messages],
