@@ -133,3 +133,8 @@ def test_guard_run_parses_once_and_check_is_its_report() -> None:
     assert result.ok and result.surface is None and result.policy is None and result.support == ()
     assert citelock.check(record, raw) == result.report
     assert "Guard(surface=None" in repr(Guard())
+
+
+def test_the_one_off_wrapper_names_an_unknown_option() -> None:
+    with pytest.raises(UsageError, match=r"unknown option\(s\) \['polcy'\]"):
+        citelock.answer("q?", CHUNKS, backend=FakeBackend([out(GOOD)]), polcy="quote")  # type: ignore[call-arg]

@@ -32,7 +32,7 @@ Findings about an answer are never exceptions: they are values in a :class:`~cit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Required, TypedDict, Unpack
 
 if TYPE_CHECKING:
     from citelock.records import Generation, PromptRecord
@@ -156,6 +156,16 @@ def retryable_status(status: int | None) -> bool:
     return status in _RETRYABLE_STATUS
 
 
+class _Where(TypedDict, total=False):
+    """Where a backend call failed: the keyword arguments every :class:`BackendError` takes."""
+
+    provider: Required[str]
+    status: int | None
+    request_id: str | None
+    citelock_request_id: str | None
+    retryable: bool
+
+
 class BackendError(RuntimeFailure):
     """A backend call failed.
 
@@ -220,26 +230,9 @@ class SchemaRejectedError(BackendHTTPError):
 class BackendRefusalError(BackendError):
     """The model refused to answer (OpenAI ``message.refusal``); :attr:`refusal` holds its text."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        refusal: str,
-        provider: str,
-        status: int | None = None,
-        request_id: str | None = None,
-        citelock_request_id: str | None = None,
-        retryable: bool = False,
-    ) -> None:
+    def __init__(self, message: str, *, refusal: str, **where: Unpack[_Where]) -> None:
         self.refusal = refusal
-        super().__init__(
-            message,
-            provider=provider,
-            status=status,
-            request_id=request_id,
-            citelock_request_id=citelock_request_id,
-            retryable=retryable,
-        )
+        super().__init__(message, **where)
 
 
 class TruncatedOutputError(BackendError):
@@ -249,25 +242,7 @@ class TruncatedOutputError(BackendError):
     :attr:`max_tokens` the budget it hit.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        partial: str,
-        max_tokens: int,
-        provider: str,
-        status: int | None = None,
-        request_id: str | None = None,
-        citelock_request_id: str | None = None,
-        retryable: bool = False,
-    ) -> None:
+    def __init__(self, message: str, *, partial: str, max_tokens: int, **where: Unpack[_Where]) -> None:
         self.partial = partial
         self.max_tokens = max_tokens
-        super().__init__(
-            message,
-            provider=provider,
-            status=status,
-            request_id=request_id,
-            citelock_request_id=citelock_request_id,
-            retryable=retryable,
-        )
+        super().__init__(message, **where)

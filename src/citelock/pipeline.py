@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,6 +41,7 @@ from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = [
     "GUARDED_ANSWER_SCHEMA_VERSION",
+    "AnswerOptions",
     "Citelock",
     "GenerationStats",
     "GuardedAnswer",
@@ -505,53 +506,52 @@ def _check_render(style: str) -> None:
         raise UsageError(f"render style must be 'footnotes', 'links' or 'none', got {style!r}")
 
 
-def _one_off(
-    backend: Backend | None,
-    policy: SpanPolicy,
-    log: PromptLog | str | Path | None,
-    render: RenderStyle,
-    template: str | PromptTemplate | None,
-    max_chars: int | None,
-    on_overflow: Literal["error", "drop"],
-    options: SchemaOptions | None,
-    store: Collection[str] | None,
-    surface: SurfacePolicy | None,
-    judge: Judge | None,
-    escalate: Judge | None,
-    queue: ReviewQueue | None,
-    results: ResultStore | None,
-) -> Citelock:
-    if surface is None and (judge is not None or queue is not None or results is not None or escalate is not None):
+class AnswerOptions(TypedDict, total=False):
+    """The options of the one-off :func:`answer` / :func:`aanswer` (each is described on :func:`answer`)."""
+
+    backend: Backend | None
+    policy: SpanPolicy
+    log: PromptLog | str | Path | None
+    render: RenderStyle
+    template: str | PromptTemplate | None
+    max_chars: int | None
+    on_overflow: Literal["error", "drop"]
+    max_tokens: int | None
+    options: SchemaOptions | None
+    store: Collection[str] | None
+    request_id: str | None
+    metadata: Mapping[str, Any] | None
+    surface: SurfacePolicy | None
+    judge: Judge | None
+    escalate: Judge | None
+    queue: ReviewQueue | None
+    results: ResultStore | None
+
+
+_PER_REQUEST = ("request_id", "metadata", "max_tokens")
+
+
+def _one_off(options: AnswerOptions) -> tuple[Citelock, dict[str, Any]]:
+    """The client a one-off call builds, and the per-request arguments it passes on."""
+    unknown = set(options) - set(AnswerOptions.__annotations__)
+    if unknown:
+        raise UsageError(
+            f"unknown option(s) {sorted(unknown)}; expected some of {sorted(AnswerOptions.__annotations__)}"
+        )
+    config: dict[str, Any] = {k: v for k, v in options.items() if k not in _PER_REQUEST}
+    request = {k: v for k, v in options.items() if k in _PER_REQUEST}
+    surface = config.pop("surface", None)
+    judge = config.pop("judge", None)
+    escalate = config.pop("escalate", None)
+    sinks: list[Sink] = [s for s in (config.pop("queue", None), config.pop("results", None)) if s is not None]
+    if surface is None and (judge is not None or escalate is not None or sinks):
         raise UsageError("judge=, escalate=, queue= and results= take effect with surface=SurfacePolicy(...); pass one")
     guard = Guard(surface, judge, escalate=escalate) if surface is not None else Guard()
-    sinks: list[Sink] = [s for s in (queue, results) if s is not None]
-    return Citelock(
-        backend, log=log, guard=guard, sinks=sinks, policy=policy, render=render, template=template,
-        max_chars=max_chars, on_overflow=on_overflow, options=options, store=store,
-    )  # fmt: skip
+    return Citelock(config.pop("backend", None), guard=guard, sinks=sinks, **config), request
 
 
 def answer(
-    question: str,
-    chunks: Iterable[Chunk | Mapping[str, Any]],
-    *,
-    backend: Backend | None = None,
-    policy: SpanPolicy = "substring",
-    log: PromptLog | str | Path | None = None,
-    render: RenderStyle = "footnotes",
-    template: str | PromptTemplate | None = None,
-    max_chars: int | None = None,
-    on_overflow: Literal["error", "drop"] = "error",
-    max_tokens: int | None = None,
-    options: SchemaOptions | None = None,
-    store: Collection[str] | None = None,
-    request_id: str | None = None,
-    metadata: Mapping[str, Any] | None = None,
-    surface: SurfacePolicy | None = None,
-    judge: Judge | None = None,
-    escalate: Judge | None = None,
-    queue: ReviewQueue | None = None,
-    results: ResultStore | None = None,
+    question: str, chunks: Iterable[Chunk | Mapping[str, Any]], **options: Unpack[AnswerOptions]
 ) -> GuardedAnswer:
     """One-off call: build a :class:`Citelock` from these options and answer one question with it.
 
@@ -590,41 +590,16 @@ def answer(
         UsageError: options that do not fit together, raised before anything is logged; and everything
             :meth:`Citelock.answer` raises.
     """
-    client = _one_off(
-        backend, policy, log, render, template, max_chars, on_overflow, options, store, surface, judge,
-        escalate, queue, results,
-    )  # fmt: skip
-    return client.answer(question, chunks, request_id=request_id, metadata=metadata, max_tokens=max_tokens)
+    client, request = _one_off(options)
+    return client.answer(question, chunks, **request)
 
 
 async def aanswer(
-    question: str,
-    chunks: Iterable[Chunk | Mapping[str, Any]],
-    *,
-    backend: Backend | None = None,
-    policy: SpanPolicy = "substring",
-    log: PromptLog | str | Path | None = None,
-    render: RenderStyle = "footnotes",
-    template: str | PromptTemplate | None = None,
-    max_chars: int | None = None,
-    on_overflow: Literal["error", "drop"] = "error",
-    max_tokens: int | None = None,
-    options: SchemaOptions | None = None,
-    store: Collection[str] | None = None,
-    request_id: str | None = None,
-    metadata: Mapping[str, Any] | None = None,
-    surface: SurfacePolicy | None = None,
-    judge: Judge | None = None,
-    escalate: Judge | None = None,
-    queue: ReviewQueue | None = None,
-    results: ResultStore | None = None,
+    question: str, chunks: Iterable[Chunk | Mapping[str, Any]], **options: Unpack[AnswerOptions]
 ) -> GuardedAnswer:
     """The async one-off call (same arguments as :func:`answer`; see :meth:`Citelock.aanswer`)."""
-    client = await asyncio.to_thread(
-        _one_off, backend, policy, log, render, template, max_chars, on_overflow, options, store, surface,
-        judge, escalate, queue, results,
-    )  # fmt: skip
-    return await client.aanswer(question, chunks, request_id=request_id, metadata=metadata, max_tokens=max_tokens)
+    client, request = await asyncio.to_thread(_one_off, options)
+    return await client.aanswer(question, chunks, **request)
 
 
 answer_async = aanswer
