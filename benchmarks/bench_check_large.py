@@ -142,6 +142,7 @@ def measure(src: Path, prompt_path: Path, answer_path: Path, timeout: float, ext
                 "--answer",
                 str(answer_path),
                 "--json",
+                *extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=err,
