@@ -142,6 +142,7 @@ def measure(src: Path, prompt_path: Path, answer_path: Path, timeout: float, ext
                 "--answer",
                 str(answer_path),
                 "--json",
+                *extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -172,7 +173,26 @@ def checkout(ref: str, into: Path) -> Path:
     return into / "src"
 
 
+def write_answer(shape: str, size: int, path: Path) -> None:
+    """Write one answer file (run in a child process: see :func:`_generate`)."""
+    data = {"text": free_text(size)} if shape == "free" else structured(size)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _generate(shape: str, size: int, path: Path) -> None:
+    """Write the answer in a separate process, so this one stays small.
+
+    A child's ``ru_maxrss`` counts the resident memory of the process it was started from (the address space
+    it replaces at ``exec``): had this process built a 50 MB answer itself, every later measurement would start
+    from its peak.
+    """
+    subprocess.run([sys.executable, __file__, "--write-answer", shape, str(size), str(path)], check=True)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--write-answer"]:
+        write_answer(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]))
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,10,50", help="answer sizes in MB, comma-separated")
     parser.add_argument("--shapes", default="free,structured", help="free, structured (comma-separated)")
@@ -204,8 +224,7 @@ def main() -> None:
             for size in sizes:
                 n = int(size * 1_000_000)
                 path = work / f"{shape}-{size:g}MB.json"
-                data = {"text": free_text(n)} if shape == "free" else structured(n)
-                path.write_text(json.dumps(data), encoding="utf-8")
+                _generate(shape, n, path)
                 actual = path.stat().st_size
                 runs = {}
                 for name, src in trees.items():
@@ -249,9 +268,9 @@ def _print(rows: list[tuple[str, int, dict[str, Run]]], base: dict[str, float], 
             stopped = old.exit_code is None
             cells += [
                 f">{args.before_timeout:.0f} (stopped)" if stopped else f"{old.seconds:.1f}",
-                f">{old.peak_mb:.0f}" if stopped else f"{old.peak_mb:.0f}",
+                f"{old.peak_mb:.0f} so far" if stopped else f"{old.peak_mb:.0f}",
                 f">{old.seconds / now.seconds:.1f}x" if stopped else f"{old.seconds / now.seconds:.1f}x",
-                f"{old.peak_mb / now.peak_mb:.1f}x" if not stopped else f">{old.peak_mb / now.peak_mb:.1f}x",
+                "n/a (stopped)" if stopped else f"{old.peak_mb / now.peak_mb:.1f}x",
             ]
         table.add_row(*cells)
     console.print(table)

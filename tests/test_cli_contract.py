@@ -335,6 +335,8 @@ def test_a_long_answer_guarded_in_windows_prints_the_same_report(
     windowed = _run(*args, "--json")
     assert whole.exit_code == windowed.exit_code == EXIT_FINDINGS
     assert json.loads(windowed.stdout) == json.loads(whole.stdout)
+    monkeypatch.setattr(_report, "WINDOW_CITATIONS", 1)  # windows closed by citations: every claim alone
+    assert json.loads(_run(*args, "--json").stdout) == json.loads(whole.stdout)
     data = json.loads(whole.stdout)
     assert [f["claim_index"] for f in data["findings"] if f["reason"] == "UNCITED_CLAIM"] == [0, 5, 10, 15, 20]
     assert list(data["counts"]) == ["ID_NOT_IN_PROMPT", "SPAN_IN_OTHER_CHUNK", "UNCITED_CLAIM", "NUMBER_MISMATCH"]

@@ -1,6 +1,7 @@
 """What ``citelock check`` prints, and the deterministic guard run window by window so memory stays bounded.
 
-A long answer is guarded :data:`WINDOW_CLAIMS` claims at a time with :func:`citelock.guard.check` (every
+A long answer is guarded in windows of at most :data:`WINDOW_CLAIMS` claims and :data:`WINDOW_CITATIONS`
+citations (a single claim is never split) with :func:`citelock.guard.check` (every
 deterministic check is per claim or per citation), each window's records written as JSON lines to spooled
 temporary files (in memory up to a few MB, then on disk) and dropped. The printed report is the same as for one
 run over the whole answer: claim indexes count from the answer's start, findings come in the guard's order
@@ -26,6 +27,7 @@ from citelock.records import Answer, GuardReport, Layer, PromptRecord, ReasonCod
 
 __all__ = [
     "REASON_WIDTH",
+    "WINDOW_CITATIONS",
     "WINDOW_CLAIMS",
     "ReportView",
     "console",
@@ -35,7 +37,10 @@ __all__ = [
 ]
 
 WINDOW_CLAIMS = 2_000
-"""Claims guarded at a time by :func:`windowed_check`."""
+"""Claims guarded at a time by :func:`windowed_check`, at most."""
+
+WINDOW_CITATIONS = 20_000
+"""Citations guarded at a time by :func:`windowed_check`, at most (unless one claim has more)."""
 
 REASON_WIDTH = max(len(code.value) for code in ReasonCode)
 """The longest reason code: the table's reason column is never narrower, so no code is ever cut."""
@@ -121,9 +126,10 @@ def _shifted(model: Any, start: int) -> Any:
 def windowed_check(
     record: PromptRecord, answer: Answer, *, store: Collection[str] | None = None
 ) -> Iterator[ReportView]:
-    """Run the deterministic guard :data:`WINDOW_CLAIMS` claims at a time; the view is valid inside the block.
+    """Run the deterministic guard window by window; the view is valid inside the block.
 
-    Memory holds the parsed answer and one window's records, whatever the answer's length.
+    Memory holds the parsed answer and one window's records (at most :data:`WINDOW_CLAIMS` claims and
+    :data:`WINDOW_CITATIONS` citations, or one claim with more), whatever the answer's length.
     """
     with ExitStack() as stack:
         findings = {layer: _Spool(stack) for layer in _LAYER_ORDER}
@@ -131,10 +137,11 @@ def windowed_check(
         citations, claims = _Spool(stack), _Spool(stack)
         counts: dict[Layer | None, dict[str, int]] = {}
         totals = {"claims": 0, "factual": 0, "citations": 0, "passed": 0}
-        for start in range(0, max(len(answer.claims), 1), WINDOW_CLAIMS):
+        bounds = list(_windows(answer))
+        for start, end in bounds:
             window = answer
-            if len(answer.claims) > WINDOW_CLAIMS:
-                window = answer.model_copy(update={"claims": answer.claims[start : start + WINDOW_CLAIMS]})
+            if len(bounds) > 1:
+                window = answer.model_copy(update={"claims": answer.claims[start:end]})
             report = run_guard(record, window, store=store)
             for f in report.findings:
                 layer = f.layer if f.layer in findings else None
@@ -169,6 +176,17 @@ def windowed_check(
             claim_checks=claims.lines,
             **totals,
         )
+
+
+def _windows(answer: Answer) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` claim ranges of at most WINDOW_CLAIMS claims and WINDOW_CITATIONS citations (one if empty)."""
+    start = cited = 0
+    for index, claim in enumerate(answer.claims):
+        if index > start and (index - start >= WINDOW_CLAIMS or cited + len(claim.citations) > WINDOW_CITATIONS):
+            yield start, index
+            start, cited = index, 0
+        cited += len(claim.citations)
+    yield start, max(len(answer.claims), start)
 
 
 class _Items:
