@@ -28,7 +28,7 @@ def guard_and_store(
     """``Guard(policy, judge).run(...)``, then every finding to ``queue`` and the result to ``results``."""
     result = Guard(policy, judge, escalate=escalate, ordering=ordering).run(record, answer, store=store)
     if queue is not None:
-        queue.enqueue(result.report.findings, surface=policy.name, week=result.week)
+        queue.enqueue_result(result)
     if results is not None:
         results.append(result)
     return result

@@ -73,7 +73,7 @@ def log_and_guard(desk: ReviewDesk, record: PromptRecord, answer: Mapping[str, A
     desk.log.append(record)
     result = Guard(SurfacePolicy(name=surface, stakes="high"), make_judge("lexical")).run(record, answer)
     desk.results.append(result)
-    entries = desk.queue.enqueue(result.report.findings, surface=surface, week=result.week)
+    entries = desk.queue.enqueue_result(result)
     return [e.id for e in entries]
 
 

@@ -138,3 +138,12 @@ def test_guard_run_parses_once_and_check_is_its_report() -> None:
 def test_the_one_off_wrapper_names_an_unknown_option() -> None:
     with pytest.raises(UsageError, match=r"unknown option\(s\) \['polcy'\]"):
         citelock.answer("q?", CHUNKS, backend=FakeBackend([out(GOOD)]), polcy="quote")  # type: ignore[call-arg]
+
+
+def test_a_free_checks_result_cannot_be_queued(tmp_path: Path) -> None:
+    from test_support_fakes import make_record
+
+    record = make_record("q?", [{"id": "c-1", "text": "The Aurora bridge opened in 1932."}])
+    result = Guard().run(record, {"claims": [{"text": "It opened.", "citations": [{"chunk_id": "c-9"}]}]})
+    with pytest.raises(UsageError, match="groups findings by surface"):
+        ReviewQueue(tmp_path / "q.db").enqueue_result(result)

@@ -36,7 +36,7 @@ from citelock.prompt._parse import parse_answer
 from citelock.prompt._serialize import serialize
 from citelock.prompt._templates import PromptTemplate
 from citelock.records import Answer, Chunk, Context, DroppedChunk, Finding, Generation, GuardReport, PromptRecord
-from citelock.render import RenderStyle, render_answer
+from citelock.render import RenderStyle, render_answer, require_style
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 __all__ = [
@@ -278,8 +278,8 @@ def _guarded(
         surface=result.surface,
         decision=result.decision,
         accounting=result.accounting,
-        removed=tuple(c for c in result.claims if c.action == "drop"),
-        marked=tuple(c for c in result.claims if c.action == "mark"),
+        removed=result.dropped,
+        marked=result.marked,
     )
 
 
@@ -363,7 +363,7 @@ class Citelock:
                     f"a sink must be a ReviewQueue, a ResultStore or a callable (answer, result), "
                     f"got {type(sink).__name__}"
                 )
-        _check_render(render)
+        require_style(render)
         self._backend = backend
         self.log = log if isinstance(log, PromptLog) or log is None else PromptLog(log)
         self.guard = guard
@@ -414,9 +414,8 @@ class Citelock:
             store: Ids of the whole chunk store for this request (default: the client's).
 
         Returns:
-            A :class:`GuardedAnswer`. ``ok`` is True when the answer is clean: without a surface, the guard found
-            nothing; with one, the decision is ``pass``. ``served`` is False only when the surface blocked it;
-            ``removed`` / ``marked`` say what was repaired.
+            A :class:`GuardedAnswer`. ``ok`` is True when the decision is ``pass`` (served whole and clean);
+            ``served`` is False when the guard blocked it; ``removed`` / ``marked`` say what was repaired.
 
         Raises:
             InputError: malformed chunks, an empty question, duplicate ids.
@@ -466,7 +465,7 @@ class Citelock:
 
     def _style(self, render: RenderStyle | None) -> RenderStyle:
         style = render if render is not None else self.render
-        _check_render(style)
+        require_style(style)
         return style
 
     def _prepare(
@@ -493,17 +492,12 @@ class Citelock:
         guarded = _guarded(prep, generation, parsed, result, render)
         for sink in self.sinks:
             if isinstance(sink, ReviewQueue):
-                sink.enqueue(result.report.findings, surface=result.surface or "", week=result.week)
+                sink.enqueue_result(result)
             elif isinstance(sink, ResultStore):
                 sink.append(result)
             else:
                 sink(guarded, result)
         return guarded
-
-
-def _check_render(style: str) -> None:
-    if style not in ("footnotes", "links", "none"):
-        raise UsageError(f"render style must be 'footnotes', 'links' or 'none', got {style!r}")
 
 
 class AnswerOptions(TypedDict, total=False):

@@ -13,13 +13,19 @@ from citelock.errors import UsageError
 from citelock.guard import ClaimOutcome
 from citelock.records import Answer, Context, GuardReport
 
-__all__ = ["ABSTENTION_TEXT", "RenderStyle", "render_answer"]
+__all__ = ["ABSTENTION_TEXT", "RenderStyle", "render_answer", "require_style"]
 
 RenderStyle = Literal["footnotes", "links", "none"]
 """How citation markers appear in a rendered answer."""
 
 ABSTENTION_TEXT = "The sources provided do not answer this question."
 """How an abstention (:attr:`Answer.abstained`) is rendered."""
+
+
+def require_style(style: str) -> None:
+    """Raise :class:`~citelock.UsageError` unless ``style`` is a :data:`RenderStyle`."""
+    if style not in ("footnotes", "links", "none"):
+        raise UsageError(f"render style must be 'footnotes', 'links' or 'none', got {style!r}")
 
 
 def render_answer(
@@ -41,8 +47,7 @@ def render_answer(
     ``drop`` is left out, and so are the footnotes only it used (the others are numbered without gaps); a claim
     whose action is ``mark`` is followed by ``(unverified: REASON, ...)``.
     """
-    if style not in ("footnotes", "links", "none"):
-        raise UsageError(f"render style must be 'footnotes', 'links' or 'none', got {style!r}")
+    require_style(style)
     if answer.abstained:
         return ABSTENTION_TEXT
     verdicts = {(c.claim_index, c.citation_index): c for c in report.citations}

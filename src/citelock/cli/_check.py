@@ -188,7 +188,7 @@ def _check_and_print(
                 return view.ok
         result = setup.guard.run(record, parsed, store=ids)
         if queue is not None and results is not None:  # the guard writes nothing: the command persists
-            queue.enqueue(result.report.findings, surface=setup.policy.name, week=result.week)
+            queue.enqueue_result(result)
             results.append(result)
     del parsed  # the result keeps what it needs; drop the rest before printing
     _print(ReportView.of(result.report), result, as_json=as_json)

@@ -61,7 +61,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
-from citelock.errors import AlreadyResolvedError, InputError
+from citelock.errors import AlreadyResolvedError, InputError, UsageError
+from citelock.guard import GuardResult
 from citelock.reasons import judged_codes
 from citelock.records import Finding, ReasonCode, VerdictLabel
 from citelock.store._engine import make_engine
@@ -312,6 +313,16 @@ class ReviewQueue:
         entries = [QueueEntry.from_finding(f, surface=surface, created_at=moment, week=week) for f in findings]
         self.add(entries)
         return entries
+
+    def enqueue_result(self, result: GuardResult) -> list[QueueEntry]:
+        """Queue every finding of a surface's :class:`~citelock.GuardResult`, in the week its prompt counts in.
+
+        Raises:
+            UsageError: the result has no surface (a free-checks-only ``Guard()`` result): the queue groups by it.
+        """
+        if result.surface is None:
+            raise UsageError("the review queue groups findings by surface: run Guard(SurfacePolicy(...)) to queue them")
+        return self.enqueue(result.report.findings, surface=result.surface, week=result.week)
 
     def get(self, entry_id: str) -> QueueEntry:
         """The entry with this id, or with this unique id prefix (at least 4 characters).
