@@ -283,3 +283,11 @@ def test_text_that_also_says_something_else_is_not_an_abstention(text: str) -> N
 def test_a_structured_empty_claims_list_parses_as_abstained() -> None:
     assert citelock.parse_answer('{"claims": []}').abstained
     assert citelock.parse_answer({"claims": [], "span_policy": "quote"}).span_policy == "quote"
+    assert citelock.parse_answer({"claims": [], "abstained": True}).abstained
+
+
+@pytest.mark.parametrize("flag", [False, None, "yes", 0])
+def test_empty_claims_that_say_they_are_not_an_abstention_are_refused(flag: object) -> None:
+    with pytest.raises(citelock.ParseError, match="'abstained' is") as info:
+        citelock.parse_answer({"claims": [], "abstained": flag})
+    assert info.value.where == "abstained"

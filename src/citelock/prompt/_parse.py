@@ -271,6 +271,12 @@ def parse_answer(
 def _parse_structured(data: Mapping[str, Any]) -> Answer:
     claims = data.get("claims")
     if isinstance(claims, list) and not claims:  # the abstention: {"claims": []}
+        if data.get("abstained", True) is not True:
+            raise ParseError(
+                f"'claims' is empty but 'abstained' is {data['abstained']!r}: an answer without claims is an "
+                'abstention (omit "abstained" or set it to true), an answer that is not needs claims',
+                where="abstained",
+            )
         return _abstention(data)
     if not isinstance(claims, list) or not claims:
         raise ParseError("'claims' must be a non-empty list of claims", where="claims")
