@@ -63,6 +63,19 @@ def test_list_groups_by_reason_with_counts(db: Path) -> None:
     assert json.loads(only.output)["counts"] == {"WRONG_CHUNK": 1}
 
 
+@pytest.mark.parametrize("columns", [40, 60, 80])
+def test_list_never_cuts_the_entry_id_or_the_surface_on_a_narrow_terminal(
+    db: Path, columns: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    table = runner.invoke(app, ["queue", "list", "--db", str(db)])
+    assert table.exit_code == 0, table.output
+    for entries in ReviewQueue(db).grouped().values():
+        for e in entries:
+            assert e.id[:12] in table.output, (columns, e.id)  # the id a reviewer types into `queue show`
+    assert "billing" in "".join(table.output.split())  # folded, never cut with an ellipsis
+
+
 def test_list_rejects_unknown_reason_and_missing_db(db: Path, tmp_path: Path) -> None:
     bad = runner.invoke(app, ["queue", "list", "--db", str(db), "--reason", "NOPE"])
     assert bad.exit_code == 2

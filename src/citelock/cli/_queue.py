@@ -75,6 +75,10 @@ def _short(text: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+_NARROW = 64
+"""Below this many columns ``queue list`` prints lines, not tables (as ``check`` does)."""
+
+
 @queue_app.command("list")
 def list_entries(
     db: DbOption = None,
@@ -109,15 +113,23 @@ def list_entries(
     console.print(f"{total} {status} entr{'y' if total == 1 else 'ies'} in {len(groups)} reason group(s)")
     for code, entries in groups.items():
         info = REASONS[code]
+        if console.width < _NARROW:  # too narrow for five columns: one plain line per entry, wrapped by the terminal
+            typer.echo(f"{code.value} ({len(entries)}): {info.description}; what to do: {info.fix}")
+            for e in entries:
+                chunk = f" [{e.chunk_id}]" if e.chunk_id else ""
+                typer.echo(f"  {e.id[:12]} {e.surface}{chunk} {e.created_at:%Y-%m-%d %H:%M}: {_short(e.claim, 60)!r}")
+            continue
         table = Table(
-            "id",
-            "surface",
-            "claim",
-            "chunk",
-            "queued",
             title=escape(f"{code.value} ({len(entries)})"),
             caption=escape(f"{info.description}; what to do: {info.fix}"),
         )
+        # The id is what a reviewer types next (queue show ID): never cut. Surface and chunk fold rather than
+        # lose their ends; the claim takes the width that is left.
+        table.add_column("id", no_wrap=True, min_width=12)
+        table.add_column("surface", overflow="fold")
+        table.add_column("claim", ratio=1)
+        table.add_column("chunk", overflow="fold")
+        table.add_column("queued", overflow="fold")
         for e in entries:
             cells = (e.id[:12], e.surface, _short(e.claim, 60), e.chunk_id or "-", f"{e.created_at:%Y-%m-%d %H:%M}")
             table.add_row(*(escape(cell) for cell in cells))
