@@ -25,6 +25,7 @@ from citelock.metrics import metrics_from_store
 from citelock.reasons import REASONS
 from citelock.review import FIX_LIST_COLUMNS, create_account, create_app
 from citelock.review._security import CONTENT_SECURITY_POLICY
+from citelock.review._throttle import SignInThrottle
 from citelock.store import QueueFilter
 from review_desk import FINANCE, PASSWORDS, Seeded, copy_seeded, live_server, log_and_guard, seed_desk
 
@@ -128,6 +129,40 @@ def test_a_wrong_name_or_password_gets_one_message(client: TestClient, name: str
     assert response.status_code == 401 and "wrong name or password" in response.text
     assert "citelock_review_session" not in response.headers.get("set-cookie", "")
     assert client.get("/", follow_redirects=False).status_code == 303
+
+
+def test_password_guessing_is_throttled_per_name_then_allowed_after_the_window(seeded: Seeded) -> None:
+    now = [1000.0]
+    throttle = SignInThrottle(name_failures=3, address_failures=100, window=60.0, clock=lambda: now[0])
+    with TestClient(create_app(seeded.desk, sign_in_throttle=throttle), base_url=BASE) as client:
+        for _ in range(3):
+            assert sign_in(client, "alice", "not-the-password").status_code == 401
+        # the fourth try is refused without checking the password, even the right one
+        refused = sign_in(client, "alice")
+        assert refused.status_code == 429 and "too many failed sign-ins" in refused.text
+        assert refused.headers["retry-after"] == "60"
+        assert "citelock_review_session" not in refused.headers.get("set-cookie", "")
+        assert sign_in(client, "ALICE ", PASSWORDS["alice"]).status_code == 429  # the same name however typed
+        assert sign_in(client, "bob").status_code == 303  # another name is not held up
+        now[0] += 61.0
+        assert sign_in(client, "alice").status_code == 303  # after the window the right password works
+
+
+def test_password_guessing_is_throttled_per_client_address(seeded: Seeded) -> None:
+    throttle = SignInThrottle(name_failures=100, address_failures=4, window=60.0)
+    with TestClient(create_app(seeded.desk, sign_in_throttle=throttle), base_url=BASE) as client:
+        for name in ("u1", "u2", "u3", "u4"):  # spraying many names from one address
+            assert sign_in(client, name, "whatever-password").status_code == 401
+        assert sign_in(client, "alice").status_code == 429
+
+
+def test_a_successful_sign_in_clears_the_names_failures(seeded: Seeded) -> None:
+    throttle = SignInThrottle(name_failures=2, address_failures=100, window=60.0)
+    with TestClient(create_app(seeded.desk, sign_in_throttle=throttle), base_url=BASE) as client:
+        assert sign_in(client, "alice", "not-the-password").status_code == 401
+        assert sign_in(client, "alice").status_code == 303
+        assert sign_in(client, "alice", "not-the-password").status_code == 401
+        assert sign_in(client, "alice").status_code == 303  # one failure since the success: still allowed
 
 
 def test_the_sign_in_form_is_csrf_protected(client: TestClient) -> None:

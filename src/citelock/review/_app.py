@@ -26,6 +26,7 @@ from citelock.errors import AlreadyResolvedError, InputError, NotPermittedError
 from citelock.review import _api, _pages
 from citelock.review._desk import ReviewDesk
 from citelock.review._security import SecurityHeaders
+from citelock.review._throttle import SignInThrottle
 from citelock.review._web import CsrfRefused, SignInRequired, api_user, render
 from citelock.store import Credential
 
@@ -112,6 +113,7 @@ def create_app(
     session_lifetime: timedelta = timedelta(hours=12),
     secure_cookies: bool = False,
     origins: Sequence[str] = (),
+    sign_in_throttle: SignInThrottle | None = None,
 ) -> FastAPI:
     """The review desk application.
 
@@ -122,6 +124,7 @@ def create_app(
             over HTTPS they are ``Secure`` anyway).
         origins: Origins the desk is served at besides the address it listens on (``https://review.example``
             behind a proxy): form posts from them pass the same-origin check.
+        sign_in_throttle: Counts failed sign-ins (default: 5 per name, 20 per client address, in 15 minutes).
 
     Raises:
         MissingExtraError: the ``review`` extra is not installed.
@@ -139,6 +142,7 @@ def create_app(
     app.state.session_lifetime = session_lifetime
     app.state.secure_cookies = secure_cookies
     app.state.origins = frozenset(_origin(o) for o in origins)
+    app.state.sign_in_throttle = sign_in_throttle or SignInThrottle()
     app.add_middleware(SecurityHeaders)
     app.mount("/static", StaticFiles(directory=str(resources.files("citelock.review") / "static")), name="static")
     app.include_router(_pages.router)

@@ -18,6 +18,7 @@ from citelock.reasons import REASONS
 from citelock.review._charts import bars_chart, rates_chart, scope_groups
 from citelock.review._passwords import authenticate
 from citelock.review._security import LOGIN_COOKIE, SESSION_COOKIE, csrf_ok, new_login_token, safe_next, same_origin
+from citelock.review._throttle import SignInThrottle
 from citelock.review._web import desk_of, form_user, page_user, render
 from citelock.store import Credential, QueueFilter, QueueRow
 
@@ -86,8 +87,25 @@ def login(
             status_code=403,
         )
     desk = desk_of(request)
+    throttle: SignInThrottle = request.app.state.sign_in_throttle
+    address = request.client.host if request.client is not None else None
+    wait = throttle.retry_after(username, address)
+    if wait is not None:  # refused before the password is checked: a throttled guess teaches nothing
+        response = render(
+            request,
+            "login.html",
+            {
+                "next": safe_next(next),
+                "login_token": cookie,
+                "error": f"too many failed sign-ins: try again in {wait} seconds",
+            },
+            status_code=429,
+        )
+        response.headers["Retry-After"] = str(wait)
+        return response
     account = authenticate(desk.accounts, username, password)
     if account is None:
+        throttle.failed(username, address)
         response = render(
             request,
             "login.html",
@@ -95,6 +113,7 @@ def login(
             status_code=401,
         )
         return response
+    throttle.succeeded(username)
     lifetime: timedelta = request.app.state.session_lifetime
     token = desk.accounts.open(account.username, kind="session", lifetime=lifetime)
     response = RedirectResponse(safe_next(next), status_code=303)
