@@ -196,3 +196,67 @@ def test_metrics_count_repaired_answers_reviews_and_escalations() -> None:
     assert m.get("pass_rate").value == pytest.approx(2 / 5)
     assert m.get("repaired_rate").value == pytest.approx(2 / 5)
     assert m.get("review_routed").value == 2 and m.get("escalations").value == 1
+
+
+# --- a claim citing several chunks: only its failing citations go ------------------------------------------------
+
+TWO_GOOD_ONE_WRONG = {
+    "text": "Revenue grew 12% in 2024.",
+    "citations": [{"chunk_id": "c3"}, {"chunk_id": "c1", "span": "Revenue grew 12%"}, {"chunk_id": "c-999"}],
+}
+
+
+def test_drop_claim_removes_only_the_failing_citations_when_another_passes(tmp_path: Path) -> None:
+    queue = ReviewQueue(tmp_path / "q.db")
+    result = run(TWO_GOOD_ONE_WRONG, policy=surface("drop_claim"), queue=queue)
+    (outcome,) = result.claims
+    assert outcome.action == "serve" and outcome.removed_citations == (0, 2)
+    assert ReasonCode.WRONG_CHUNK in outcome.reasons  # c3 says nothing about revenue; c1, also cited, does
+    assert {ReasonCode.ID_NOT_IN_PROMPT, ReasonCode.FABRICATED_ID} & set(outcome.reasons)  # c-999
+    assert result.decision == "repaired" and result.served and result.trimmed == (outcome,)
+    assert result.dropped == ()
+    # both failing citations are still queued for review
+    assert sorted(e.citation_index for e in queue if e.citation_index is not None) == [0, 2]
+
+
+@pytest.mark.parametrize("on_fail", ["block", "mark"])
+def test_block_and_mark_still_act_on_the_whole_claim(on_fail: str) -> None:
+    result = run(TWO_GOOD_ONE_WRONG, policy=surface(on_fail))
+    (outcome,) = result.claims
+    assert outcome.action == on_fail and outcome.removed_citations == ()
+
+
+def test_a_claim_level_failure_drops_the_claim_whatever_its_citations() -> None:
+    number = {"text": "Revenue grew 15% in 2024.", "citations": [{"chunk_id": "c1"}, {"chunk_id": "c2"}]}
+    result = run(GOOD, number, policy=surface("drop_claim"))
+    assert actions(result)[1][0] == "drop" and result.claims[1].removed_citations == ()
+    every = {"text": "Dividends were suspended.", "citations": [{"chunk_id": "c1"}, {"chunk_id": "c2"}]}
+    result = run(GOOD, every, policy=surface("drop_claim"))  # no citation of it passes: dropped whole
+    assert actions(result)[1] == ("drop", ("UNSUPPORTED",)) and result.trimmed == ()
+
+
+def test_a_trimmed_claim_renders_without_its_removed_citations() -> None:
+    chunks = [*CHUNKS, {"id": "d", "text": "Bridges are often painted red."}]
+    answer_json = json.dumps(
+        {
+            "claims": [
+                {
+                    "text": "The bridge opened in 1932.",
+                    "citations": [
+                        {"chunk_id": "d", "span": "often painted red"},
+                        {"chunk_id": "a", "span": "bridge opened in 1932"},
+                    ],
+                }
+            ]
+        }
+    )
+    policy = SurfacePolicy.model_validate(
+        {"name": "docs", "stakes": "high", "on_fail": "drop_claim", "routing": ROUTING}
+    )
+    result = citelock.answer(
+        "When did it open?", chunks, backend=FakeBackend([answer_json]), surface=policy, judge=ShareJudge()
+    )
+    assert result.decision == "repaired" and result.served
+    assert result.rendered == "The bridge opened in 1932.[1]\n\n[1] a (https://example.org/a): “bridge opened in 1932”"
+    (trimmed,) = result.trimmed
+    assert trimmed.removed_citations == (0,) and trimmed.reasons == (ReasonCode.WRONG_CHUNK,)

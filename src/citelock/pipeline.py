@@ -123,6 +123,8 @@ class GuardedAnswer(_Record):
         accounting: Support-judge calls made and saved (all zero without a surface).
         removed: The claims dropped from ``rendered`` (``on_fail="drop_claim"``), with their reason codes.
         marked: The claims ``rendered`` marks unverified (``on_fail="mark"``), with their reason codes.
+        trimmed: The claims served without some of their citations (``on_fail="drop_claim"``, another citation
+            of the claim passed every check): ``removed_citations`` and the reason codes of the removed ones.
     """
 
     schema_version: Literal["1"] = GUARDED_ANSWER_SCHEMA_VERSION
@@ -148,6 +150,7 @@ class GuardedAnswer(_Record):
     accounting: JudgeAccounting | None = None
     removed: tuple[ClaimOutcome, ...] = ()
     marked: tuple[ClaimOutcome, ...] = ()
+    trimmed: tuple[ClaimOutcome, ...] = ()
 
     @property
     def served(self) -> bool:
@@ -280,6 +283,7 @@ def _guarded(
         accounting=result.accounting,
         removed=result.dropped,
         marked=result.marked,
+        trimmed=result.trimmed,
     )
 
 

@@ -1,7 +1,7 @@
 """Rendering: an answer's claims with their citation markers as footnotes, links or nothing.
 
-A citation that failed guard ① is never shown as a source; a surface's dropped claims are left out and its
-marked claims are followed by ``(unverified: REASON)``.
+A citation that failed guard ① is never shown as a source; a surface's dropped claims and removed citations are
+left out and its marked claims are followed by ``(unverified: REASON)``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def render_answer(
 
     With ``outcomes`` (a surface's :attr:`~citelock.GuardResult.claims`), a claim whose action is
     ``drop`` is left out, and so are the footnotes only it used (the others are numbered without gaps); a claim
-    whose action is ``mark`` is followed by ``(unverified: REASON, ...)``.
+    whose action is ``mark`` is followed by ``(unverified: REASON, ...)``; a served claim's
+    ``removed_citations`` are left out (with the footnotes only they used).
     """
     require_style(style)
     if answer.abstained:
@@ -61,7 +62,10 @@ def render_answer(
         if outcome is not None and outcome.action == "drop":
             continue
         markers: list[str] = []
+        removed = set(outcome.removed_citations) if outcome is not None else set()
         for xi, cite in enumerate(claim.citations):
+            if xi in removed:  # failed, and the claim is served on another citation: not shown at all
+                continue
             check_ = verdicts.get((ci, xi))
             failed = check_ is not None and not check_.passed
             reason = check_.reason.value if failed and check_ is not None and check_.reason else ""

@@ -15,7 +15,10 @@ Then the surface decides what is served, claim by claim. A *failing* claim has a
 recorded: provenance ①, ``UNCITED_CLAIM``, ``NUMBER_MISMATCH``, ``UNSUPPORTED`` / ``PARTIAL_SUPPORT`` /
 ``WRONG_CHUNK``, and ``UNCERTAIN_SUPPORT`` when the surface does not serve unverified claims (high stakes by
 default). ``on_fail`` says what happens to it: ``block`` refuses the whole answer, ``drop_claim`` serves the
-answer without it, ``mark`` serves it visibly marked unverified. Every finding is queued either way.
+answer without it, ``mark`` serves it visibly marked unverified. Under ``drop_claim`` a claim that cites several
+chunks loses only its failing citations when another of its citations passed every check and no claim-level
+check (coverage, numbers) failed: it is served without them (:attr:`ClaimOutcome.removed_citations`). Every
+finding is queued either way.
 
 A check or judge that raises becomes a ``CHECK_ERROR`` finding. On a fail-closed surface (high stakes by
 default) that blocks the answer; elsewhere it is recorded and does not block.
@@ -185,7 +188,11 @@ class ClaimOutcome(BaseModel):
         action: ``serve``, ``drop``, ``mark`` (served marked unverified) or ``block`` (it refused the answer).
         reasons: For a dropped, marked or blocking claim: the reason codes of its failing findings. For a served
             claim: findings recorded without stopping it (``UNCERTAIN_SUPPORT`` on a surface that serves
-            unverified claims, a ``CHECK_ERROR`` that does not fail closed); empty when clean.
+            unverified claims, a ``CHECK_ERROR`` that does not fail closed, the failing findings of citations
+            removed from it); empty when clean.
+        removed_citations: Under ``drop_claim``, the indexes of the claim's citations that failed and were
+            removed while the claim was served on the strength of another of its citations, which passed every
+            check (a claim whose every citation failed, or which failed a claim-level check, is dropped whole).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -194,6 +201,7 @@ class ClaimOutcome(BaseModel):
     claim: str
     action: ClaimAction
     reasons: tuple[ReasonCode, ...] = ()
+    removed_citations: tuple[int, ...] = ()
 
 
 class GuardResult(BaseModel):
@@ -248,6 +256,11 @@ class GuardResult(BaseModel):
     def marked(self) -> tuple[ClaimOutcome, ...]:
         """The claims served marked unverified (``mark``)."""
         return tuple(c for c in self.claims if c.action == "mark")
+
+    @property
+    def trimmed(self) -> tuple[ClaimOutcome, ...]:
+        """The claims served without some of their citations (``removed_citations``)."""
+        return tuple(c for c in self.claims if c.removed_citations)
 
 
 def iso_week(record: PromptRecord) -> str:
@@ -418,6 +431,8 @@ def _outcomes(policy: SurfacePolicy, answer: Answer, report: GuardReport) -> tup
     """Decide per claim (serve / drop / mark / block) and for the answer (pass / repaired / block)."""
     failing: dict[int, list[ReasonCode]] = {}
     noted: dict[int, list[ReasonCode]] = {}
+    claim_level: set[int] = set()  # claims with a failing finding about the claim itself, not one citation
+    failed_citations: dict[int, set[int]] = {}
     refuse = False
     for f in report.findings:
         if f.reason == ReasonCode.CHECK_ERROR and not policy.fail_closed:
@@ -432,10 +447,27 @@ def _outcomes(policy: SurfacePolicy, answer: Answer, report: GuardReport) -> tup
             noted.setdefault(f.claim_index, []).append(f.reason)
             continue
         failing.setdefault(f.claim_index, []).append(f.reason)
+        if f.citation_index is None or f.layer in (Layer.COVERAGE, Layer.NUMBERS):  # numbers: over all citations
+            claim_level.add(f.claim_index)
+        else:
+            failed_citations.setdefault(f.claim_index, set()).add(f.citation_index)
     action: ClaimAction = "block" if policy.on_fail == "block" else "drop" if policy.on_fail == "drop_claim" else "mark"
     outcomes: list[ClaimOutcome] = []
     for ci, claim in enumerate(answer.claims):
         reasons = failing.get(ci)
+        bad = failed_citations.get(ci, set())
+        if reasons and action == "drop" and ci not in claim_level and len(bad) < len(claim.citations):
+            # another citation of this claim passed every check: serve the claim without the failing ones
+            outcomes.append(
+                ClaimOutcome(
+                    claim_index=ci,
+                    claim=claim.text,
+                    action="serve",
+                    reasons=tuple(dict.fromkeys([*reasons, *noted.get(ci, [])])),
+                    removed_citations=tuple(sorted(bad)),
+                )
+            )
+            continue
         outcomes.append(
             ClaimOutcome(
                 claim_index=ci,
@@ -450,7 +482,7 @@ def _outcomes(policy: SurfacePolicy, answer: Answer, report: GuardReport) -> tup
     decision: Decision
     if refuse or any(o.action == "block" for o in outcomes) or (dropped and not left):
         decision = "block"
-    elif any(o.action in ("drop", "mark") for o in outcomes):
+    elif any(o.action in ("drop", "mark") or o.removed_citations for o in outcomes):
         decision = "repaired"
     else:
         decision = "pass"
