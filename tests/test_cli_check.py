@@ -4,7 +4,7 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-from citelock import PromptLog, assemble, serialize
+from citelock import PromptLog, ResultStore, assemble, serialize
 from citelock.cli import app
 from citelock.cli._io import MAX_INPUT_BYTES
 from citelock.judges import DEFAULT_JUDGE
@@ -208,6 +208,31 @@ def test_llm_judge_on_a_real_server_runs_under_the_surface_policy(tmp_path, llam
     cited = sum(len(c["citations"]) for c in GOOD["claims"])
     assert out["surface"] == "legal" and out["accounting"]["judge_calls"] == cited
     assert out["decision"] == ("pass" if result.exit_code == 0 else "block")
+
+
+@pytest.mark.server
+def test_escalation_to_an_llm_judge_on_a_real_server(tmp_path, llama_server) -> None:
+    from citelock.judges import LexicalJudge
+
+    # a routing that sends every lexical score to review, so every citation is escalated to the server's judge
+    wide = {"pass_at": 1.01, "fail_below": -0.01, "judge": "lexical", "judge_version": LexicalJudge().version}
+    calibration = _calibration(tmp_path, {"legal": wide})
+    db = tmp_path / "team.db"
+    args = ["check", "--prompt", _write(tmp_path, "p.json", PROMPT), "--answer", _write(tmp_path, "a.json", GOOD)]
+    result = _run(
+        *args,
+        "--surface", "legal", "--judge", "lexical", "--calibration", calibration,
+        "--escalate-base-url", llama_server.base_url, "--db", db, "--json",
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output  # the tiny model may or may not say yes: both are verdicts
+    out = json.loads(result.stdout)
+    cited = sum(len(c["citations"]) for c in GOOD["claims"])
+    assert out["accounting"]["judge_calls"] == cited and out["accounting"]["escalations"] == cited
+    (stored,) = ResultStore(db).latest(surface="legal")
+    (support,) = stored.support
+    assert support.escalation_judge is not None and support.escalation_judge.startswith("llm")
+    assert support.escalation_label in ("yes", "partial", "no")  # the server's verdict decided the route
+    assert out["decision"] == stored.decision
 
 
 def _calibration(tmp_path, surfaces):
