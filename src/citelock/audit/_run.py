@@ -17,12 +17,12 @@ from citelock.audit._work import AuditSettings
 from citelock.errors import InputError, MissingExtraError, UsageError
 from citelock.guard import Guard
 
-__all__ = ["Engine", "audit", "ray_engine"]
+__all__ = ["Engine", "ray_engine", "run_audit"]
 
 Engine = Literal["local", "ray"]
 
 
-def audit(
+def run_audit(
     inputs: Sequence[str],
     *,
     out: str | Path,
@@ -47,9 +47,9 @@ def audit(
     last run stopped, and nothing is reported, queued or stored twice (see :class:`~citelock.audit.AuditSink`).
 
     Example:
-        >>> from citelock.audit import AuditSettings, audit
-        >>> summary = audit(["traffic.jsonl"], out="audit-out", db="citelock.db",
-        ...                 settings=AuditSettings(surface="support-bot"))  # doctest: +SKIP
+        >>> from citelock import AuditSettings, run_audit
+        >>> summary = run_audit(["traffic.jsonl"], out="audit-out", db="citelock.db",
+        ...                     settings=AuditSettings(surface="support-bot"))  # doctest: +SKIP
         >>> summary.pass_rate  # doctest: +SKIP
 
     Args:
