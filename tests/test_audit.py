@@ -337,8 +337,6 @@ def test_a_killed_or_interrupted_audit_resumes_exactly_once(tmp_path: Path, stop
 
 
 def test_result_keys_make_appends_idempotent(tmp_path: Path, target: str) -> None:
-    path = str(write_jsonl(tmp_path / "rows.jsonl", make_rows(3)))
-    run_audit([path], out=tmp_path / "out", settings=SURFACE, processes=1)
     from citelock.guard import Guard, SurfacePolicy
 
     store = ResultStore(target)
@@ -348,6 +346,10 @@ def test_result_keys_make_appends_idempotent(tmp_path: Path, target: str) -> Non
     assert store.append(result) and store.append(result)  # no key: always appended, as before
     assert store.append_many([(result, "k1"), (result, "k2"), (result, "k2")]) == 1
     assert len(store) == 4
+    queue = ReviewQueue(target)  # enqueue_results: one transaction; add() counts what was new on both databases
+    entries = queue.enqueue_results([result, result])
+    assert len(entries) == 2 * len(result.report.findings) and len(queue) == len(result.report.findings)
+    assert queue.add(entries) == 0
 
 
 def test_results_of_an_older_database_keep_and_gain_the_key_column(tmp_path: Path) -> None:
@@ -399,6 +401,10 @@ def test_a_judge_server_that_goes_away_stops_the_audit_before_committing(tmp_pat
         run_audit([path], out=tmp_path / "out", settings=settings, processes=1, guard=guard)
     assert read_report(tmp_path / "out") == []  # nothing judged by nobody was committed
     assert json.loads((tmp_path / "out" / SUMMARY).read_text())["complete"] is False
+    # in worker processes (each builds its judge, which asks the server for its model): the same error arrives
+    with pytest.raises(BackendConnectionError, match="could not reach the server"):
+        run_audit([path], out=tmp_path / "out", settings=settings, processes=2)
+    assert read_report(tmp_path / "out") == []
 
 
 def test_read_items_streams_in_input_order_with_stable_keys(tmp_path: Path) -> None:
@@ -409,3 +415,17 @@ def test_read_items_streams_in_input_order_with_stable_keys(tmp_path: Path) -> N
     assert items[-1].error is not None and items[-1].payload is None
     assert [i.key for i in read_items([a, b])] == [i.key for i in items]
     assert len({i.key for i in items}) == 6
+
+
+def test_citelock_errors_cross_process_boundaries_whole() -> None:
+    import pickle
+
+    from citelock.errors import BackendConnectionError, ParseError, TruncatedOutputError
+
+    for error in (
+        BackendConnectionError("could not reach the server", provider="openai", retryable=True),
+        TruncatedOutputError("cut short", partial='{"claims": [', max_tokens=8, provider="llama-cpp-python"),
+        ParseError("bad claims", where="claims[0]"),
+    ):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error) and vars(copy) == vars(error)
