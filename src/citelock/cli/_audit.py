@@ -180,7 +180,7 @@ def audit(
                 commit_rows=commit_every,
                 on_start=progress.start,
                 on_progress=progress.advance,
-                guard=setup.guard if setup is not None and processes == 1 else None,
+                guard=setup.guard if setup is not None else None,  # used when the pool has one process
             )
     except KeyboardInterrupt:
         typer.echo(
