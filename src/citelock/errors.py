@@ -32,7 +32,7 @@ Findings about an answer are never exceptions: they are values in a :class:`~cit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Required, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 if TYPE_CHECKING:
     from citelock.records import Generation, PromptRecord
@@ -64,7 +64,22 @@ __all__ = [
 
 
 class CitelockError(Exception):
-    """Root of every error citelock raises."""
+    """Root of every error citelock raises.
+
+    Every citelock error pickles with its message and attributes (a worker process or a Ray task can raise one
+    and its driver re-raise it), whatever arguments its class's ``__init__`` requires.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[CitelockError], args: tuple[Any, ...], state: dict[str, Any]) -> CitelockError:
+    """An unpickled citelock error: its message and attributes as they were, ``__init__`` not called again."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class UsageError(CitelockError):
