@@ -1,0 +1,298 @@
+"""The fast path for never-logged prompts builds exactly the records (and so the findings) it always did.
+
+``tests/reference_record.py`` keeps the straightforward implementation; every test here builds the same thing
+both ways and compares whole values: normalized text, offset maps, placements, statuses, sha256, JSON, reports.
+"""
+
+from __future__ import annotations
+
+import html
+import random
+import sys
+import unicodedata
+from bisect import bisect_left
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reference_record as ref
+from citelock import assemble, check, normalize, normalize_with_map, record_from_messages, serialize
+from citelock.prompt._serialize import _find, messages_sha256
+from citelock.records import Message, PromptRecord
+from citelock.text._normalize import _ODD_WHITESPACE, norm_offset, normalize_with_anchors, raw_offset
+from citelock.text._numbers import numbers_in_order
+
+# Characters and pieces that exercise every normalization step: entities (known, unknown, numeric, one that
+# decodes to nothing, one that decodes to two characters, double-escaped), NFD marks, Hangul jamo, every kind of
+# whitespace, quotes and backslashes (escaped by json), and control characters.
+PIECES = [
+    *"abcxyz ABC019.,;:'\"<>&\\#-_=[]",
+    *"\n\r\t\x0b\x0c\x1c\x1f\x85\u00a0\u1680\u2003\u2028\u2029\u202f\u3000",
+    *"éñ漢字—«»\u0301\u0302\u212b\u1100\u1161\U0001f600\x00\x01\x7f",
+    "&amp;",
+    "&amp;amp;",
+    "&lt;b&gt;",
+    "&#39;",
+    "&#x27;",
+    "&#1;",
+    "&foo;",
+    "&NotEqualTilde;",
+    "  ",
+    "\r\n",
+    " \n ",
+    "e\u0301\u0302",
+]
+TEXT = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+
+
+def _expected_anchors(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    normalized, offsets = ref.normalize_with_map(text)
+    return normalized, ref.compress_offsets(offsets)
+
+
+def test_the_whitespace_list_is_pythons() -> None:
+    everything = (chr(code) for code in range(sys.maxunicode + 1))
+    spaces = [ch for ch in everything if ch.isspace() and ch != " "]
+    assert "".join(spaces) == _ODD_WHITESPACE
+    assert not any(ch.isprintable() for ch in spaces)  # what the printable shortcut relies on
+
+
+@given(TEXT)
+@settings(max_examples=600, deadline=None)
+def test_normalization_and_offset_maps_are_the_reference(text: str) -> None:
+    expected_text, expected_anchors = _expected_anchors(text)
+    assert normalize(text) == ref.normalize(text)
+    assert normalize_with_anchors(text) == (expected_text, expected_anchors)
+    assert normalize_with_map(text) == ref.normalize_with_map(text)
+    offsets = ref.normalize_with_map(text)[1]
+    length = len(expected_text)
+    for raw in range(len(text) + 2):
+        assert norm_offset(expected_anchors, length, raw) == bisect_left(offsets, raw, hi=length)
+    for norm in range(length + 1):
+        assert raw_offset(expected_anchors, norm) == offsets[norm]
+
+
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=8).map("".join), st.integers(1, 3))
+@settings(max_examples=60, deadline=None)
+def test_long_texts_take_the_vector_scan_and_agree(fragment: str, variant: int) -> None:
+    # Long enough for the numpy double-space scan; the variants put the irregular whitespace at the ends too.
+    text = (fragment + "word\nword ") * (20_000 // (len(fragment) + 10) + 1)
+    text = {1: text, 2: " " + text + "x", 3: text.replace("\n", "  ", 1)}[variant]
+    assert normalize_with_anchors(text) == _expected_anchors(text)
+    assert normalize(text) == ref.normalize(text)
+
+
+NUMBERISH = st.lists(
+    st.sampled_from([*"0123456789,.-$€£¥ aZ_\n%()[]", "٣", "1,000", "12.5", "c-10", "v2", "x", "1,00", "3.", ".5"]),
+    max_size=20,
+).map("".join)
+
+
+@given(NUMBERISH)
+@settings(max_examples=800, deadline=None)
+def test_numbers_are_the_reference(text: str) -> None:
+    assert numbers_in_order(text) == ref.numbers_in_order(text)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["system", "user", 'a"\\b', "r\x01"]), TEXT), min_size=0, max_size=3))
+@settings(max_examples=300, deadline=None)
+def test_messages_sha256_is_the_canonical_json(pairs: list[tuple[str, str]]) -> None:
+    messages = [Message(role=role, content=content) for role, content in pairs]
+    assert messages_sha256(messages) == ref.messages_sha256(messages)
+
+
+def test_messages_sha256_refuses_a_lone_surrogate_like_json_then_utf8() -> None:
+    messages = [Message(role="user", content="a\ud800b")]
+    with pytest.raises(UnicodeEncodeError):
+        ref.messages_sha256(messages)
+    with pytest.raises(UnicodeEncodeError):
+        messages_sha256(messages)
+
+
+@given(st.text(alphabet="ab", max_size=1500), st.integers(0, 1500), st.integers(0, 1200), st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_find_is_str_find(text: str, start: int, length: int, inside: bool) -> None:
+    needle = text[start : start + length] if inside else ("ab" * length)[:length]
+    assert _find(text, needle) == text.find(needle)
+
+
+def test_find_stays_linear_on_a_repetitive_text() -> None:
+    text = "a" * 50_000
+    needle = "a" * 700 + "b" + "a" * 300  # its probe occurs everywhere, the needle nowhere
+    assert _find(text, needle) == -1
+    assert _find(text + needle, needle) == 50_000
+    probe = "".join(random.Random(0).choice("abc") for _ in range(256))
+    needle = probe + "z" * 300
+    for misses in range(12):  # the needle right at the probe's n-th hit, before and after the switch to str.find
+        text = (probe + "y") * misses + needle + "y"
+        assert _find(text, needle) == text.find(needle) == misses * 257
+
+
+def _dump(record: PromptRecord) -> dict[str, Any]:
+    return record.model_dump(mode="json", exclude={"created_at"})
+
+
+def _same_record_and_report(
+    messages: list[dict[str, str]],
+    chunks: list[dict[str, str]],
+    question: str | None,
+    answer: dict[str, Any],
+    store: set[str] | None,
+) -> PromptRecord:
+    fast = record_from_messages(messages, chunks, question=question, request_id="r-1")
+    slow = ref.record_from_messages(messages, chunks, question=question, request_id="r-1")
+    assert _dump(fast) == _dump(slow)
+    fast_report = check(fast, answer, store=store)
+    slow_report = check(slow, answer, store=store)
+    assert fast_report == slow_report
+    return fast
+
+
+WORDS = st.sampled_from(["revenue", "grew", "12%", "in", "2023", "café", 'said "no"', "a\\b", "<tag>", "R&D", "漢字"])
+CHUNK_TEXT = st.lists(WORDS, min_size=3, max_size=14).map(" ".join)
+FATE = st.sampled_from(["complete", "complete", "truncated", "header_only", "missing", "duplicate"])
+SEPARATOR = st.sampled_from([" ", "  ", "\n", "\r\n", "\t", " \u00a0 "])
+
+
+def _mangle(text: str, separator: str, escape_times: int, nfd: bool) -> str:
+    out = text.replace(" ", separator)
+    for _ in range(escape_times):
+        out = html.escape(out, quote=True)
+    return unicodedata.normalize("NFD", out) if nfd else out
+
+
+@given(
+    st.lists(st.tuples(CHUNK_TEXT, FATE), min_size=1, max_size=6),
+    SEPARATOR,
+    st.integers(0, 2),
+    st.booleans(),
+    st.sampled_from([None, "", "What grew in 2023?", "revenue grew"]),
+    st.data(),
+)
+@settings(max_examples=250, deadline=None)
+def test_records_and_findings_are_the_reference(
+    chunk_specs: list[tuple[str, str]],
+    separator: str,
+    escape_times: int,
+    nfd: bool,
+    question: str | None,
+    data: st.DataObject,
+) -> None:
+    chunks = [{"id": f"c-{i}", "text": text} for i, (text, _) in enumerate(chunk_specs)]
+    blocks = []
+    for i, (text, fate) in enumerate(chunk_specs):
+        sent = _mangle(text, separator, escape_times, nfd)
+        if fate == "truncated":
+            sent = sent[: max(1, len(sent) * 2 // 3)]
+        elif fate == "header_only":
+            sent = ""
+        elif fate == "duplicate":
+            sent = sent + " / " + sent
+        if fate != "missing":
+            blocks.append(f'<source id="c-{i}">{sent}</source>')
+    body = "\n".join(blocks)
+    if question:
+        body += f"\n<question>{_mangle(question, separator, escape_times, nfd)}</question>"
+    messages = [{"role": "system", "content": "Answer with\tsources.\n"}, {"role": "user", "content": body}]
+    claims = []
+    for k in range(data.draw(st.integers(1, 5))):
+        cited = data.draw(st.integers(0, len(chunks)))  # len(chunks): an id that is not in the prompt
+        cid = chunks[cited]["id"] if cited < len(chunks) else f"c-{cited + 7}"
+        source = data.draw(st.sampled_from([c["text"] for c in chunks] + [question or "grew in", "nowhere at all"]))
+        start = data.draw(st.integers(0, max(0, len(source) - 2)))
+        span = source[start : start + data.draw(st.integers(1, 40))]
+        citation: dict[str, Any] = {"chunk_id": cid}
+        if span.strip() and data.draw(st.booleans()):
+            citation["span"] = span
+        claims.append({"text": f"Claim {k} says revenue grew 12% in 2023.", "citations": [citation]})
+    store = {c["id"] for c in chunks} | {"c-9"} if data.draw(st.booleans()) else None
+    _same_record_and_report(messages, chunks, question, {"claims": claims}, store)
+
+
+@given(
+    st.lists(CHUNK_TEXT, min_size=1, max_size=6, unique=True), st.sampled_from(["answer_structured", "answer_naive"])
+)
+@settings(max_examples=100, deadline=None)
+def test_serialized_records_keep_their_json(texts: list[str], template: str) -> None:
+    # The prompt log stores this JSON and hash-chains it: a record built by serialize must not change by a byte.
+    context = assemble("What grew & why?", [{"id": f"c-{i}", "text": t} for i, t in enumerate(texts)])
+    fast = serialize(context, template=template, request_id="r-1")
+    slow = ref.serialize(context, template=template, request_id="r-1")
+    assert fast.model_dump_json() == slow.model_copy(update={"created_at": fast.created_at}).model_dump_json()
+    assert PromptRecord.model_validate_json(slow.model_dump_json()) == slow
+
+
+def _large_case(rng: random.Random) -> tuple[list[dict[str, str]], list[dict[str, str]], str, dict[str, Any]]:
+    """The guard benchmark's shape (100 chunks of ~1,000 characters) with everything the fast path must keep."""
+    words = 'revenue margin freight clause buyer seller R&D <policy> dosage "patient" trial court 12% 3.5'.split()
+    texts = [" ".join(rng.choice(words) for _ in range(160)) for _ in range(100)]
+    chunks = [{"id": f"c-{i}", "text": t} for i, t in enumerate(texts)]
+    question = "What does the contract say about freight & insurance?"
+    record = serialize(assemble(question, chunks), template="answer_structured")
+    user = record.messages[1].content
+    cut_body = html.escape(texts[40], quote=True)
+    user = user.replace(cut_body, cut_body[: len(cut_body) // 2])  # chunk 40 truncated
+    user = user.replace(html.escape(texts[41], quote=True), "")  # chunk 41: only its id header survives
+    user = user.replace(f'<source id="c-42">{html.escape(texts[42], quote=True)}</source>', "")  # 42: gone
+    user = user.replace("\n", "\r\n  ", 30)  # irregular whitespace in the first lines
+    messages = [{"role": m.role, "content": m.content} for m in record.messages]
+    messages[1]["content"] = user
+    claims = []
+    for k in range(20):
+        index = rng.choice([3, 17, 40, 40, 41, 42, 55, 99])
+        start = rng.randrange(0, len(texts[index]) - 60)
+        span = texts[index][start : start + 50].strip()
+        cited = f"c-{index}" if k % 7 else f"c-{(index + 1) % 100}"  # every 7th cites the neighbour
+        claims.append({"text": f"The source states that {span}.", "citations": [{"chunk_id": cited, "span": span}]})
+    claims.append({"text": "It says freight & insurance.", "citations": [{"chunk_id": "c-5", "span": "freight &"}]})
+    claims.append({"text": "Stale.", "citations": [{"chunk_id": "c-500", "span": "revenue"}]})
+    claims.append({"text": "Invented.", "citations": [{"chunk_id": "c-x", "span": "revenue"}]})
+    claims.append({"text": "The buyer always pays the freight charges in full."})
+    return messages, chunks, question, {"claims": claims}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_large_prompt_gives_the_reference_record_and_findings(seed: int) -> None:
+    messages, chunks, question, answer = _large_case(random.Random(seed))
+    store = {c["id"] for c in chunks} | {"c-500"}
+    record = _same_record_and_report(messages, chunks, question, answer, store)
+    statuses = {pc.id: pc.status for pc in record.chunks}
+    assert (statuses["c-40"], statuses["c-41"], statuses["c-42"], statuses["c-0"]) == (
+        "truncated",
+        "truncated",
+        "missing",
+        "complete",
+    )
+    assert record.question_placement is not None
+    assert len(record.offset_maps[1]) > 1  # the CRLF runs shifted the map
+    reasons = {f.reason.value for f in check(record, answer, store=store).findings}
+    assert {"SPAN_ONLY_IN_QUESTION", "STALE_ID", "FABRICATED_ID", "UNCITED_CLAIM"} <= reasons
+
+
+@given(
+    st.sampled_from(["..", "#1#", "7", "x-1", "[2]"]),
+    st.lists(st.sampled_from([*'. #17x-[]="', "..", "....", "#1#1#", "[2]", "x-1", "body text here"]), max_size=30),
+)
+@settings(max_examples=300, deadline=None)
+def test_header_only_chunks_are_found_where_the_reference_finds_them(chunk_id: str, pieces: list[str]) -> None:
+    # Ids whose occurrences overlap, ids of digits only, occurrences inside another chunk's body: the missing
+    # chunk becomes header-only at exactly the occurrence the reference's regex scan accepts.
+    text = "".join(pieces)
+    messages = [{"role": "user", "content": f"{text} <source>body text here</source> {text[::-1]}"}]
+    chunks = [{"id": "b", "text": "body text here"}, {"id": chunk_id, "text": "a body that was cut from the prompt"}]
+    fast = record_from_messages(messages, chunks, request_id="r-1")
+    slow = ref.record_from_messages(messages, chunks, request_id="r-1")
+    assert _dump(fast) == _dump(slow)
+
+
+def test_a_header_only_id_is_matched_left_to_right_without_overlaps() -> None:
+    # ".." first matches across the end of the located body (rejected); the regex scan resumes after that match,
+    # so the header is the next ".." two characters on, not the overlapping one in between.
+    messages = [{"role": "user", "content": "<source>body text .....</source>"}]
+    chunks = [{"id": "b", "text": "body text ."}, {"id": "..", "text": "a body that was cut from the prompt"}]
+    fast = record_from_messages(messages, chunks, request_id="r-1")
+    assert _dump(fast) == _dump(ref.record_from_messages(messages, chunks, request_id="r-1"))
+    placement = fast.chunks[1].placement
+    assert fast.chunks[1].status == "truncated" and placement is not None and placement.norm_start == 22
