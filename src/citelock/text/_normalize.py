@@ -22,7 +22,15 @@ import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
-__all__ = ["compress_offsets", "norm_offset", "normalize", "normalize_with_anchors", "normalize_with_map", "raw_offset"]
+__all__ = [
+    "compress_offsets",
+    "norm_offset",
+    "normalize",
+    "normalize_all",
+    "normalize_with_anchors",
+    "normalize_with_map",
+    "raw_offset",
+]
 
 Anchors = tuple[tuple[int, int], ...]
 """A compact offset map: ``(norm_index, raw_index)`` pairs where the shift between the two changes."""
@@ -77,6 +85,43 @@ def normalize(text: str) -> str:
     if _regular_whitespace(text):
         return text
     return " ".join(text.split())  # splits on exactly the characters ``\s`` matches; drops outer whitespace
+
+
+def normalize_all(texts: Sequence[str]) -> list[str]:
+    """``[normalize(t) for t in texts]``, faster for many texts (the chunks of a prompt).
+
+    The usual chunk is ASCII with nothing to normalize; proving that takes a scan for two spaces in a row, which
+    is done for all such texts at once with numpy (about 3x faster than ``in``). The others go through
+    :func:`normalize`.
+    """
+    plain = [i for i, text in enumerate(texts) if text.isascii() and "&" not in text]
+    plain_texts = [texts[i] for i in plain]
+    if sum(map(len, plain_texts)) < _VECTOR_SCAN_CHARS:
+        return [normalize(text) for text in texts]
+    out = list(texts)
+    unchanged = set(plain).difference(plain[i] for i in _irregular_ascii(plain_texts))
+    for i, text in enumerate(texts):
+        if i not in unchanged:
+            out[i] = normalize(text)
+    return out
+
+
+def _irregular_ascii(texts: Sequence[str]) -> set[int]:
+    """Positions in ``texts`` (ASCII) of those whose whitespace normalization would change."""
+    import numpy as np  # imported here: a core dependency, but a heavy import for the rest of this module
+
+    codes = np.frombuffer("\x7f".join(texts).encode("ascii"), dtype=np.uint8)  # DEL: neither space nor control
+    space = codes == 0x20
+    bad = codes < 0x20
+    if bad.any():  # a control character: is it a line break, a tab, ...? (0x09-0x0D and 0x1C-0x1F)
+        bad &= ((codes >= 0x09) & (codes <= 0x0D)) | (codes >= 0x1C)
+    bad[:-1] |= space[:-1] & space[1:]  # two spaces in a row
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    starts = np.cumsum(lengths + 1) - lengths - 1
+    filled = lengths > 0
+    edges = space[starts[filled]] | space[(starts + lengths - 1)[filled]]
+    owners = np.searchsorted(starts, np.flatnonzero(bad), side="right") - 1
+    return set(np.flatnonzero(filled)[edges].tolist()) | set(owners.tolist())
 
 
 class _AnchorList:
