@@ -14,14 +14,23 @@ from bisect import bisect_left
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import reference_record as ref
 from citelock import assemble, check, normalize, normalize_with_map, record_from_messages, serialize
-from citelock.prompt._serialize import _find, messages_sha256
+from citelock.prompt import _search, _serialize
+from citelock.prompt._search import TextSearch
+from citelock.prompt._serialize import messages_sha256
 from citelock.records import Message, PromptRecord
-from citelock.text._normalize import _ODD_WHITESPACE, norm_offset, normalize_with_anchors, raw_offset
+from citelock.text import _normalize
+from citelock.text._normalize import (
+    _ODD_WHITESPACE,
+    norm_offset,
+    normalize_all,
+    normalize_with_anchors,
+    raw_offset,
+)
 from citelock.text._numbers import numbers_in_order
 
 # Characters and pieces that exercise every normalization step: entities (known, unknown, numeric, one that
@@ -84,6 +93,20 @@ def test_long_texts_take_the_vector_scan_and_agree(fragment: str, variant: int) 
     assert normalize(text) == ref.normalize(text)
 
 
+ASCII_PIECES = ["ab", "ab", "ab", " ", "  ", "\n", "\t", "\x1c", "\x1f", "\x00", "\x08", "\x7f"]
+ASCII_CHUNK = st.lists(st.sampled_from(ASCII_PIECES), max_size=12).map("".join)
+OTHER_CHUNK = st.sampled_from(["é  x", "caf\u0065\u0301", "&amp; y", "R&D", ""])
+
+
+@given(st.lists(st.one_of(ASCII_CHUNK, OTHER_CHUNK), max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_normalize_all_is_normalize_each(texts: list[str]) -> None:
+    assert normalize_all(texts) == [ref.normalize(text) for text in texts]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_normalize, "_VECTOR_SCAN_CHARS", 0)  # the one-pass numpy scan, whatever the length
+        assert normalize_all(texts) == [ref.normalize(text) for text in texts]
+
+
 NUMBERISH = st.lists(
     st.sampled_from([*"0123456789,.-$€£¥ aZ_\n%()[]", "٣", "1,000", "12.5", "c-10", "v2", "x", "1,00", "3.", ".5"]),
     max_size=20,
@@ -111,23 +134,44 @@ def test_messages_sha256_refuses_a_lone_surrogate_like_json_then_utf8() -> None:
         messages_sha256(messages)
 
 
-@given(st.text(alphabet="ab", max_size=1500), st.integers(0, 1500), st.integers(0, 1200), st.booleans())
-@settings(max_examples=400, deadline=None)
-def test_find_is_str_find(text: str, start: int, length: int, inside: bool) -> None:
-    needle = text[start : start + length] if inside else ("ab" * length)[:length]
-    assert _find(text, needle) == text.find(needle)
+SEARCH_TEXT = st.text(alphabet=st.sampled_from(["a", "b", "é", "漢", "\U0001f600"]), max_size=1500)
 
 
-def test_find_stays_linear_on_a_repetitive_text() -> None:
+@pytest.fixture(params=["str.find", "stringzilla"])
+def simd(request: pytest.FixtureRequest) -> bool:
+    if request.param == "stringzilla":
+        pytest.importorskip("stringzilla")
+    return bool(request.param == "stringzilla")
+
+
+@given(text=SEARCH_TEXT, start=st.integers(0, 1500), length=st.integers(0, 1200), inside=st.booleans())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_text_search_is_str_find(simd: bool, text: str, start: int, length: int, inside: bool) -> None:
+    needle = text[start : start + length] if inside else ("ab漢" * length)[:length]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_search, "SIMD_MIN_CHARS", 0)  # short texts take the SIMD path too
+        search = TextSearch(text, simd=simd)
+        assert search.simd == simd
+        assert search.first(needle) == text.find(needle)
+
+
+def test_text_search_stays_linear_on_a_repetitive_text(simd: bool) -> None:
     text = "a" * 50_000
     needle = "a" * 700 + "b" + "a" * 300  # its probe occurs everywhere, the needle nowhere
-    assert _find(text, needle) == -1
-    assert _find(text + needle, needle) == 50_000
+    assert TextSearch(text, simd=simd).first(needle) == -1
+    assert TextSearch(text + needle, simd=simd).first(needle) == 50_000
     probe = "".join(random.Random(0).choice("abc") for _ in range(256))
     needle = probe + "z" * 300
     for misses in range(12):  # the needle right at the probe's n-th hit, before and after the switch to str.find
-        text = (probe + "y") * misses + needle + "y"
-        assert _find(text, needle) == text.find(needle) == misses * 257
+        text = ((probe + "y") * misses + needle + "y") * 8
+        assert TextSearch(text, simd=simd).first(needle) == text.find(needle) == misses * 257
+
+
+def test_text_search_without_utf8_falls_back_to_str_find() -> None:
+    text = "x\ud800" + "ab" * 5000  # a lone surrogate: no UTF-8 form
+    search = TextSearch(text)
+    assert not search.simd
+    assert search.first("ba") == text.find("ba") == 3
 
 
 def _dump(record: PromptRecord) -> dict[str, Any]:
@@ -224,10 +268,15 @@ def test_serialized_records_keep_their_json(texts: list[str], template: str) -> 
     assert PromptRecord.model_validate_json(slow.model_dump_json()) == slow
 
 
-def _large_case(rng: random.Random) -> tuple[list[dict[str, str]], list[dict[str, str]], str, dict[str, Any]]:
+def _large_case(
+    rng: random.Random, ascii_only: bool
+) -> tuple[list[dict[str, str]], list[dict[str, str]], str, dict[str, Any]]:
     """The guard benchmark's shape (100 chunks of ~1,000 characters) with everything the fast path must keep."""
     words = 'revenue margin freight clause buyer seller R&D <policy> dosage "patient" trial court 12% 3.5'.split()
+    if not ascii_only:
+        words += ["café", "naïve", "—", "漢字", "\U0001f600"]
     texts = [" ".join(rng.choice(words) for _ in range(160)) for _ in range(100)]
+    texts[42] = "Zebra quartz jukebox: no other chunk has words like these. " + texts[42]  # not even a prefix survives
     chunks = [{"id": f"c-{i}", "text": t} for i, t in enumerate(texts)]
     question = "What does the contract say about freight & insurance?"
     record = serialize(assemble(question, chunks), template="answer_structured")
@@ -253,11 +302,15 @@ def _large_case(rng: random.Random) -> tuple[list[dict[str, str]], list[dict[str
     return messages, chunks, question, {"claims": claims}
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_a_large_prompt_gives_the_reference_record_and_findings(seed: int) -> None:
-    messages, chunks, question, answer = _large_case(random.Random(seed))
+@pytest.mark.parametrize(("seed", "ascii_only"), [(0, True), (1, False), (2, False)])
+def test_a_large_prompt_gives_the_reference_record_and_findings(simd: bool, seed: int, ascii_only: bool) -> None:
+    messages, chunks, question, answer = _large_case(random.Random(seed), ascii_only)
     store = {c["id"] for c in chunks} | {"c-500"}
-    record = _same_record_and_report(messages, chunks, question, answer, store)
+    with pytest.MonkeyPatch.context() as patch:
+        if not simd:
+            patch.setattr(_search, "stringzilla", None)
+        assert _serialize._Normalized([Message(**m) for m in messages]).searches[1].simd == simd
+        record = _same_record_and_report(messages, chunks, question, answer, store)
     statuses = {pc.id: pc.status for pc in record.chunks}
     assert (statuses["c-40"], statuses["c-41"], statuses["c-42"], statuses["c-0"]) == (
         "truncated",

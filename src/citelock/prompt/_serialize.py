@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from citelock.errors import InputError
 from citelock.prompt._assemble import coerce_chunks
+from citelock.prompt._search import TextSearch
 from citelock.prompt._templates import PromptTemplate, load_template
 from citelock.records import (
     Chunk,
@@ -28,7 +29,7 @@ from citelock.records import (
     PromptRecord,
     TemplateRef,
 )
-from citelock.text._normalize import norm_offset, normalize, normalize_with_anchors, raw_offset
+from citelock.text._normalize import norm_offset, normalize, normalize_all, normalize_with_anchors, raw_offset
 
 __all__ = ["MIN_TRUNCATED_PREFIX", "messages_sha256", "record_from_messages", "serialize"]
 
@@ -79,30 +80,6 @@ def _json_string(text: str) -> bytes:
     return b'"' + data + b'"'
 
 
-_PROBE_CHARS = 256
-_PROBE_MISSES = 8
-
-
-def _find(text: str, needle: str) -> int:
-    """``text.find(needle)``, faster for a long needle (a chunk body) in a long text (a prompt).
-
-    str.find prepares its search in time linear in the needle (for a 1,000-character chunk that is a third of
-    the search); the needle's first :data:`_PROBE_CHARS` characters are searched instead and each hit is checked
-    with ``startswith``. After :data:`_PROBE_MISSES` hits that are not the needle (a repetitive text), the rest
-    is searched for the whole needle, so the cost stays linear in the text.
-    """
-    if len(needle) <= 2 * _PROBE_CHARS:
-        return text.find(needle)
-    probe = needle[:_PROBE_CHARS]
-    at = text.find(probe)
-    for _ in range(_PROBE_MISSES):
-        if at < 0 or text.startswith(needle, at):
-            return at
-        at = text.find(probe, at + 1)
-    # Every occurrence of the needle starts with the probe, and the probe's hits before ``at`` were checked.
-    return -1 if at < 0 else text.find(needle, at)
-
-
 class _Normalized:
     """Normalized messages with compact offset maps (anchors), kept only while a record is being built."""
 
@@ -110,6 +87,7 @@ class _Normalized:
         pairs = [normalize_with_anchors(m.content) for m in messages]
         self.texts = [text for text, _ in pairs]
         self.anchors = tuple(anchors for _, anchors in pairs)
+        self.searches = [TextSearch(text) for text in self.texts]
 
     def placement(self, message: int, start: int, end: int) -> Placement:
         """The placement of the raw range ``[start, end)`` of a message."""
@@ -135,8 +113,8 @@ class _Normalized:
 
     def find(self, needle: str) -> tuple[int, int] | None:
         """First (message, normalized offset) where ``needle`` occurs."""
-        for index, text in enumerate(self.texts):
-            at = _find(text, needle)
+        for index, search in enumerate(self.searches):
+            at = search.first(needle)
             if at >= 0:
                 return index, at
         return None
@@ -227,8 +205,8 @@ _Located = tuple[Chunk, ChunkStatus, _Where | None]
 _PLACED_CHUNKS: TypeAdapter[tuple[PlacedChunk, ...]] = TypeAdapter(tuple[PlacedChunk, ...])
 
 
-def _locate(norm: _Normalized, chunk: Chunk) -> _Located:
-    body = normalize(chunk.text)
+def _locate(norm: _Normalized, chunk: Chunk, body: str) -> _Located:
+    """Where the chunk's normalized ``body`` (or its longest surviving prefix) is in the prompt."""
     if not body:
         return chunk, "missing", None
     hit = norm.find(body)
@@ -304,7 +282,9 @@ def record_from_messages(
     """
     msgs = _coerce_messages(messages)
     norm = _Normalized(msgs)
-    located = [_locate(norm, chunk) for chunk in coerce_chunks(chunks)]
+    given = coerce_chunks(chunks)
+    bodies = normalize_all([chunk.text for chunk in given])
+    located = [_locate(norm, chunk, body) for chunk, body in zip(given, bodies, strict=True)]
     question_at: _Where | None = None
     nq = normalize(question) if question else ""
     if nq:
