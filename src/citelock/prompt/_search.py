@@ -80,6 +80,8 @@ class TextSearch:
 
     def first(self, needle: str) -> int:
         """The first offset of ``needle`` in the text, or -1 (``str.find``)."""
+        if len(needle) > len(self.text):  # a chunk body against the system message, say
+            return -1
         if not self.simd:
             return first_occurrence(self.text, needle, str.find)
         try:
