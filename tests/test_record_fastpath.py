@@ -7,10 +7,12 @@ both ways and compares whole values: normalized text, offset maps, placements, s
 from __future__ import annotations
 
 import html
+import json
 import random
 import sys
 import unicodedata
 from bisect import bisect_left
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -349,3 +351,63 @@ def test_a_header_only_id_is_matched_left_to_right_without_overlaps() -> None:
     assert _dump(fast) == _dump(ref.record_from_messages(messages, chunks, request_id="r-1"))
     placement = fast.chunks[1].placement
     assert fast.chunks[1].status == "truncated" and placement is not None and placement.norm_start == 22
+
+
+def _expertqa_prompts(path: Path, limit: int) -> list[tuple[str, list[str], list[str]]]:
+    """(question, evidence passages, claim strings) of the first ``limit`` ExpertQA questions with evidence."""
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            passages: list[str] = []
+            claims: list[str] = []
+            for answer in row["answers"].values():
+                for claim in answer.get("claims") or []:
+                    claims.append(claim["claim_string"])
+                    for evidence in claim.get("evidence") or []:
+                        text = evidence.split("\n\n", 1)[-1].strip()  # "[n] URL\n\npassage"
+                        if text and text not in passages:
+                            passages.append(text)
+            if len(passages) >= 4:
+                out.append((row["question"], passages[:20], claims))
+            if len(out) == limit:
+                break
+    return out
+
+
+@pytest.mark.shared_data
+def test_real_web_passages_give_the_reference_records_and_findings(shared_data: Path) -> None:
+    # Real evidence passages (web text: Unicode, entities after escaping, odd whitespace) rendered by the
+    # structured template, then cut like a real truncating stack: a body halved, a body dropped, CRLF line ends.
+    cases = _expertqa_prompts(shared_data / "expertqa" / "val.jsonl", 40)
+    assert len(cases) == 40
+    rng = random.Random(0)
+    statuses: set[str] = set()
+    reasons: set[str] = set()
+    sizes = []
+    pool: list[str] = []  # earlier questions' passages: off-topic chunks, as a retriever returns them
+    for question, own, claim_strings in cases:
+        passages = own + [text for text in pool[-30:] if text not in own]
+        pool += own
+        chunks = [{"id": f"e-{i}", "text": text} for i, text in enumerate(passages)]
+        user = serialize(assemble(question, chunks)).messages[1].content
+        halved, cut, gone = (html.escape(passages[i], quote=True) for i in (1, 2, 3))
+        user = user.replace(halved, halved[: len(halved) // 2]).replace(cut, "")  # e-2: only its id header stays
+        user = user.replace(f'<source id="e-3">{gone}</source>', "").replace("\n", "\r\n", 5)
+        messages = [{"role": "system", "content": "Cite the sources."}, {"role": "user", "content": user}]
+        claims = []
+        for k, claim in enumerate(claim_strings[:12]):
+            source = rng.choice([*passages, question])
+            start = rng.randrange(max(1, len(source) - 40))
+            span = source[start : start + 40]
+            cited = chunks[rng.randrange(len(chunks))]["id"] if k % 5 else "e-999"
+            citation = {"chunk_id": cited, "span": span} if span.strip() else {"chunk_id": cited}
+            claims.append({"text": claim, "citations": [citation]})
+        store = {c["id"] for c in chunks}
+        record = _same_record_and_report(messages, chunks, question, {"claims": claims}, store)
+        statuses |= {pc.status for pc in record.chunks}
+        reasons |= {f.reason.value for f in check(record, {"claims": claims}, store=store).findings}
+        sizes.append(len(user))
+    assert statuses == {"complete", "truncated", "missing"}
+    assert {"SPAN_NOT_IN_CHUNK", "SPAN_IN_OTHER_CHUNK", "SPAN_ONLY_IN_QUESTION", "FABRICATED_ID"} <= reasons
+    assert sum(size >= _search.SIMD_MIN_CHARS for size in sizes) >= 30  # searched with SIMD when installed
