@@ -11,13 +11,15 @@ Rows:
 - ``citelock check (logged record)``: the production path: the PromptRecord was built once when the prompt was
   logged (before generation); the guard runs against it.
 - ``citelock record + check``: also builds the record from the raw messages in the timed region (the cost of
-  guarding a prompt that was never logged).
+  guarding a prompt that was never logged); locating the chunks uses StringZilla when ``citelock[fast]`` is
+  installed (the ``bench`` extra installs it), ``str.find`` otherwise: the line above the table says which.
 - ``groundcite validate``: resolution + coverage + quote check, given the source texts.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import random
 import statistics
 import time
@@ -129,6 +131,8 @@ def main() -> None:
         f"{args.answers} answers x 20 citations (+1 uncited sentence), prompts of ~{kb:.0f} KB, "
         f"{args.chunks} chunks; seed {args.seed}"
     )
+    simd = importlib.util.find_spec("stringzilla") is not None
+    print(f"chunk search for never-logged prompts: {'StringZilla (citelock[fast])' if simd else 'str.find'}")
     print(
         f"| {'path':32} | {'p50 ms/answer':>13} | {'p99 ms/answer':>13} | {'citations/s':>11} | "
         f"{'p50 vs groundcite':>17} |"

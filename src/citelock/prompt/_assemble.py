@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from citelock.errors import BudgetExceededError, InputError
 from citelock.prompt._templates import PromptTemplate, load_template
@@ -19,6 +19,8 @@ __all__ = ["assemble", "coerce_chunks", "render_messages"]
 
 OnOverflow = Literal["error", "drop"]
 
+_CHUNKS: TypeAdapter[tuple[Chunk, ...]] = TypeAdapter(tuple[Chunk, ...])
+
 
 def coerce_chunks(chunks: Iterable[Chunk | Mapping[str, Any]]) -> tuple[Chunk, ...]:
     """Turn chunks given as records or dicts into :class:`Chunk` records, rejecting duplicate ids.
@@ -26,24 +28,25 @@ def coerce_chunks(chunks: Iterable[Chunk | Mapping[str, Any]]) -> tuple[Chunk, .
     Raises:
         InputError: a chunk is malformed (names which one and why) or an id repeats.
     """
-    out: list[Chunk] = []
+    items = list(chunks)
+    try:
+        out = _CHUNKS.validate_python(items)  # one call for all of them (records pass through as they are)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        index, *loc = err["loc"]
+        _reject_duplicates(_CHUNKS.validate_python(items[: int(index)]))  # an earlier repeat is reported first
+        where = ".".join(str(p) for p in loc) or "(root)"
+        raise InputError(f"chunk #{index} is not a valid chunk: {where}: {err['msg']}") from None
+    _reject_duplicates(out)
+    return out
+
+
+def _reject_duplicates(chunks: tuple[Chunk, ...]) -> None:
     seen: set[str] = set()
-    for index, item in enumerate(chunks):
-        try:
-            chunk = item if isinstance(item, Chunk) else Chunk.model_validate(item)
-        except ValidationError as exc:
-            raise InputError(f"chunk #{index} is not a valid chunk: {_first_error(exc)}") from None
+    for index, chunk in enumerate(chunks):
         if chunk.id in seen:
             raise InputError(f"chunk #{index}: id {chunk.id!r} appears twice; chunk ids must be unique")
         seen.add(chunk.id)
-        out.append(chunk)
-    return tuple(out)
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "(root)"
-    return f"{where}: {err['msg']}"
 
 
 def render_messages(template: PromptTemplate, question: str, chunks: Iterable[Chunk]) -> list[dict[str, str]]:
