@@ -6,6 +6,8 @@ EXPECTED = [
     "ABSTENTION_TEXT",
     "AlreadyResolvedError",
     "Answer",
+    "AuditSettings",
+    "AuditSummary",
     "Backend",
     "BackendConnectionError",
     "BackendError",
@@ -89,6 +91,7 @@ EXPECTED = [
     "parse_free_text",
     "record_from_messages",
     "render_answer",
+    "run_audit",
     "serialize",
     "split_sentences",
 ]

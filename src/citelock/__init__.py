@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from citelock._version import __version__
 
 if TYPE_CHECKING:
+    from citelock.audit import AuditSettings, AuditSummary, run_audit
     from citelock.backends import Backend, FakeBackend
     from citelock.constraint._schema import (
         BackendLimits,
@@ -181,6 +182,9 @@ _EXPORTS: dict[str, str] = {
     "PromptLog": "citelock.store",
     "ResultStore": "citelock.store",
     "ReviewQueue": "citelock.store",
+    "AuditSettings": "citelock.audit",
+    "AuditSummary": "citelock.audit",
+    "run_audit": "citelock.audit",
 }
 
 
@@ -201,6 +205,8 @@ __all__ = [
     "ABSTENTION_TEXT",
     "AlreadyResolvedError",
     "Answer",
+    "AuditSettings",
+    "AuditSummary",
     "Backend",
     "BackendConnectionError",
     "BackendError",
@@ -284,6 +290,7 @@ __all__ = [
     "parse_free_text",
     "record_from_messages",
     "render_answer",
+    "run_audit",
     "serialize",
     "split_sentences",
 ]

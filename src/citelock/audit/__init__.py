@@ -5,6 +5,7 @@ answers), guard each (:func:`prepare` then :func:`judge_prepared`, the same in e
 report rows, review-queue entries and results exactly once.
 """
 
+from citelock.audit._local import run_local
 from citelock.audit._rows import (
     AnswerRow,
     AuditItem,
@@ -15,6 +16,8 @@ from citelock.audit._rows import (
     read_items,
     row_schema,
 )
+from citelock.audit._run import ray_engine, run_audit
+from citelock.audit._sink import AuditSink, AuditSummary, PartFigures, read_report
 from citelock.audit._work import (
     AuditOutcome,
     AuditSettings,
@@ -31,6 +34,9 @@ __all__ = [
     "AuditOutcome",
     "AuditRow",
     "AuditSettings",
+    "AuditSink",
+    "AuditSummary",
+    "PartFigures",
     "Prepared",
     "ReadStats",
     "answer_row_schema",
@@ -39,6 +45,10 @@ __all__ = [
     "input_kind",
     "judge_prepared",
     "prepare",
+    "ray_engine",
     "read_items",
+    "read_report",
     "row_schema",
+    "run_audit",
+    "run_local",
 ]

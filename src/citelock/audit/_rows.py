@@ -43,6 +43,8 @@ __all__ = [
     "ReadStats",
     "answer_row_problem",
     "answer_row_schema",
+    "check_inputs",
+    "count_rows",
     "input_kind",
     "read_items",
     "row_problem",
@@ -165,6 +167,8 @@ def read_items(
 ) -> Iterator[AuditItem]:
     """Stream the items of ``inputs`` in a stable order (inputs as given, rows in file order).
 
+    The inputs and options are checked when this is called, before the first item is read.
+
     Args:
         inputs: JSONL / Parquet files of :class:`AuditRow` rows, or one prompt log (a SQLite file or a
             ``postgresql://`` URL).
@@ -175,14 +179,38 @@ def read_items(
 
     Raises:
         InputError: no inputs, an input that does not exist, a log mixed with files, a log without answer
-            files, ``since``/``until``/``answers`` without a log.
+            files, ``since``/``until``/``answers`` without a log, ``since`` not before ``until``.
         MissingExtraError: a Parquet input without pyarrow (``pip install citelock[audit]``).
+    """
+    kinds = check_inputs(inputs, answers=answers, since=since, until=until)
+    stats = stats if stats is not None else ReadStats()
+    stats.inputs = list(inputs)
+    if kinds == ["log"]:
+        return _log_items(inputs[0], answers, since, until, stats)
+    return _files_items(inputs, kinds)
+
+
+def check_inputs(
+    inputs: Sequence[str],
+    *,
+    answers: Sequence[str] = (),
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[InputKind]:
+    """The kind of each input, after checking that they can be audited together (see :func:`read_items`).
+
+    Raises:
+        InputError: as :func:`read_items`.
+        MissingExtraError: a Parquet input or answers file without pyarrow.
     """
     kinds = [input_kind(target) for target in inputs]
     if not kinds:
         raise InputError("no audit input: give JSONL or Parquet files, or a prompt log")
-    stats = stats if stats is not None else ReadStats()
-    stats.inputs = list(inputs)
+    answer_kinds = [input_kind(source) for source in answers]
+    if "log" in answer_kinds:
+        raise InputError("--answers: expected JSONL or Parquet files of answers, got a database")
+    if "parquet" in (*kinds, *answer_kinds):
+        _parquet_module()
     if "log" in kinds:
         if len(kinds) > 1:
             raise InputError("audit one prompt log at a time, and not together with JSONL or Parquet files")
@@ -191,14 +219,40 @@ def read_items(
                 f"the prompt log {inputs[0]} stores prompts, not answers: give the answers with --answers FILE "
                 '(JSONL or Parquet rows {"request_id": ..., "answer": ...})'
             )
-        yield from _log_items(inputs[0], answers, since, until, stats)
-        return
+        if since is not None and until is not None and since >= until:
+            raise InputError(f"--since {since.isoformat()} is not before --until {until.isoformat()}")
+        return kinds
     if since is not None or until is not None:
         raise InputError("--since/--until select prompts by the time they were logged: they need a prompt log input")
     if answers:
         raise InputError("--answers gives the answers of a prompt log: it needs a prompt log input")
+    return kinds
+
+
+def count_rows(inputs: Sequence[str], *, answers: Sequence[str] = ()) -> int:
+    """How many rows the inputs hold (non-blank JSONL lines, Parquet rows; a log's answers), for progress."""
+    total = 0
+    for target in answers or inputs:
+        kind = input_kind(target)
+        if kind == "parquet":
+            total += int(_parquet_module().ParquetFile(Path(target).expanduser()).metadata.num_rows)
+        elif kind == "jsonl":
+            with Path(target).expanduser().open("rb") as handle:
+                total += sum(1 for line in handle if line.strip())
+    return total
+
+
+def _files_items(inputs: Sequence[str], kinds: Sequence[InputKind]) -> Iterator[AuditItem]:
     for target, kind in zip(inputs, kinds, strict=True):
         yield from _file_items(target, kind)
+
+
+def _parquet_module() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MissingExtraError("audit", "pyarrow") from None
+    return pq
 
 
 def _file_items(target: str, kind: InputKind) -> Iterator[AuditItem]:
@@ -254,10 +308,7 @@ def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
 
 def _parquet_rows(target: str) -> Iterator[_Row]:
     """Each row of a Parquet file as a JSON-like dict (nulls dropped, JSON-text nested columns parsed)."""
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise MissingExtraError("audit", "pyarrow") from None
+    pq = _parquet_module()
     try:
         file = pq.ParquetFile(Path(target).expanduser())
     except Exception as exc:  # pyarrow raises ArrowInvalid / OSError with its own message
@@ -319,13 +370,10 @@ def _log_items(
     """The answers of ``answers`` joined to their logged prompts (verified), within ``since``/``until``."""
     from citelock.store import PromptLog
 
-    if since is not None and until is not None and since >= until:
-        raise InputError(f"--since {since.isoformat()} is not before --until {until.isoformat()}")
+    since, until = _utc(since), _utc(until)
     log = PromptLog(target)
     for source in answers:
         kind = input_kind(source)
-        if kind == "log":
-            raise InputError(f"--answers {source}: expected a JSONL or Parquet file of answers, got a database")
         where = os.path.abspath(os.path.expanduser(source))
         rows = _jsonl_rows(source) if kind == "jsonl" else _parquet_rows(source)
         for number, payload, digest, error in rows:
@@ -392,6 +440,13 @@ def _problem(validator: Any, row: Mapping[str, Any]) -> str | None:
         return None
     message = error.message if len(error.message) <= _MESSAGE_CHARS else error.message[: _MESSAGE_CHARS - 1] + "…"
     return f"schema: {error.json_path}: {message}"
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    """A time as UTC; one without a time zone is taken as UTC."""
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _kind(value: Any) -> str:

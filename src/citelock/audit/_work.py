@@ -250,6 +250,7 @@ def prepare(item: AuditItem) -> Prepared:
                 request_id=request_id or derived_request_id(row),
                 metadata=row.get("metadata"),
             )
+            request_id = record.request_id
             if "created_at" in row:
                 record = record.model_copy(update={"created_at": datetime.fromisoformat(row["created_at"])})
             answer_value = row["answer"]

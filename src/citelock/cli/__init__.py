@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 # Importing a command module registers its command(s) on the shared app.
-from citelock.cli import _answer, _calibrate, _check, _eval, _eval_answers, _log, _metrics, _queue, _review, _serve  # noqa: F401
+from citelock.cli import (  # noqa: F401
+    _answer,
+    _audit,
+    _calibrate,
+    _check,
+    _eval,
+    _eval_answers,
+    _log,
+    _metrics,
+    _queue,
+    _review,
+    _serve,
+)
 from citelock.cli._app import app
 
 __all__ = ["app", "main"]

@@ -320,9 +320,27 @@ class ReviewQueue:
         Raises:
             UsageError: the result has no surface (a free-checks-only ``Guard()`` result): the queue groups by it.
         """
-        if result.surface is None:
-            raise UsageError("the review queue groups findings by surface: run Guard(SurfacePolicy(...)) to queue them")
-        return self.enqueue(result.report.findings, surface=result.surface, week=result.week)
+        return self.enqueue_results([result])
+
+    def enqueue_results(self, results: Iterable[GuardResult]) -> list[QueueEntry]:
+        """Queue every finding of several results in one transaction (as :meth:`enqueue_result` does one).
+
+        Raises:
+            UsageError: a result has no surface (nothing is queued then).
+        """
+        moment = datetime.now(UTC)
+        entries: list[QueueEntry] = []
+        for result in results:
+            if result.surface is None:
+                raise UsageError(
+                    "the review queue groups findings by surface: run Guard(SurfacePolicy(...)) to queue them"
+                )
+            entries.extend(
+                QueueEntry.from_finding(f, surface=result.surface, created_at=moment, week=result.week)
+                for f in result.report.findings
+            )
+        self.add(entries)
+        return entries
 
     def get(self, entry_id: str) -> QueueEntry:
         """The entry with this id, or with this unique id prefix (at least 4 characters).

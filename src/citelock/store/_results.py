@@ -3,14 +3,35 @@
 Rows are appended, never updated: the database refuses UPDATE and DELETE (triggers). Guarding the same request
 again (a replay with a newer judge) appends a new row; :meth:`ResultStore.latest` keeps the newest row per
 (request id, surface), which is what metrics count.
+
+A result may carry a *key* (``append(result, key=...)``, :meth:`ResultStore.append_many`): a result whose key is
+already stored is not stored again, so a batch job that redoes work after a crash (``citelock audit``) stores
+each result once. The key column is added (nullable, unique) when a database written before it is opened.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Column, DateTime, Engine, Integer, MetaData, String, Table, Text, func, insert, select
+from sqlalchemy import (
+    Column,
+    Connection,
+    DateTime,
+    Engine,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    insert,
+    select,
+    text,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 
 from citelock.errors import UsageError
 from citelock.store._engine import make_engine
@@ -32,7 +53,15 @@ _results = Table(
     Column("week", String(10), nullable=False, index=True),
     Column("decision", String(32), nullable=False),  # pass | repaired | block (was String(8): widened on open)
     Column("result", Text, nullable=False),
+    # Added after the first release: nullable (older rows have none); unique where set (idempotent appends).
+    Column("result_key", String(64), nullable=True),
 )
+Index("citelock_results_result_key", _results.c.result_key, unique=True)
+
+
+def _upgrade(conn: Connection) -> None:
+    # create_all makes the index with a new table; a table from before the key column gets it here.
+    conn.execute(text("CREATE UNIQUE INDEX IF NOT EXISTS citelock_results_result_key ON citelock_results (result_key)"))
 
 
 class ResultStore:
@@ -44,28 +73,52 @@ class ResultStore:
 
     def __init__(self, target: str | Path | Engine) -> None:
         self.engine = target if isinstance(target, Engine) else make_engine(target)
-        ensure_tables(self.engine, _metadata, append_only=[_results.name])
+        ensure_tables(self.engine, _metadata, append_only=[_results.name], upgrade=_upgrade)
 
-    def append(self, result: GuardResult) -> None:
+    def append(self, result: GuardResult, *, key: str | None = None) -> bool:
         """Append one result (one transaction).
+
+        Args:
+            result: The result.
+            key: The result's identity (at most 64 characters): when a result with this key is already stored,
+                nothing is appended. None always appends.
+
+        Returns:
+            True when the result was appended, False when its key was already stored.
 
         Raises:
             UsageError: the result has no surface (a free-checks-only ``Guard()`` result): metrics group by surface.
         """
-        if result.surface is None:
-            raise UsageError("the result store holds surface results: run Guard(SurfacePolicy(...)) to store one")
+        return self.append_many([(result, key)]) == 1
+
+    def append_many(self, results: Iterable[tuple[GuardResult, str | None]]) -> int:
+        """Append ``(result, key)`` pairs in one transaction; a pair whose key is already stored is skipped.
+
+        Returns:
+            How many results were appended.
+
+        Raises:
+            UsageError: a result has no surface, or a key is empty or longer than 64 characters.
+        """
+        rows = [_row(result, key) for result, key in results]
+        if not rows:
+            return 0
+        added = 0
         with self.engine.begin() as conn:
-            conn.execute(
-                insert(_results).values(
-                    request_id=result.report.request_id,
-                    surface=result.surface,
-                    week=result.week,
-                    decision=result.decision,
-                    result=result.model_dump_json(),
-                )
-            )
+            for row in rows:
+                statement = self._insert() if row["result_key"] is not None else insert(_results)
+                added += conn.execute(statement.values(**row)).rowcount
+        return added
+
+    def _insert(self) -> Any:
+        if self.engine.dialect.name == "postgresql":
+            return postgresql.insert(_results).on_conflict_do_nothing(index_elements=["result_key"])
+        if self.engine.dialect.name == "sqlite":
+            return sqlite.insert(_results).on_conflict_do_nothing(index_elements=["result_key"])
+        return insert(_results)  # pragma: no cover - other dialects: a duplicate key raises IntegrityError
 
     def __len__(self) -> int:
+        """How many results are stored (every appended row, not only the latest per request)."""
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(_results)).scalar_one())
 
@@ -93,3 +146,18 @@ class ResultStore:
         with self.engine.connect() as conn:
             text = conn.execute(query.order_by(_results.c.id.desc()).limit(1)).scalar_one_or_none()
         return None if text is None else GuardResult.model_validate_json(text)
+
+
+def _row(result: GuardResult, key: str | None) -> dict[str, Any]:
+    if result.surface is None:
+        raise UsageError("the result store holds surface results: run Guard(SurfacePolicy(...)) to store one")
+    if key is not None and not 0 < len(key) <= 64:
+        raise UsageError(f"a result key must be 1 to 64 characters, got {len(key)}")
+    return {
+        "request_id": result.report.request_id,
+        "surface": result.surface,
+        "week": result.week,
+        "decision": result.decision,
+        "result": result.model_dump_json(),
+        "result_key": key,
+    }

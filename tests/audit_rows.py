@@ -1,0 +1,118 @@
+"""Exported rows for the audit tests: a deterministic mix of clean answers, every kind of finding and bad rows.
+
+``make_rows(n)`` returns ``n`` rows in the ``schemas/audit_row.v1.json`` shape. Row ``i`` (0-based) is, by
+``i % 8``: 0 a clean answer with spans, 1 a fabricated chunk id, 2 a number the passage does not hold, 3 an
+uncited factual claim, 4 a chunk cut short in the prompt (truncated) cited inside what survived, 5 free text
+with ``[id]`` markers, 6 a clean answer with its own request id, 7 an answer that cannot be parsed (a bad row).
+``bad_lines()`` are JSON lines that are not rows at all (for JSONL inputs only).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+TOPICS = ("revenue", "freight", "warranty", "margins", "headcount", "inventory", "pricing", "returns")
+
+
+def _chunk_text(rng: random.Random, topic: str, number: int) -> str:
+    words = [
+        rng.choice(("the", "company", "reported", "that", "in", "its", "annual", "filing", "and")) for _ in range(40)
+    ]
+    return f"The {topic} figure was {number} percent in 2023. " + " ".join(words) + "."
+
+
+def make_row(i: int) -> dict[str, Any]:
+    """Row ``i`` of the mix (see the module docstring)."""
+    rng = random.Random(i)
+    kind = i % 8
+    topic = TOPICS[i % len(TOPICS)]
+    chunks = [
+        {"id": f"d{i}-c{k}", "text": _chunk_text(rng, TOPICS[(i + k) % len(TOPICS)], 10 + (i + k) % 50)}
+        for k in range(4)
+    ]
+    bodies = [f"[{c['id']}] {c['text']}" for c in chunks]
+    if kind == 4:  # the last chunk is cut short: only its first 70 characters reach the prompt
+        bodies[-1] = f"[{chunks[-1]['id']}] {chunks[-1]['text'][:70]}"
+    question = f"What was the {topic} figure in 2023 (case {i})?"
+    user = "Sources:\n" + "\n\n".join(bodies) + f"\n\nQuestion: {question}"
+    messages = [
+        {"role": "system", "content": "Answer only from the sources, citing them."},
+        {"role": "user", "content": user},
+    ]
+    first = chunks[0]
+    number = 10 + i % 50
+    good_claim = {
+        "text": f"The {topic} figure was {number} percent in 2023.",
+        "citations": [{"chunk_id": first["id"], "span": f"The {topic} figure was {number} percent in 2023."}],
+    }
+    answer: Any
+    if kind in (0, 6):
+        answer = {"claims": [good_claim]}
+    elif kind == 1:
+        answer = {"claims": [good_claim, {"text": "It rose again.", "citations": [{"chunk_id": f"d{i}-c99"}]}]}
+    elif kind == 2:
+        answer = {
+            "claims": [
+                {"text": f"The {topic} figure was {number + 7} percent.", "citations": [{"chunk_id": first["id"]}]}
+            ]
+        }
+    elif kind == 3:
+        answer = {"claims": [good_claim, {"text": f"The {topic} figure tripled to {number * 3} percent in 2024."}]}
+    elif kind == 4:
+        cut = chunks[-1]
+        claim = f"The {TOPICS[(i + 3) % len(TOPICS)]} figure was {10 + (i + 3) % 50} percent"  # inside what survived
+        answer = {"claims": [{"text": claim + ".", "citations": [{"chunk_id": cut["id"], "span": claim}]}]}
+    elif kind == 5:
+        answer = f"The {topic} figure was {number} percent in 2023 [{first['id']}]. Nothing else is known."
+    else:
+        answer = {"claims": "not a list"}
+    row: dict[str, Any] = {"messages": messages, "chunks": chunks, "question": question, "answer": answer}
+    if kind == 6:
+        row["request_id"] = f"req-{i}"
+    return row
+
+
+def make_rows(n: int, start: int = 0) -> list[dict[str, Any]]:
+    """Rows ``start`` .. ``start + n - 1`` of the mix."""
+    return [make_row(i) for i in range(start, start + n)]
+
+
+def bad_lines() -> list[str]:
+    """Lines of a JSONL file that are not rows: broken JSON, not an object, a row without its chunks."""
+    no_chunks = {"messages": [{"role": "user", "content": "hi"}], "answer": "Hello."}
+    return ["{broken json", "[1, 2, 3]", json.dumps(no_chunks)]
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]], extra_lines: list[str] = ()) -> Path:  # type: ignore[assignment]
+    """Write rows (then ``extra_lines`` as they are) as JSON lines."""
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        for line in extra_lines:
+            handle.write(line + "\n")
+    return path
+
+
+def write_parquet(path: Path, rows: list[dict[str, Any]], *, json_text: bool = False) -> Path:
+    """Write rows as Parquet: nested columns, or (``json_text``) nested values as JSON text columns.
+
+    The answer is always JSON text (it is a string or an object row by row, which one column cannot hold).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table_rows = []
+    for row in rows:
+        out = dict(row)
+        answer = row["answer"]
+        out["answer"] = answer if isinstance(answer, str) else json.dumps(answer)
+        if json_text:
+            out["messages"] = json.dumps(row["messages"])
+            out["chunks"] = json.dumps(row["chunks"])
+        table_rows.append(out)
+    names = sorted({name for row in table_rows for name in row})  # every row gets every column (null if absent)
+    pq.write_table(pa.Table.from_pylist([{name: row.get(name) for name in names} for row in table_rows]), path)
+    return path
