@@ -32,7 +32,7 @@ Findings about an answer are never exceptions: they are values in a :class:`~cit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Required, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 if TYPE_CHECKING:
     from citelock.records import Generation, PromptRecord
@@ -64,7 +64,22 @@ __all__ = [
 
 
 class CitelockError(Exception):
-    """Root of every error citelock raises."""
+    """Root of every error citelock raises.
+
+    Every citelock error pickles, so one raised in a worker process (the audit's process pool, a Ray worker)
+    reaches the caller as itself: it is rebuilt with its message and attributes, whatever its constructor takes.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_error, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild_error(cls: type[CitelockError], args: tuple[Any, ...], state: dict[str, Any]) -> CitelockError:
+    """Unpickle a citelock error without calling its constructor (see :class:`CitelockError`)."""
+    error = cls.__new__(cls)
+    BaseException.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class UsageError(CitelockError):

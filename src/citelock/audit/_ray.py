@@ -36,8 +36,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
+import socket
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -45,19 +48,24 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from citelock.audit._local import DEFAULT_BATCH, DEFAULT_COMMIT_ROWS, DEFAULT_COMMIT_SECONDS, _Committer
 from citelock.audit._rows import AuditItem
 from citelock.audit._work import AuditOutcome, AuditSettings, Prepared, judge_prepared, prepare
-from citelock.errors import BackendConnectionError, CitelockError, MissingExtraError, RuntimeFailure, UsageError
+from citelock.errors import (
+    BackendConnectionError,
+    CitelockError,
+    InputError,
+    MissingExtraError,
+    RuntimeFailure,
+    UsageError,
+)
 from citelock.guard import Guard, GuardResult
 from citelock.records import Answer, PromptRecord
 
 if TYPE_CHECKING:
     from citelock.audit._sink import AuditSink
 
-__all__ = ["DEFAULT_BATCH_SIZE", "DEFAULT_JUDGE_CONCURRENCY", "run_ray"]
-
-DEFAULT_BATCH_SIZE = 16
-"""Answers per block: the unit fed to the cluster, guarded by one actor call and committed at once."""
+__all__ = ["DEFAULT_JUDGE_CONCURRENCY", "run_ray"]
 
 DEFAULT_JUDGE_CONCURRENCY = 8
 """Judge calls each actor keeps in flight against a judge server (``judge_base_url``)."""
@@ -65,6 +73,7 @@ DEFAULT_JUDGE_CONCURRENCY = 8
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _QUEUE_BATCHES_PER_ACTOR = 2
 _SERVER_ACTOR_CPUS = 0.5
+_PROBE_SECONDS = 5.0
 
 
 def run_ray(
@@ -73,8 +82,10 @@ def run_ray(
     sink: AuditSink,
     *,
     address: str | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int = DEFAULT_BATCH,
     on_progress: Callable[[int], None] | None = None,
+    commit_rows: int = DEFAULT_COMMIT_ROWS,
+    commit_seconds: float = DEFAULT_COMMIT_SECONDS,
     actors: int | None = None,
     judge_concurrency: int = DEFAULT_JUDGE_CONCURRENCY,
 ) -> None:
@@ -87,27 +98,34 @@ def run_ray(
         sink: Where outcomes are committed, a batch at a time (the sink makes reruns resume, exactly once).
         address: A Ray cluster's address (``HOST:PORT`` or ``ray://...``); None: Ray's default (see the module).
             When this process is already connected to Ray, that connection is used (and ``address`` must be None).
-        batch_size: Answers per block (one actor call, one commit).
-        on_progress: Called with the number of answers just committed, after each commit.
+        batch_size: Answers per block (one actor call).
+        on_progress: Called with the number of answers done, as each batch comes back.
+        commit_rows: Answers per committed part, at least (the last one may be smaller), as in the local engine.
+        commit_seconds: Commit what came back at least this often.
         actors: Size of the judge stage's actor pool; None: one per CPU of the cluster (with a judge server:
             one per two CPUs).
         judge_concurrency: With a judge server, judge calls each actor keeps in flight.
 
     Raises:
         MissingExtraError: Ray is not installed (``pip install "citelock[ray]"``).
-        UsageError: bad ``batch_size``/``actors``/``judge_concurrency``; an address while already connected; the
-            settings cannot build a guard.
+        InputError: ``batch_size``, ``commit_rows``, ``actors`` or ``judge_concurrency`` below 1.
+        UsageError: an address while this process is already connected to Ray; settings that cannot build a
+            guard.
         BackendConnectionError: the Ray cluster, or the judge's server, cannot be reached.
         BackendTimeoutError: the judge's server did not answer in time.
         RuntimeFailure: the pipeline failed or returned fewer answers than it was given (nothing is lost: every
             committed answer stays committed, and a rerun continues with the rest).
     """
     ray = _require_ray()
-    for name, value in (("batch_size", batch_size), ("judge_concurrency", judge_concurrency)):
+    for name, value in (
+        ("batch_size", batch_size),
+        ("commit_rows", commit_rows),
+        ("judge_concurrency", judge_concurrency),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UsageError(f"{name} must be a positive integer, got {value!r}")
+            raise InputError(f"{name} must be a positive integer, got {value!r}")
     if actors is not None and (isinstance(actors, bool) or not isinstance(actors, int) or actors < 1):
-        raise UsageError(f"actors must be a positive integer or None, got {actors!r}")
+        raise InputError(f"actors must be a positive integer or None, got {actors!r}")
     settings.build_guard()  # a bad combination fails here, on the driver, before any work is sent
     done = sink.done_keys()
     todo = (item for item in items if item.key not in done)
@@ -115,15 +133,20 @@ def run_ray(
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         plan = _Plan.of(settings, cpus, actors, judge_concurrency)
         feed = _Feed(ray, todo, batch_size, queue_size=_QUEUE_BATCHES_PER_ACTOR * plan.actors + 1)
+        committer = _Committer(sink, commit_rows, commit_seconds, on_progress)
         try:
-            committed = _stream(ray, feed, settings, plan, sink, on_progress)
+            returned = _stream(ray, feed, settings, plan, committer)
+            committer.flush()
+        except BaseException:
+            committer.salvage()  # what came back whole is committed; a rerun continues with the rest
+            raise
         finally:
             feed.close()
         if feed.error is not None:
             raise feed.error
-        if committed < feed.sent:
+        if returned < feed.sent:
             raise RuntimeFailure(
-                f"the Ray pipeline returned {committed} of the {feed.sent} answers sent to it; "
+                f"the Ray pipeline returned {returned} of the {feed.sent} answers sent to it; "
                 "the others were not committed: run the audit again to continue with them"
             )
 
@@ -163,6 +186,7 @@ def _connected(ray: Any, address: str | None) -> Iterator[None]:
             )
         yield
         return
+    _probe(address if address is not None else os.environ.get("RAY_ADDRESS"))
     options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
     try:
         ray.init(address=address, **options)
@@ -175,6 +199,24 @@ def _connected(ray: Any, address: str | None) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def _probe(address: str | None) -> None:
+    """Fail fast when nothing listens at a ``HOST:PORT`` address (Ray itself retries for many minutes)."""
+    if not address or "://" in address:
+        return
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit():
+        return  # "auto", "local": Ray's own keywords
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=_PROBE_SECONDS):
+            pass
+    except OSError as exc:
+        raise BackendConnectionError(
+            f"could not connect to the Ray cluster at {address}: nothing answers there ({exc.strerror or exc})",
+            provider="ray",
+            retryable=True,
+        ) from None
 
 
 class _Feed:
@@ -294,32 +336,30 @@ def _stream(
     feed: _Feed,
     settings: AuditSettings,
     plan: _Plan,
-    sink: AuditSink,
-    on_progress: Callable[[int], None] | None,
+    committer: _Committer,
 ) -> int:
-    """Run the pipeline and commit every batch that comes back; returns the number of answers committed."""
+    """Run the pipeline and hand every batch that comes back to the committer; returns the answers returned."""
     ds = _pipeline(ray, feed.queue, settings, plan)
     feed.start()
-    committed = 0
-    seen: set[str] = set()  # a block Ray retried may come back twice: commit each answer once
-    with _quiet_logger("ray.data"):
+    returned = 0
+    seen: set[str] = set()  # a block Ray retried may come back twice: each answer counts once
+    with _quiet_logger("ray.data"), warnings.catch_warnings():
+        # A small audit (or the rest of a resumed one) can be fewer batches than actors: Ray warns, nothing is wrong.
+        warnings.filterwarnings("ignore", "The minimum number of concurrent actors", UserWarning)
         blocks = iter(ds.iter_batches(batch_size=None, batch_format="pyarrow"))
         while True:
             try:
                 block = next(blocks)
             except StopIteration:
-                return committed
+                return returned
             except Exception as exc:
                 raise _cause(exc) from None
             for _, data in _batches(block):
                 outcomes = [o for o in map(_decode_outcome, data) if o.key not in seen]
-                if not outcomes:
-                    continue
-                sink.commit(outcomes)
-                seen.update(o.key for o in outcomes)
-                committed += len(outcomes)
-                if on_progress is not None:
-                    on_progress(len(outcomes))
+                if outcomes:
+                    seen.update(o.key for o in outcomes)
+                    returned += len(outcomes)
+                    committer.add(outcomes)
 
 
 @contextmanager
