@@ -126,7 +126,7 @@ def run_ray(
             raise InputError(f"{name} must be a positive integer, got {value!r}")
     if actors is not None and (isinstance(actors, bool) or not isinstance(actors, int) or actors < 1):
         raise InputError(f"actors must be a positive integer or None, got {actors!r}")
-    settings.build_guard()  # a bad combination fails here, on the driver, before any work is sent
+    settings.build_guard()  # a bad combination (or an unreachable judge server) fails here, before any work is sent
     done = sink.done_keys()
     todo = (item for item in items if item.key not in done)
     with _connected(ray, address):
@@ -253,8 +253,10 @@ class _Feed:
                 self.sent += len(keys)
         except BaseException as exc:  # reading failed (an input became unreadable): stop, report on the driver
             self.error = exc
-        finally:
+        try:
             self._put(None)  # end of input: the read task returns, the pipeline drains
+        except Exception as exc:  # the queue is gone: the pipeline fails too, and the driver reports that
+            self.error = self.error or exc
 
     def _put(self, batch: tuple[list[str], list[bytes]] | None) -> bool:
         from ray.util.queue import Full
