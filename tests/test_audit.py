@@ -238,10 +238,12 @@ def test_running_the_same_input_twice_adds_nothing(tmp_path: Path, target: str) 
     assert counts[0] > 0 and counts[1] == 14
     rows = read_report(tmp_path / "out")
     second = run_audit([path], out=tmp_path / "out", db=target, settings=SURFACE, processes=1)
-    assert second.run_answers == 0 and second.resumed and second.figures == first.figures
+    assert second.run_rows == 0 and second.resumed and second.figures == first.figures
+    assert first.figures.queued == counts[0]  # every finding sent to the queue is an entry there
     assert read_report(tmp_path / "out") == rows
     third = run_audit([path], out=tmp_path / "elsewhere", db=target, settings=SURFACE, processes=1)  # a new report
-    assert third.run_answers == 19 and _content(read_report(tmp_path / "elsewhere")) == _content(rows)
+    assert third.run_rows == 19 and third.run_answers == 14  # 2 answers cannot be parsed, 3 lines are not rows
+    assert _content(read_report(tmp_path / "elsewhere")) == _content(rows)
     assert _counts(target) == counts  # the same answers: no new queue entries, no new results
 
 
@@ -252,6 +254,7 @@ def test_one_and_two_processes_give_identical_rows(tmp_path: Path) -> None:
     assert read_report(tmp_path / "one") == read_report(tmp_path / "two")
     assert two.parts == 5 and one.parts == 1  # 43 rows, tasks of 3, parts of at least 7: 9, 9, 9, 9, 7
     assert one.figures == two.figures
+    assert one.figures.queued == 0 and one.database is None  # a surface without a database: nothing queued
     # every part of the two-process run lists its rows in input order (submission order is kept)
     first = [json.loads(line)["row"] for line in (tmp_path / "two" / "part-000001.jsonl").read_text().splitlines()]
     assert first == list(range(1, 10))
@@ -337,8 +340,6 @@ def test_a_killed_or_interrupted_audit_resumes_exactly_once(tmp_path: Path, stop
 
 
 def test_result_keys_make_appends_idempotent(tmp_path: Path, target: str) -> None:
-    path = str(write_jsonl(tmp_path / "rows.jsonl", make_rows(3)))
-    run_audit([path], out=tmp_path / "out", settings=SURFACE, processes=1)
     from citelock.guard import Guard, SurfacePolicy
 
     store = ResultStore(target)
@@ -348,6 +349,10 @@ def test_result_keys_make_appends_idempotent(tmp_path: Path, target: str) -> Non
     assert store.append(result) and store.append(result)  # no key: always appended, as before
     assert store.append_many([(result, "k1"), (result, "k2"), (result, "k2")]) == 1
     assert len(store) == 4
+    queue = ReviewQueue(target)  # enqueue_results: one transaction; add() counts what was new on both databases
+    entries = queue.enqueue_results([result, result])
+    assert len(entries) == 2 * len(result.report.findings) and len(queue) == len(result.report.findings)
+    assert queue.add(entries) == 0
 
 
 def test_results_of_an_older_database_keep_and_gain_the_key_column(tmp_path: Path) -> None:
@@ -399,6 +404,33 @@ def test_a_judge_server_that_goes_away_stops_the_audit_before_committing(tmp_pat
         run_audit([path], out=tmp_path / "out", settings=settings, processes=1, guard=guard)
     assert read_report(tmp_path / "out") == []  # nothing judged by nobody was committed
     assert json.loads((tmp_path / "out" / SUMMARY).read_text())["complete"] is False
+    # in worker processes (each builds its judge, which asks the server for its model): the same error arrives
+    with pytest.raises(BackendConnectionError, match="could not reach the server"):
+        run_audit([path], out=tmp_path / "out", settings=settings, processes=2)
+    assert read_report(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"surface": "legal"},
+        {"surface": "faq", "stakes": "low", "sample_rate": 0.25, "judge": "offline", "on_fail": "mark"},
+        {"judge": "lexical", "on_fail": "drop_claim"},
+        {"surface": "faq", "stakes": "low"},
+    ],
+)
+def test_settings_build_the_guard_check_builds(options: dict[str, Any]) -> None:
+    from citelock.cli._surface_options import surface_setup
+
+    keys = ("surface", "stakes", "sample_rate", "judge", "judge_base_url", "judge_model", "on_fail", "calibration")
+    setup = surface_setup(
+        **{k: options.get(k, "high" if k == "stakes" else None) for k in keys}, escalate_base_url=None
+    )
+    assert setup is not None
+    built = AuditSettings(**options).build_guard()
+    assert built.policy == setup.guard.policy and built.routing == setup.guard.routing
+    judges = [(j.name, j.version) if j is not None else None for j in (built.judge, setup.guard.judge)]
+    assert judges[0] == judges[1]
 
 
 def test_read_items_streams_in_input_order_with_stable_keys(tmp_path: Path) -> None:
@@ -409,3 +441,17 @@ def test_read_items_streams_in_input_order_with_stable_keys(tmp_path: Path) -> N
     assert items[-1].error is not None and items[-1].payload is None
     assert [i.key for i in read_items([a, b])] == [i.key for i in items]
     assert len({i.key for i in items}) == 6
+
+
+def test_citelock_errors_cross_process_boundaries_whole() -> None:
+    import pickle
+
+    from citelock.errors import BackendConnectionError, ParseError, TruncatedOutputError
+
+    for error in (
+        BackendConnectionError("could not reach the server", provider="openai", retryable=True),
+        TruncatedOutputError("cut short", partial='{"claims": [', max_tokens=8, provider="llama-cpp-python"),
+        ParseError("bad claims", where="claims[0]"),
+    ):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error) and vars(copy) == vars(error)

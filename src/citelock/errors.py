@@ -66,18 +66,18 @@ __all__ = [
 class CitelockError(Exception):
     """Root of every error citelock raises.
 
-    Every citelock error pickles, so one raised in a worker process (the audit's process pool, a Ray worker)
-    reaches the caller as itself: it is rebuilt with its message and attributes, whatever its constructor takes.
+    Every citelock error pickles with its message and attributes (a worker process or a Ray task can raise one
+    and its driver re-raise it), whatever arguments its class's ``__init__`` requires.
     """
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_error, (type(self), self.args, dict(self.__dict__)))
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
 
-def _rebuild_error(cls: type[CitelockError], args: tuple[Any, ...], state: dict[str, Any]) -> CitelockError:
-    """Unpickle a citelock error without calling its constructor (see :class:`CitelockError`)."""
+def _rebuild(cls: type[CitelockError], args: tuple[Any, ...], state: dict[str, Any]) -> CitelockError:
+    """An unpickled citelock error: its message and attributes as they were, ``__init__`` not called again."""
     error = cls.__new__(cls)
-    BaseException.__init__(error, *args)
+    Exception.__init__(error, *args)
     error.__dict__.update(state)
     return error
 

@@ -39,6 +39,7 @@ DEFAULT_COMMIT_SECONDS = 30.0
 """A part is committed at least this often while answers arrive, whatever its size."""
 
 _GUARD: Guard | None = None
+_GUARD_ERROR: Exception | None = None
 
 
 def run_local(
@@ -144,13 +145,22 @@ def _batches(items: Iterator[AuditItem], size: int) -> Iterator[list[AuditItem]]
 
 
 def _init_worker(settings: AuditSettings) -> None:
-    """Per worker process: ignore Ctrl-C (the driver handles it), build the guard once."""
+    """Per worker process: ignore Ctrl-C (the driver handles it), build the guard once.
+
+    A failure to build it (a judge server that cannot be reached) is kept and raised by the worker's first
+    task, so the driver sees that error rather than a pool broken by a failed initializer.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    global _GUARD
-    _GUARD = settings.build_guard()
+    global _GUARD, _GUARD_ERROR
+    try:
+        _GUARD = settings.build_guard()
+    except Exception as exc:
+        _GUARD_ERROR = exc
 
 
 def _work(batch: list[AuditItem]) -> list[AuditOutcome]:
+    if _GUARD_ERROR is not None:
+        raise _GUARD_ERROR
     assert _GUARD is not None, "the worker's guard is built by its initializer"
     return [audit_item(item, _GUARD) for item in batch]
 

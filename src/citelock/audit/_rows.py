@@ -24,13 +24,13 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from citelock.errors import InputError, MissingExtraError
 from citelock.records import Chunk, Message
@@ -114,6 +114,7 @@ class AuditItem:
         payload: The row as read (``{messages, chunks, answer, ...}``), or for the prompt log
             ``{"record": <PromptRecord JSON>, "answer": ...}``; None when the row could not be read.
         error: Why the row could not be read (bad JSON, not UTF-8, not an object ...); then ``payload`` is None.
+        logged: The payload is a logged record and its answer (a prompt log audit), not an exported row.
     """
 
     key: str
@@ -121,6 +122,7 @@ class AuditItem:
     row: int
     payload: dict[str, Any] | None = None
     error: str | None = None
+    logged: bool = False
 
 
 @dataclass
@@ -129,11 +131,9 @@ class ReadStats:
 
     Attributes:
         outside_window: Log answers whose prompt was logged outside ``since``/``until``.
-        inputs: The inputs read.
     """
 
     outside_window: int = 0
-    inputs: list[str] = field(default_factory=list)
 
 
 def input_kind(target: str) -> InputKind:
@@ -184,7 +184,6 @@ def read_items(
     """
     kinds = check_inputs(inputs, answers=answers, since=since, until=until)
     stats = stats if stats is not None else ReadStats()
-    stats.inputs = list(inputs)
     if kinds == ["log"]:
         return _log_items(inputs[0], answers, since, until, stats)
     return _files_items(inputs, kinds)
@@ -219,6 +218,7 @@ def check_inputs(
                 f"the prompt log {inputs[0]} stores prompts, not answers: give the answers with --answers FILE "
                 '(JSONL or Parquet rows {"request_id": ..., "answer": ...})'
             )
+        since, until = _utc(since), _utc(until)
         if since is not None and until is not None and since >= until:
             raise InputError(f"--since {since.isoformat()} is not before --until {until.isoformat()}")
         return kinds
@@ -402,6 +402,7 @@ def _log_items(
                 source=source,
                 row=number,
                 payload={"record": record.model_dump(mode="json"), "answer": payload["answer"]},
+                logged=True,
             )
 
 
@@ -423,13 +424,31 @@ def _validator(which: str) -> Any:
 
 
 def row_problem(row: Mapping[str, Any]) -> str | None:
-    """Why ``row`` does not match ``audit_row.v1.json`` (the most relevant error, with its JSON path), or None."""
-    return _problem(_validator("row"), row)
+    """Why ``row`` does not match ``audit_row.v1.json`` (the most relevant error, with its JSON path), or None.
+
+    A row the model accepts in strict mode (no coercion: at least as strict as the schema generated from it)
+    matches the schema; only a row it refuses is checked by the JSON Schema validator, whose verdict stands and
+    whose error is reported. The strict check is about thirty times faster than the schema validator, which
+    otherwise dominates an audit of small answers. ``created_at`` is left to the schema (a string there; its
+    ISO 8601 form is checked when the row is audited).
+    """
+    return _problem(_validator("row"), row) if not _strictly_valid(AuditRow, row) else None
 
 
 def answer_row_problem(row: Mapping[str, Any]) -> str | None:
-    """Why ``row`` does not match ``audit_answer.v1.json``, or None."""
-    return _problem(_validator("answer"), row)
+    """Why ``row`` does not match ``audit_answer.v1.json``, or None (checked as :func:`row_problem` does)."""
+    return _problem(_validator("answer"), row) if not _strictly_valid(AnswerRow, row) else None
+
+
+def _strictly_valid(model: type[BaseModel], row: Mapping[str, Any]) -> bool:
+    created = row.get("created_at")
+    if created is not None and not isinstance(created, str):
+        return False
+    try:
+        model.model_validate({k: v for k, v in row.items() if k != "created_at"}, strict=True)
+    except ValidationError:
+        return False
+    return True
 
 
 def _problem(validator: Any, row: Mapping[str, Any]) -> str | None:

@@ -98,7 +98,10 @@ def run_audit(
         "answers": [_where(source) for source in answers],
         "since": since.isoformat() if since is not None else None,
         "until": until.isoformat() if until is not None else None,
-        "settings": settings.describe(),
+        "settings": {
+            **settings.describe(),
+            "calibration": _where(settings.calibration) if settings.calibration is not None else None,
+        },
         "database": _where(db) if store and db is not None else None,
     }
     stats = ReadStats()

@@ -85,7 +85,7 @@ class PartFigures:
         findings_by_reason: Findings per reason code.
         decisions: Answers per decision (with a surface).
         judge: Judge accounting summed (calls, cache hits, citations saved by ordering and sampling ...).
-        queued: Review-queue entries these answers produced (entries already queued are not queued again).
+        queued: Findings sent to the review queue (0 without a database; an entry already there is kept as it was).
         bad_examples: The first bad rows: ``[source, row, error]``.
     """
 
@@ -100,8 +100,8 @@ class PartFigures:
     queued: int = 0
     bad_examples: list[list[Any]] = field(default_factory=list)
 
-    def add_outcome(self, outcome: AuditOutcome) -> None:
-        """Count one outcome."""
+    def add_outcome(self, outcome: AuditOutcome, *, queued: bool = True) -> None:
+        """Count one outcome (``queued``: its findings went to a review queue)."""
         report = outcome.report
         if report.get("error") is not None:
             self.bad_rows += 1
@@ -119,7 +119,7 @@ class PartFigures:
         if decision is not None:
             self.decisions[decision] = self.decisions.get(decision, 0) + 1
         if result is not None:
-            self.queued += len(result.report.findings)
+            self.queued += len(result.report.findings) if queued else 0
             accounting = result.accounting.model_dump()
             for name in _JUDGE_FIELDS:
                 self.judge[name] = self.judge.get(name, 0) + int(accounting.get(name, 0))
@@ -164,9 +164,10 @@ class AuditSummary:
         pass_rate: Passed answers / audited answers (None before any answer).
         parts: Committed part files.
         outside_window: Log answers skipped because their prompt was logged outside ``--since``/``--until``.
-        run_answers: Rows committed by this run (answers and bad rows).
-        run_seconds: This run's wall time.
-        answers_per_second: This run's throughput (rows committed per second).
+        run_rows: Rows committed by this run (answers and bad rows).
+        run_answers: Answers audited by this run (bad rows not counted).
+        run_seconds: This run's wall time (from the out directory's opening to the summary).
+        answers_per_second: This run's throughput: answers audited per second of wall time.
         resumed: This run continued an audit that had committed parts.
         complete: Every input row is committed (False when the run was interrupted or failed).
         engine: The engine that ran (``local`` or ``ray``) and its workers.
@@ -179,6 +180,7 @@ class AuditSummary:
     pass_rate: float | None
     parts: int
     outside_window: int
+    run_rows: int
     run_answers: int
     run_seconds: float
     answers_per_second: float | None
@@ -211,7 +213,8 @@ class AuditSummary:
             "database": self.database,
             "engine": self.engine,
             "run": {
-                "rows": self.run_answers,
+                "rows": self.run_rows,
+                "answers": self.run_answers,
                 "seconds": round(self.run_seconds, 3),
                 "answers_per_second": None if self.answers_per_second is None else round(self.answers_per_second, 2),
                 "resumed": self.resumed,
@@ -267,18 +270,19 @@ class AuditSink:
                 self._next = max(self._next, number + 1)
             self.resumed = bool(self._done)
             self.parts = self._next - 1
+            self._queue: Any = None
+            self._results: Any = None
+            if self.db is not None:
+                from citelock.store import ResultStore, ReviewQueue
+
+                self._queue = ReviewQueue(self.db)
+                self._results = ResultStore(self.db)
         except BaseException:
             self.close()
             raise
-        self._queue: Any = None
-        self._results: Any = None
-        if self.db is not None:
-            from citelock.store import ResultStore, ReviewQueue
-
-            self._queue = ReviewQueue(self.db)
-            self._results = ResultStore(self.db)
         self._started = time.monotonic()
         self._run_rows = 0
+        self._run_answers = 0
         self.outside_window = 0
         self.engine: dict[str, Any] = {}
 
@@ -308,7 +312,7 @@ class AuditSink:
                 self._results.append_many([(o.result, o.result_key) for o in stored if o.result is not None])
         figures = PartFigures()
         for outcome in batch:
-            figures.add_outcome(outcome)
+            figures.add_outcome(outcome, queued=self._queue is not None)
         number = self._next
         meta = {"part": number, "rows": len(batch), "keys": [o.key for o in batch], "figures": figures.to_json()}
         _write_atomic(self.out / PARTS / f"part-{number:06d}.json", lambda f: _dump_json(meta, f), binary=False)
@@ -323,6 +327,7 @@ class AuditSink:
         self._done.update(fresh)
         self._figures.merge(figures)
         self._run_rows += len(batch)
+        self._run_answers += figures.answers
 
     def summary(self, *, complete: bool = False) -> AuditSummary:
         """The summary: the whole audit's figures and this run's throughput."""
@@ -336,9 +341,10 @@ class AuditSink:
             pass_rate=round(figures.passed / figures.answers, 6) if figures.answers else None,
             parts=self.parts,
             outside_window=self.outside_window,
-            run_answers=self._run_rows,
+            run_rows=self._run_rows,
+            run_answers=self._run_answers,
             run_seconds=seconds,
-            answers_per_second=self._run_rows / seconds if seconds > 0 and self._run_rows else None,
+            answers_per_second=self._run_answers / seconds if seconds > 0 and self._run_answers else None,
             resumed=self.resumed,
             complete=complete,
             engine=dict(self.engine),
@@ -481,7 +487,8 @@ def _write_parquet(batch: Sequence[AuditOutcome], handle: IO[bytes]) -> None:
 def read_report(out: str | Path) -> list[dict[str, Any]]:
     """Every report row of an audit's out directory, in (source, row) order, the same for JSONL and Parquet.
 
-    Fields a run without a surface does not produce are left out of its rows, as in the JSONL.
+    Fields a run without a surface does not produce are left out of its rows, as in the JSONL. Every row is held
+    in memory: for a large report, read the part files with a dataset reader instead.
 
     Raises:
         InputError: ``out`` is not an audit directory.

@@ -232,7 +232,7 @@ def prepare(item: AuditItem) -> Prepared:
     request_id = payload.get("request_id") if isinstance(payload.get("request_id"), str) else None
     where = "row"
     try:
-        if "record" in payload and "messages" not in payload:
+        if item.logged:
             where = "logged record"
             record = PromptRecord.model_validate(payload["record"])
             request_id = record.request_id

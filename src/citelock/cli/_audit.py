@@ -180,7 +180,7 @@ def audit(
                 commit_rows=commit_every,
                 on_start=progress.start,
                 on_progress=progress.advance,
-                guard=setup.guard if setup is not None and processes == 1 else None,
+                guard=setup.guard if setup is not None else None,  # used when the pool has one process
             )
     except KeyboardInterrupt:
         typer.echo(
@@ -281,7 +281,7 @@ def _print_summary(summary: AuditSummary) -> None:
     f = summary.figures
     data = summary.to_json()
     run = data["run"]
-    rate = f"{run['answers_per_second']:,.1f} rows/s" if run["answers_per_second"] else "no rows"
+    rate = f"{run['answers_per_second']:,.1f} answers/s" if run["answers_per_second"] else "no answers"
     workers = summary.engine.get("processes")
     how = f"{summary.engine.get('engine', 'local')} engine" + (f", {workers} processes" if workers else "")
     resumed = " (continuing an earlier run)" if summary.resumed else ""

@@ -290,7 +290,8 @@ class ReviewQueue:
         added = 0
         with self.engine.begin() as conn:
             for row in rows:
-                added += conn.execute(self._insert().values(**row)).rowcount
+                # RETURNING, not rowcount: PostgreSQL drivers report -1 for an INSERT ... ON CONFLICT
+                added += len(conn.execute(self._insert().values(**row).returning(_entries.c.id)).all())
         return added
 
     def enqueue(

@@ -107,7 +107,8 @@ class ResultStore:
         with self.engine.begin() as conn:
             for row in rows:
                 statement = self._insert() if row["result_key"] is not None else insert(_results)
-                added += conn.execute(statement.values(**row)).rowcount
+                # RETURNING, not rowcount: PostgreSQL drivers report -1 for an INSERT ... ON CONFLICT
+                added += len(conn.execute(statement.values(**row).returning(_results.c.id)).all())
         return added
 
     def _insert(self) -> Any:
