@@ -457,9 +457,18 @@ class _AuditActor:
     """Guard and judge stages in one actor (a judge on the CPU): builds its guard once."""
 
     def __init__(self, settings: AuditSettings) -> None:
-        self.guard = settings.build_guard()
+        # A guard that cannot be built (a judge server gone since the driver built its own) is raised by the
+        # first call, where Ray hands it to the driver as itself, rather than as an actor that failed to start.
+        self.guard: Guard | None = None
+        self.error: Exception | None = None
+        try:
+            self.guard = settings.build_guard()
+        except Exception as exc:
+            self.error = exc
 
     def __call__(self, table: Any) -> Any:
+        if self.guard is None:
+            raise self.error or RuntimeFailure("the audit actor has no guard")
         out = []
         for keys, data in _batches(table):
             outcomes = [judge_prepared(prepare(item), self.guard) for item in _items(data)]
