@@ -150,7 +150,7 @@ def test_ray_and_local_engines_write_identical_rows(tmp_path: Path, ray_address:
     ray = _ray_audit(path, tmp_path / "ray", tmp_path / "ray.db", settings, ray_address, batch_size=3, commit_rows=10)
     lines = _sorted_bytes(tmp_path / "ray")
     assert lines == _sorted_bytes(tmp_path / "local")  # byte for byte
-    assert len(lines) == 45 and ray.run_answers == 45 and ray.complete
+    assert len(lines) == 45 and ray.run_rows == 45 and ray.complete
     assert ray.figures == local.figures
     assert ray.parts >= 4  # committed as it came back, in parts of at least 10 rows
     report = read_report(tmp_path / "ray")
@@ -175,8 +175,10 @@ def test_ray_engine_resumes_without_redoing_committed_answers(tmp_path: Path, ra
     settings = AuditSettings(surface="support", judge="lexical")
     clean = run_audit([path], out=tmp_path / "clean", db=str(tmp_path / "clean.db"), settings=settings, processes=1)
 
-    def stop_after_12(_: int, done: list[int] = []) -> None:  # noqa: B006  (a counter across calls)
-        done.append(_)
+    done: list[int] = []
+
+    def stop_after_12(count: int) -> None:
+        done.append(count)
         if sum(done) >= 12:
             raise KeyboardInterrupt
 
@@ -192,13 +194,13 @@ def test_ray_engine_resumes_without_redoing_committed_answers(tmp_path: Path, ra
     resumed = _ray_audit(
         path, tmp_path / "out", tmp_path / "out.db", settings, ray_address, on_progress=progress.append
     )
-    assert sum(progress) == 18 and resumed.run_answers == 18  # only the 18 answers not committed went to Ray
+    assert sum(progress) == 18 and resumed.run_rows == 18  # only the 18 answers not committed went to Ray
     assert resumed.resumed and resumed.complete and resumed.figures == clean.figures
     assert _sorted_bytes(tmp_path / "out") == _sorted_bytes(tmp_path / "clean")
     assert _stored(tmp_path / "out.db") == _stored(tmp_path / "clean.db")
 
     again = _ray_audit(path, tmp_path / "out", tmp_path / "out.db", settings, ray_address)
-    assert again.run_answers == 0 and again.figures == clean.figures  # nothing left: nothing redone, nothing added
+    assert again.run_rows == 0 and again.figures == clean.figures  # nothing left: nothing redone, nothing added
     assert _stored(tmp_path / "out.db") == _stored(tmp_path / "clean.db")
 
 
@@ -242,6 +244,9 @@ class _JudgeServer:
         owner = self
         self.calls = 0
         self.down = False
+        self.in_flight = 0
+        self.most_in_flight = 0  # the most judge calls the server was answering at once
+        lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -253,7 +258,13 @@ class _JudgeServer:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                owner.calls += 1
+                with lock:
+                    owner.calls += 1
+                    owner.in_flight += 1
+                    owner.most_in_flight = max(owner.most_in_flight, owner.in_flight)
+                time.sleep(0.05)  # a model's latency: calls sent together overlap here
+                with lock:
+                    owner.in_flight -= 1
                 digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).digest()
                 verdict = ("yes", "yes", "partial", "no")[digest[0] % 4]
                 message = {"role": "assistant", "content": json.dumps({"verdict": verdict})}
@@ -302,9 +313,11 @@ def test_a_judge_server_gets_concurrent_calls_and_the_rows_match_local(
     path = str(write_jsonl(tmp_path / "rows.jsonl", make_rows(24)))
     local = run_audit([path], out=tmp_path / "local", settings=settings, processes=1)
     calls = judge_server.calls
-    assert calls > 0
+    assert calls > 0 and judge_server.most_in_flight == 1  # one process: one call at a time
+    judge_server.most_in_flight = 0
     ray = _ray_audit(path, tmp_path / "ray", None, settings, ray_address, batch_size=6)
     assert judge_server.calls == 2 * calls  # every judged citation once more, from the Ray workers
+    assert judge_server.most_in_flight > 1  # the judge actor kept several calls in flight
     assert _sorted_bytes(tmp_path / "ray") == _sorted_bytes(tmp_path / "local")
     assert ray.figures == local.figures
     labels = {route["route"] for row in read_report(tmp_path / "ray") for route in row["routes"]}
