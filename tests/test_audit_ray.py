@@ -347,7 +347,7 @@ def test_ray_engine_options_and_connection_errors(tmp_path: Path, ray_address: s
         run_ray(iter(()), AuditSettings(), sink, address=ray_address, batch_size=0)
 
 
-def test_the_cli_runs_the_ray_engine(tmp_path: Path, ray_address: str) -> None:
+def test_the_cli_runs_the_ray_engine(tmp_path: Path, ray_address: str, monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(write_jsonl(tmp_path / "rows.jsonl", make_rows(8)))
     result = CliRunner().invoke(
         app, ["audit", path, "--out", str(tmp_path / "out"), "--engine", "ray", "--address", ray_address, "--json"]
@@ -355,3 +355,11 @@ def test_the_cli_runs_the_ray_engine(tmp_path: Path, ray_address: str) -> None:
     assert result.exit_code == 2, result.output  # row 8 cannot be parsed: a bad row
     summary = json.loads(result.stdout)
     assert summary["engine"] == {"engine": "ray"} and summary["answers"] == 7 and summary["bad_rows"] == 1
+    # Without --address, Ray's own rules: here RAY_ADDRESS names the cluster.
+    monkeypatch.setenv("RAY_ADDRESS", ray_address)
+    again = CliRunner().invoke(app, ["audit", path, "--out", str(tmp_path / "again"), "--engine", "ray", "--json"])
+    assert again.exit_code == 2, again.output
+    assert read_report(tmp_path / "again") == read_report(tmp_path / "out")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # nothing there: exit 4, at once
+    gone = CliRunner().invoke(app, ["audit", path, "--out", str(tmp_path / "gone"), "--engine", "ray"])
+    assert gone.exit_code == 4 and "could not connect to the Ray cluster at 127.0.0.1:1" in gone.stderr
