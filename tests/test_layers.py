@@ -174,7 +174,9 @@ def test_the_layer_checker_catches_an_upward_import() -> None:
     assert _circles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
 
 
-@pytest.mark.parametrize("heavy", ["sqlalchemy", "numpy", "openai", "instructor", "llama_cpp", "outlines", "httpx"])
+@pytest.mark.parametrize(
+    "heavy", ["sqlalchemy", "numpy", "openai", "instructor", "llama_cpp", "outlines", "httpx", "ray", "pyarrow"]
+)
 def test_import_citelock_loads_no_heavy_dependency(heavy: str) -> None:
     code = f"import sys, citelock; print({heavy!r} in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

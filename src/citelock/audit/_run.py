@@ -114,7 +114,15 @@ def run_audit(
         complete = False
         try:
             if run_ray is not None:
-                run_ray(items, settings, sink, address=address, batch_size=batch_size, on_progress=on_progress)
+                run_ray(
+                    items,
+                    settings,
+                    sink,
+                    address=address,
+                    batch_size=batch_size,
+                    commit_rows=commit_rows,
+                    on_progress=on_progress,
+                )
             else:
                 run_local(
                     items,
