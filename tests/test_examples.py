@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -24,6 +25,20 @@ def test_answer_example_runs_with_the_fake_backend(tmp_path: Path) -> None:
     assert "The bridge spans 880 meters.[1]" in out.stdout
     assert "decision: pass; findings: []" in out.stdout
     assert (tmp_path / ".citelock" / "citelock.db").is_file()  # the prompt log and the queue were written
+
+
+def test_audit_example_runs_as_the_readme_says(tmp_path: Path) -> None:
+    args = ["-m", "citelock", "audit", str(ROOT / "examples" / "traffic.jsonl"), "--out", "audit-out"]
+    out = _run(
+        [*args, "--surface", "support", "--judge", "lexical", "--on-fail", "drop_claim", "--db", "audit.db"], tmp_path
+    )
+    assert out.returncode == 2, out.stderr  # one row cannot be audited
+    assert "audited 5 answers, 1 bad row" in out.stdout and "passed: 1 of 5" in out.stdout
+    assert "traffic.jsonl row 6: answer:" in out.stderr
+    listed = _run(["-m", "citelock", "queue", "list", "--db", "audit.db", "--json"], tmp_path)
+    counts = json.loads(listed.stdout)["counts"]
+    for reason in ("ID_NOT_IN_PROMPT", "NUMBER_MISMATCH", "UNCITED_CLAIM", "SPAN_TRUNCATED"):
+        assert counts.get(reason) == 1, (reason, counts)
 
 
 def tour_snippet(heading: str) -> str:

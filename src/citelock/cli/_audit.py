@@ -274,7 +274,8 @@ def _print_bad_rows(summary: AuditSummary) -> None:
         typer.echo(f"citelock: bad row: {shown(source)} row {row}: {error}", err=True)
     more = figures.bad_rows - min(len(figures.bad_examples), BAD_ROWS_SHOWN)
     tail = f" ({more} more not shown here)" if more > 0 else ""
-    typer.echo(f"citelock: {figures.bad_rows} bad rows skipped{tail}: each is in the report with its error", err=True)
+    rows = "bad row" if figures.bad_rows == 1 else "bad rows"
+    typer.echo(f"citelock: {figures.bad_rows} {rows} skipped{tail}: each is in the report with its error", err=True)
 
 
 def _print_summary(summary: AuditSummary) -> None:
@@ -286,7 +287,8 @@ def _print_summary(summary: AuditSummary) -> None:
     how = f"{summary.engine.get('engine', 'local')} engine" + (f", {workers} processes" if workers else "")
     resumed = " (continuing an earlier run)" if summary.resumed else ""
     state = "" if summary.complete else " — INCOMPLETE"
-    typer.echo(f"audited {f.answers:,} answers, {f.bad_rows:,} bad rows{state}{resumed}")
+    answers, bad = ("answer" if f.answers == 1 else "answers"), ("bad row" if f.bad_rows == 1 else "bad rows")
+    typer.echo(f"audited {f.answers:,} {answers}, {f.bad_rows:,} {bad}{state}{resumed}")
     typer.echo(f"this run: {run['rows']:,} rows in {run['seconds']:,.1f} s, {rate} ({how})")
     if summary.pass_rate is not None:
         typer.echo(f"passed: {f.passed:,} of {f.answers:,} ({summary.pass_rate:.1%}); citations: {f.citations:,}")
