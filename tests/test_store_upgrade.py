@@ -6,7 +6,8 @@ the current stores.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import hashlib
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import Column, DateTime, ForeignKey, Integer, MetaData, String, Table, Text, inspect, text
@@ -15,7 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from citelock import serialize
 from citelock.prompt._assemble import assemble
 from citelock.records import PromptRecord
-from citelock.store import PromptLog, QueueEntry, ResultStore, ReviewQueue, make_engine
+from citelock.store import AccountStore, PromptLog, QueueEntry, ResultStore, ReviewQueue, make_engine
 from citelock.store._chain import GENESIS, content_hash, legacy_seal
 from test_queue import finding
 
@@ -73,6 +74,28 @@ _old_results = Table(
     Column("week", String(10), nullable=False, index=True),
     Column("decision", String(8), nullable=False),
     Column("result", Text, nullable=False),
+)
+
+
+_old_accounts = Table(
+    "citelock_review_accounts",
+    _old,
+    Column("username", String(64), primary_key=True),
+    Column("role", String(16), nullable=False),
+    Column("password_hash", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("disabled_at", DateTime(timezone=True), nullable=True),
+)
+_old_sessions = Table(  # before the idle timeout: no last_used_at
+    "citelock_review_sessions",
+    _old,
+    Column("token_sha256", String(64), primary_key=True),
+    Column("username", String(64), ForeignKey("citelock_review_accounts.username"), nullable=False, index=True),
+    Column("kind", String(8), nullable=False),
+    Column("csrf", String(64), nullable=False),
+    Column("label", String(200), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
 )
 
 
@@ -213,3 +236,36 @@ def test_results_decision_is_widened_and_results_are_append_only(target: str) ->
     with pytest.raises(DBAPIError, match="append-only"), store.engine.begin() as conn:
         conn.execute(text("UPDATE citelock_results SET decision = 'pass'"))
     assert len(store) == 1
+
+
+def test_sessions_from_before_the_idle_timeout_count_as_last_used_when_made(target: str) -> None:
+    now = datetime.now(UTC)
+    engine = make_engine(target)
+    _old.create_all(engine, tables=[_old_accounts, _old_sessions])
+    with engine.begin() as conn:
+        conn.execute(_old_accounts.insert().values(username="ann", role="reviewer", password_hash="h", created_at=now))
+        for secret, age in (("recent-session", 10), ("old-session", 40), ("old-token", 40)):
+            conn.execute(
+                _old_sessions.insert().values(
+                    token_sha256=hashlib.sha256(secret.encode()).hexdigest(),
+                    username="ann",
+                    kind="token" if secret.endswith("token") else "session",
+                    csrf="c",
+                    created_at=now - timedelta(minutes=age),
+                    expires_at=now + timedelta(hours=1),
+                )
+            )
+    engine.dispose()
+    accounts = AccountStore(target)
+    assert "last_used_at" in {c["name"] for c in inspect(accounts.engine).get_columns("citelock_review_sessions")}
+    idle = timedelta(minutes=30)
+    assert accounts.credential("old-session", kind="session") is not None  # no idle timeout asked: as before
+    assert accounts.credential("recent-session", kind="session", idle=idle, now=now) is not None
+    assert accounts.credential("old-session", kind="session", idle=idle, now=now) is None  # made 40 minutes ago
+    assert accounts.credential("old-session", kind="session") is None  # ... and ended
+    assert accounts.credential("old-token", kind="token") is not None
+    with accounts.engine.connect() as conn:
+        used = conn.execute(text("SELECT last_used_at FROM citelock_review_sessions WHERE kind = 'session'")).scalar()
+    assert used is not None  # the recent session's use was recorded in the new column
+    fresh = accounts.open("ann")
+    assert accounts.credential(fresh, kind="session", idle=idle) is not None

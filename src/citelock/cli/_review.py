@@ -77,6 +77,10 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="address to bind (loopback unless told otherwise)")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="port to listen on")] = 8377,
     session_hours: Annotated[float, typer.Option("--session-hours", min=0.1, help="how long a sign-in lasts")] = 12.0,
+    idle_minutes: Annotated[
+        float,
+        typer.Option("--idle-timeout", min=1.0, metavar="MINUTES", help="a sign-in left unused this long ends"),
+    ] = 30.0,
     secure_cookies: Annotated[
         bool, typer.Option("--secure-cookies", help="mark cookies Secure (behind a TLS-terminating proxy)")
     ] = False,
@@ -107,6 +111,7 @@ def serve(
             host=host,
             port=port,
             session_lifetime=timedelta(hours=session_hours),
+            idle_timeout=timedelta(minutes=idle_minutes),
             secure_cookies=secure_cookies,
             origins=origin or (),
         )

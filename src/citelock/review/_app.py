@@ -111,6 +111,7 @@ def create_app(
     desk: ReviewDesk | str | Path | Engine,
     *,
     session_lifetime: timedelta = timedelta(hours=12),
+    idle_timeout: timedelta | None = timedelta(minutes=30),
     secure_cookies: bool = False,
     origins: Sequence[str] = (),
     sign_in_throttle: SignInThrottle | None = None,
@@ -120,6 +121,9 @@ def create_app(
     Args:
         desk: A :class:`ReviewDesk`, or the database to open one on (SQLite path, URL or engine).
         session_lifetime: How long a sign-in lasts.
+        idle_timeout: A sign-in left unused longer than this ends (its visitor signs in again); None: never.
+            Its last use is recorded at most once a minute, so it may end up to a minute early. API tokens
+            have no idle timeout.
         secure_cookies: Mark cookies ``Secure`` even on plain HTTP (set it behind a TLS-terminating proxy;
             over HTTPS they are ``Secure`` anyway).
         origins: Origins the desk is served at besides the address it listens on (``https://review.example``
@@ -128,8 +132,10 @@ def create_app(
 
     Raises:
         MissingExtraError: the ``review`` extra is not installed.
-        InputError: an origin that is not ``scheme://host[:port]``.
+        InputError: an origin that is not ``scheme://host[:port]``, or an idle timeout that is not positive.
     """
+    if idle_timeout is not None and idle_timeout <= timedelta(0):
+        raise InputError(f"the idle timeout must be positive, got {idle_timeout}")
     app = FastAPI(
         title="citelock review desk",
         version=__version__,
@@ -140,6 +146,7 @@ def create_app(
     )
     app.state.desk = desk if isinstance(desk, ReviewDesk) else ReviewDesk(desk)
     app.state.session_lifetime = session_lifetime
+    app.state.idle_timeout = idle_timeout
     app.state.secure_cookies = secure_cookies
     app.state.origins = frozenset(_origin(o) for o in origins)
     app.state.sign_in_throttle = sign_in_throttle or SignInThrottle()
@@ -162,6 +169,7 @@ def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     session_lifetime: timedelta = timedelta(hours=12),
+    idle_timeout: timedelta | None = timedelta(minutes=30),
     secure_cookies: bool = False,
     origins: Sequence[str] = (),
 ) -> None:
@@ -171,5 +179,11 @@ def serve(
     """
     import uvicorn
 
-    app = create_app(db, session_lifetime=session_lifetime, secure_cookies=secure_cookies, origins=origins)
+    app = create_app(
+        db,
+        session_lifetime=session_lifetime,
+        idle_timeout=idle_timeout,
+        secure_cookies=secure_cookies,
+        origins=origins,
+    )
     uvicorn.run(app, host=host, port=port, log_level="info", proxy_headers=False, server_header=False)

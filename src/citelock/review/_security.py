@@ -1,8 +1,8 @@
 """Who is asking, and may they: sessions, API tokens, CSRF, same-origin checks and the security headers.
 
 - **Browser sessions**: signing in puts a random token in a cookie (``HttpOnly``, ``SameSite=Strict``, ``Secure``
-  over HTTPS, ``Path=/``); the database keeps only its SHA-256, with the account and an expiry. Signing out or
-  disabling the account ends it server-side.
+  over HTTPS, ``Path=/``); the database keeps only its SHA-256, with the account, an expiry and its last use.
+  Signing out, disabling the account or leaving it unused past the idle timeout ends it server-side.
 - **API tokens** (``Authorization: Bearer ...``, issued by ``citelock review token``) for scripts and tools. A
   browser never attaches them on its own, so they need no CSRF token.
 - **CSRF**: every state-changing request made with a session cookie must carry the session's CSRF token (a
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,6 +42,7 @@ __all__ = [
     "request_credential",
     "safe_next",
     "same_origin",
+    "session_idle_timeout",
 ]
 
 SESSION_COOKIE = "citelock_review_session"
@@ -98,14 +100,23 @@ def bearer_token(request: Request) -> str | None:
 
 
 def request_credential(request: Request, accounts: AccountStore) -> Credential | None:
-    """The account behind the request's API token, else behind its session cookie, else None."""
+    """The account behind the request's API token, else behind its session cookie, else None.
+
+    A session left unused longer than the app's idle timeout (``request.app.state.idle_timeout``) is refused.
+    """
     token = bearer_token(request)
     if token is not None:
         return accounts.credential(token, kind="token")
     cookie = request.cookies.get(SESSION_COOKIE)
     if cookie:
-        return accounts.credential(cookie, kind="session")
+        return accounts.credential(cookie, kind="session", idle=session_idle_timeout(request))
     return None
+
+
+def session_idle_timeout(request: Request) -> timedelta | None:
+    """How long a browser session of this app may stay unused (None: no limit)."""
+    idle: timedelta | None = getattr(request.app.state, "idle_timeout", None)
+    return idle
 
 
 def csrf_ok(expected: str, given: str | None) -> bool:

@@ -18,7 +18,13 @@ from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
 from citelock.review._desk import ReviewDesk
-from citelock.review._security import SESSION_COOKIE, csrf_ok, request_credential, same_origin
+from citelock.review._security import (
+    SESSION_COOKIE,
+    csrf_ok,
+    request_credential,
+    same_origin,
+    session_idle_timeout,
+)
 from citelock.store import Credential
 
 __all__ = [
@@ -105,7 +111,8 @@ def page_user(request: Request) -> Credential:
         SignInRequired: no valid session.
     """
     cookie = request.cookies.get(SESSION_COOKIE)
-    user = desk_of(request).accounts.credential(cookie, kind="session") if cookie else None
+    accounts = desk_of(request).accounts
+    user = accounts.credential(cookie, kind="session", idle=session_idle_timeout(request)) if cookie else None
     if user is None:
         raise SignInRequired(_path_of(request))
     request.state.user = user

@@ -6,6 +6,12 @@ handed to the client once; only their SHA-256 is stored, so a copy of the databa
 browser session also carries its own CSRF token. Disabling an account ends its sessions and revokes its
 tokens at once; a disabled account cannot sign in until it is enabled again.
 
+A browser session can also end by being left unused: :meth:`AccountStore.credential` with ``idle=`` refuses
+(and deletes) a session last used longer ago than that. The last use is the ``last_used_at`` column, written
+when a session is used but at most once a minute per session (one conditional ``UPDATE``), so a request does
+not cost a write and an idle session may end up to a minute early. Sessions made before that column existed
+have it empty and count as last used when they were created: an upgrade never lengthens a session.
+
 Unlike the queue, these tables are not append-only: a password changes, a session ends. What reviewers did
 is recorded in the queue's events (with the account name), never here.
 """
@@ -15,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal, get_args
@@ -30,6 +37,7 @@ from sqlalchemy import (
     Table,
     Text,
     delete,
+    func,
     insert,
     select,
     update,
@@ -67,7 +75,12 @@ _sessions = Table(
     Column("label", String(200), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=True),
+    # nullable: added to older databases, whose sessions have none (they count as last used when created)
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
 )
+_last_used = func.coalesce(_sessions.c.last_used_at, _sessions.c.created_at)
+
+_TOUCH_INTERVAL = timedelta(minutes=1)  # a session's last use is written at most this often
 
 
 class Account(BaseModel):
@@ -116,6 +129,19 @@ def _aware(moment: datetime | None) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _check_idle(idle: timedelta | None, kind: SessionKind) -> None:
+    if idle is None:
+        return
+    if kind != "session":
+        raise InputError("an idle timeout applies to browser sessions (kind='session') only, not to API tokens")
+    if idle <= timedelta(0):
+        raise InputError(f"an idle timeout must be positive, got {idle}")
+
+
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
@@ -140,10 +166,15 @@ class AccountStore:
 
     Args:
         target: A SQLite file path (created if missing), a database URL (``postgresql://...``) or an engine.
+        clock: The current time, aware (default: the system clock in UTC); tests pass their own.
+
+    Attributes:
+        clock: The clock every method reads ``now`` from (may be replaced, e.g. by a test).
     """
 
-    def __init__(self, target: str | Path | Engine) -> None:
+    def __init__(self, target: str | Path | Engine, *, clock: Callable[[], datetime] | None = None) -> None:
         self.engine = target if isinstance(target, Engine) else make_engine(target)
+        self.clock: Callable[[], datetime] = clock or _utc_now
         ensure_tables(self.engine, _metadata)
 
     # --- accounts ---------------------------------------------------------------------------------------------
@@ -247,6 +278,13 @@ class AccountStore:
         if not changed:
             raise KeyError(username)
 
+    def _now(self, now: datetime | None = None) -> datetime:
+        """``now`` or the clock's time, in UTC (stored times are UTC; SQLite keeps no zone)."""
+        moment = now or self.clock()
+        if moment.tzinfo is None:
+            raise InputError(f"the time must be timezone-aware, got {moment!r}")
+        return moment.astimezone(UTC)
+
     # --- sessions and tokens ----------------------------------------------------------------------------------
 
     def open(
@@ -280,7 +318,7 @@ class AccountStore:
         if account.disabled:
             raise InputError(f"account {username!r} is disabled")
         token = secrets.token_urlsafe(32)
-        now = datetime.now(UTC)
+        now = self._now()
         with self.engine.begin() as conn:
             conn.execute(
                 insert(_sessions).values(
@@ -291,19 +329,44 @@ class AccountStore:
                     label=label,
                     created_at=now,
                     expires_at=None if lifetime is None else now + lifetime,
+                    last_used_at=now,
                 )
             )
         return token
 
-    def credential(self, token: str, *, kind: SessionKind) -> Credential | None:
-        """What ``token`` stands for, or None (unknown, expired, of another kind, or its account disabled)."""
+    def credential(
+        self, token: str, *, kind: SessionKind, idle: timedelta | None = None, now: datetime | None = None
+    ) -> Credential | None:
+        """What ``token`` stands for, or None (unknown, expired, idle too long, of another kind, account disabled).
+
+        Args:
+            token: The secret a session cookie or ``Authorization: Bearer`` header carried.
+            kind: ``session`` or ``token``: a token of the other kind is not accepted.
+            idle: For a browser session: refuse it when it was last used longer ago than this (and delete it);
+                when it is accepted, its last use becomes ``now`` (written at most once a minute).
+                None: no idle timeout (and no last use is written).
+            now: The current time (default: :attr:`clock`).
+
+        Raises:
+            InputError: ``idle`` for an API token, or not positive.
+        """
+        _check_idle(idle, kind)
         if not token:
             return None
+        now = self._now(now)
+        digest = _digest(token)
         query = (
-            select(_sessions.c.kind, _sessions.c.csrf, _sessions.c.expires_at, _accounts.c.username, _accounts.c.role)
+            select(
+                _sessions.c.kind,
+                _sessions.c.csrf,
+                _sessions.c.expires_at,
+                _last_used.label("last_used"),
+                _accounts.c.username,
+                _accounts.c.role,
+            )
             .select_from(_sessions.join(_accounts, _accounts.c.username == _sessions.c.username))
             .where(
-                _sessions.c.token_sha256 == _digest(token),
+                _sessions.c.token_sha256 == digest,
                 _sessions.c.kind == kind,
                 _accounts.c.disabled_at.is_(None),
             )
@@ -313,11 +376,36 @@ class AccountStore:
         if row is None:
             return None
         expires = _aware(row["expires_at"])
-        if expires is not None and expires <= datetime.now(UTC):
+        if expires is not None and expires <= now:
             return None
+        if idle is not None:
+            last_used = _aware(row["last_used"]) or now
+            if now - last_used > idle:
+                self._end_idle(digest, now - idle)
+                return None
+            if now - last_used >= _TOUCH_INTERVAL:
+                self._touch(digest, now)
         return Credential(
             username=row["username"], role=row["role"], kind=row["kind"], csrf=row["csrf"], expires_at=expires
         )
+
+    def _end_idle(self, digest: str, cutoff: datetime) -> None:
+        """Delete a session left unused since before ``cutoff`` (not one another request has just used)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                delete(_sessions).where(
+                    _sessions.c.token_sha256 == digest, _sessions.c.kind == "session", _last_used < cutoff
+                )
+            )
+
+    def _touch(self, digest: str, now: datetime) -> None:
+        """Record a session's use at ``now``, unless it was recorded less than a minute ago (by a racing request)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(_sessions)
+                .where(_sessions.c.token_sha256 == digest, _last_used <= now - _TOUCH_INTERVAL)
+                .values(last_used_at=now)
+            )
 
     def close(self, token: str) -> None:
         """End a session or revoke a token (nothing happens for an unknown one)."""
@@ -333,10 +421,22 @@ class AccountStore:
                 ).rowcount
             )
 
-    def purge_expired(self) -> int:
-        """Delete expired sessions and tokens; returns how many."""
+    def purge_expired(self, *, idle: timedelta | None = None) -> int:
+        """Delete expired sessions and tokens, and with ``idle`` also browser sessions unused that long.
+
+        Returns:
+            How many were deleted.
+
+        Raises:
+            InputError: ``idle`` not positive.
+        """
+        _check_idle(idle, "session")
+        now = self._now()
+        condition = _sessions.c.expires_at <= now
+        if idle is not None:
+            condition = condition | ((_sessions.c.kind == "session") & (_last_used < now - idle))
         with self.engine.begin() as conn:
-            return int(conn.execute(delete(_sessions).where(_sessions.c.expires_at <= datetime.now(UTC))).rowcount)
+            return int(conn.execute(delete(_sessions).where(condition)).rowcount)
 
 
 def _account(row: object) -> Account:
