@@ -60,6 +60,7 @@ __all__ = [
     "TruncatedOutputError",
     "UnparsedAnswerError",
     "UsageError",
+    "json_kind",
 ]
 
 
@@ -261,3 +262,24 @@ class TruncatedOutputError(BackendError):
         self.partial = partial
         self.max_tokens = max_tokens
         super().__init__(message, **where)
+
+
+def json_kind(value: object) -> str:
+    """The JSON kind of a parsed value, for error messages.
+
+    Returns ``an object``, ``an array``, ``a string``, ``a number``, ``a boolean`` or ``null`` (a Python type
+    name for anything else).
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from citelock.errors import InputError, MissingExtraError
+from citelock.errors import InputError, MissingExtraError, json_kind
 from citelock.records import Chunk, Message
 
 __all__ = [
@@ -302,7 +302,7 @@ def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
     except RecursionError:
         return None, "JSON nested too deeply"
     if not isinstance(value, dict):
-        return None, f"expected a JSON object {{messages, chunks, answer, ...}}, got {_kind(value)}"
+        return None, f"expected a JSON object {{messages, chunks, answer, ...}}, got {json_kind(value)}"
     return value, None
 
 
@@ -466,20 +466,3 @@ def _utc(moment: datetime | None) -> datetime | None:
     if moment is None:
         return None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _kind(value: Any) -> str:
-    """A JSON type name for a message."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__

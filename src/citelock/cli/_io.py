@@ -21,7 +21,7 @@ import typer
 from pydantic import ValidationError
 
 from citelock.cli._app import EXIT_INPUT
-from citelock.errors import CitelockError
+from citelock.errors import CitelockError, json_kind
 from citelock.prompt._serialize import record_from_messages
 from citelock.records import PromptRecord
 
@@ -239,7 +239,7 @@ def load_prompt(path: Path) -> PromptRecord:
     where = f"prompt file {shown(path)}"
     data = read_json(path, "prompt")
     if not isinstance(data, dict):
-        fail(f'{where}: expected a JSON object {{"messages": [...], "chunks": [...]}}, got {_kind(data)}')
+        fail(f'{where}: expected a JSON object {{"messages": [...], "chunks": [...]}}, got {json_kind(data)}')
     try:
         if "sha256" in data and "normalized" in data:
             return PromptRecord.model_validate(data)
@@ -248,16 +248,16 @@ def load_prompt(path: Path) -> PromptRecord:
             fail(f"{where}: unknown fields {sorted(unknown)[:10]}; expected {sorted(_PROMPT_KEYS)}")
         for key in ("messages", "chunks"):
             if not isinstance(data.get(key), list):
-                fail(f"{where}: '{key}' must be a list, got {_kind(data.get(key))}")
+                fail(f"{where}: '{key}' must be a list, got {json_kind(data.get(key))}")
         question = data.get("question")
         if question is not None and not isinstance(question, str):
-            fail(f"{where}: 'question' must be a string, got {_kind(question)}")
+            fail(f"{where}: 'question' must be a string, got {json_kind(question)}")
         request_id = data.get("request_id")
         if request_id is not None and not isinstance(request_id, str):
-            fail(f"{where}: 'request_id' must be a string, got {_kind(request_id)}")
+            fail(f"{where}: 'request_id' must be a string, got {json_kind(request_id)}")
         metadata = data.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
-            fail(f"{where}: 'metadata' must be an object, got {_kind(metadata)}")
+            fail(f"{where}: 'metadata' must be an object, got {json_kind(metadata)}")
         return record_from_messages(
             data["messages"], data["chunks"], question=question, request_id=request_id, metadata=metadata
         )
@@ -268,31 +268,16 @@ def load_prompt(path: Path) -> PromptRecord:
         fail(f"{where}: {exc}")
 
 
-def _kind(value: Any) -> str:
-    """A JSON type name for a message: object, array, string, number, boolean, null."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__  # pragma: no cover - json.loads makes only the kinds above
-
-
 def load_store_ids(path: Path) -> set[str]:
     """Read a chunk store (JSON lines of ``{"id", "text"}``) and return its ids."""
     ids: set[str] = set()
     for number, line in iter_json_lines(path, "store"):
         row = loads_checked(line, f"store file {shown(path)} line {number}")
         if not isinstance(row, dict):
-            fail(f'store file {shown(path)} line {number}: expected {{"id": "...", "text": "..."}}, got {_kind(row)}')
+            fail(
+                f'store file {shown(path)} line {number}: expected {{"id": "...", "text": "..."}}, got {json_kind(row)}'
+            )
         if not isinstance(row.get("id"), str):
-            fail(f"store file {shown(path)} line {number}: 'id' must be a string, got {_kind(row.get('id'))}")
+            fail(f"store file {shown(path)} line {number}: 'id' must be a string, got {json_kind(row.get('id'))}")
         ids.add(row["id"])
     return ids
