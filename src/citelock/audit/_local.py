@@ -11,32 +11,24 @@ Workers ignore Ctrl-C: the driver owns the interrupt, stops the workers and comm
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import signal
-import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import islice
 
 from citelock.audit._rows import AuditItem
-from citelock.audit._sink import AuditSink
+from citelock.audit._sink import DEFAULT_COMMIT_ROWS, DEFAULT_COMMIT_SECONDS, AuditSink, PartCommitter
 from citelock.audit._work import AuditOutcome, AuditSettings, audit_item
 from citelock.errors import InputError
 from citelock.guard import Guard
 
-__all__ = ["DEFAULT_BATCH", "DEFAULT_COMMIT_ROWS", "run_local"]
+__all__ = ["DEFAULT_BATCH", "run_local"]
 
 DEFAULT_BATCH = 32
 """Answers per task sent to a worker."""
-
-DEFAULT_COMMIT_ROWS = 2048
-"""Answers per committed part (at least; the last part of a run may be smaller)."""
-
-DEFAULT_COMMIT_SECONDS = 30.0
-"""A part is committed at least this often while answers arrive, whatever its size."""
 
 _GUARD: Guard | None = None
 _GUARD_ERROR: Exception | None = None
@@ -77,7 +69,7 @@ def run_local(
             raise InputError(f"{name} must be at least 1, got {value}")
     done = sink.done_keys()
     batches = _batches((item for item in items if item.key not in done), batch_size)
-    committer = _Committer(sink, commit_rows, commit_seconds, on_progress)
+    committer = PartCommitter(sink, commit_rows, commit_seconds, on_progress)
     if workers == 1:
         in_process = guard if guard is not None else settings.build_guard()
         try:
@@ -104,39 +96,6 @@ def run_local(
         committer.salvage()
         raise
     pool.shutdown(wait=True)
-
-
-class _Committer:
-    """Outcomes gathered in submission order and committed in parts of ``rows`` (or every ``seconds``)."""
-
-    def __init__(self, sink: AuditSink, rows: int, seconds: float, on_progress: Callable[[int], None] | None) -> None:
-        self.sink = sink
-        self.rows = rows
-        self.seconds = seconds
-        self.on_progress = on_progress
-        self.pending: list[AuditOutcome] = []
-        self.last = time.monotonic()
-
-    def add(self, outcomes: Sequence[AuditOutcome]) -> None:
-        self.pending.extend(outcomes)
-        if len(self.pending) >= self.rows or time.monotonic() - self.last >= self.seconds:
-            self.flush()
-        if self.on_progress is not None:
-            self.on_progress(len(outcomes))
-
-    def salvage(self) -> None:
-        """On an interrupt or failure: commit the outcomes that arrived whole (a rerun redoes the rest).
-
-        A failure of this commit (the database is what failed) is left to the exception already on its way.
-        """
-        with contextlib.suppress(Exception):
-            self.flush()
-
-    def flush(self) -> None:
-        if self.pending:
-            self.sink.commit(self.pending)
-            self.pending = []
-        self.last = time.monotonic()
 
 
 def _batches(items: Iterator[AuditItem], size: int) -> Iterator[list[AuditItem]]:

@@ -48,10 +48,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from citelock.audit._local import DEFAULT_BATCH, DEFAULT_COMMIT_ROWS, DEFAULT_COMMIT_SECONDS, _Committer
+from citelock.audit._local import DEFAULT_BATCH
 from citelock.audit._rows import AuditItem
+from citelock.audit._sink import DEFAULT_COMMIT_ROWS, DEFAULT_COMMIT_SECONDS, AuditSink, PartCommitter
 from citelock.audit._work import AuditOutcome, AuditSettings, Prepared, judge_prepared, prepare
 from citelock.errors import (
     BackendConnectionError,
@@ -63,9 +64,6 @@ from citelock.errors import (
 )
 from citelock.guard import Guard, GuardResult
 from citelock.records import Answer, PromptRecord
-
-if TYPE_CHECKING:
-    from citelock.audit._sink import AuditSink
 
 __all__ = ["DEFAULT_JUDGE_CONCURRENCY", "run_ray"]
 
@@ -135,7 +133,7 @@ def run_ray(
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         plan = _Plan.of(settings, cpus, actors, judge_concurrency)
         feed = _Feed(ray, todo, batch_size, queue_size=_QUEUE_BATCHES_PER_ACTOR * plan.actors + 1)
-        committer = _Committer(sink, commit_rows, commit_seconds, on_progress)
+        committer = PartCommitter(sink, commit_rows, commit_seconds, on_progress)
         try:
             returned = _stream(ray, feed, settings, plan, committer)
             committer.flush()
@@ -340,7 +338,7 @@ def _stream(
     feed: _Feed,
     settings: AuditSettings,
     plan: _Plan,
-    committer: _Committer,
+    committer: PartCommitter,
 ) -> int:
     """Run the pipeline and hand every batch that comes back to the committer; returns the answers returned."""
     ds = _pipeline(ray, feed.queue, settings, plan)

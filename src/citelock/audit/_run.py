@@ -10,9 +10,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from citelock.audit._local import DEFAULT_BATCH, DEFAULT_COMMIT_ROWS, run_local
+from citelock.audit._local import DEFAULT_BATCH, run_local
 from citelock.audit._rows import ReadStats, check_inputs, read_items
-from citelock.audit._sink import AuditSink, AuditSummary, OutputFormat, mask_password
+from citelock.audit._sink import DEFAULT_COMMIT_ROWS, AuditSink, AuditSummary, OutputFormat, mask_password
 from citelock.audit._work import AuditSettings
 from citelock.errors import InputError, MissingExtraError, UsageError
 from citelock.guard import Guard

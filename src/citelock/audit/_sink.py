@@ -31,7 +31,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -40,9 +40,12 @@ from citelock.audit._work import AuditOutcome
 from citelock.errors import InputError, MissingExtraError
 
 __all__ = [
+    "DEFAULT_COMMIT_ROWS",
+    "DEFAULT_COMMIT_SECONDS",
     "AuditSink",
     "AuditSummary",
     "OutputFormat",
+    "PartCommitter",
     "PartFigures",
     "mask_password",
     "read_report",
@@ -68,6 +71,12 @@ _JUDGE_FIELDS = (
     "reviews",
     "escalations",
 )
+DEFAULT_COMMIT_ROWS = 2048
+"""Answers per committed part (at least; the last part of a run may be smaller)."""
+
+DEFAULT_COMMIT_SECONDS = 30.0
+"""A part is committed at least this often while answers arrive, whatever its size."""
+
 BAD_ROWS_KEPT = 20
 """Bad rows listed by source, row and reason in the summary (all of them are in the report rows)."""
 
@@ -405,6 +414,42 @@ class AuditSink:
             if not meta_path.is_file():
                 raise InputError(f"--out {self.out}: {data.name} has no {PARTS}/{meta_path.name}: not an audit part")
             yield int(match.group(1)), json.loads(meta_path.read_text(encoding="utf-8"))
+
+
+class PartCommitter:
+    """Outcomes gathered in arrival order and committed through a sink in parts of ``rows`` (or every ``seconds``).
+
+    Both engines commit through one, on the driver, so their parts are cut the same way.
+    """
+
+    def __init__(self, sink: AuditSink, rows: int, seconds: float, on_progress: Callable[[int], None] | None) -> None:
+        self.sink = sink
+        self.rows = rows
+        self.seconds = seconds
+        self.on_progress = on_progress
+        self.pending: list[AuditOutcome] = []
+        self.last = time.monotonic()
+
+    def add(self, outcomes: Sequence[AuditOutcome]) -> None:
+        self.pending.extend(outcomes)
+        if len(self.pending) >= self.rows or time.monotonic() - self.last >= self.seconds:
+            self.flush()
+        if self.on_progress is not None:
+            self.on_progress(len(outcomes))
+
+    def salvage(self) -> None:
+        """On an interrupt or failure: commit the outcomes that arrived whole (a rerun redoes the rest).
+
+        A failure of this commit (the database is what failed) is left to the exception already on its way.
+        """
+        with contextlib.suppress(Exception):
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.sink.commit(self.pending)
+            self.pending = []
+        self.last = time.monotonic()
 
 
 def _take_lock(path: Path) -> IO[str]:
