@@ -171,6 +171,73 @@ def test_a_failing_escalation_is_a_check_error_and_the_claim_stays_in_review() -
     assert result.accounting.errors == 1 and result.decision == "block"
 
 
+@dataclass
+class PassageJudge:
+    """A 'stronger' judge answering a fixed label per cited passage (no score), counting its calls."""
+
+    labels: dict[str, str]
+    name: str = "strong-test"
+    version: str = "7"
+    calls: list[str] = field(default_factory=list)
+
+    def judge(self, claim: str, passage: str) -> Verdict:
+        self.calls.append(passage)
+        return Verdict(label=self.labels[passage], raw="", judge=self.name, version=self.version)  # type: ignore[arg-type]
+
+
+def test_diagnosis_escalates_an_unsure_other_chunk_like_the_citation_itself() -> None:
+    # content words revenue, grew, margins, expanded: c1 and c2 each hold half (0.5, review), c3 none (fail)
+    claim = "Revenue grew, margins expanded."
+    c1, c2, c3 = (chunk.text for chunk in REVENUE_CHUNKS)
+    strong = PassageJudge({c1: "no", c2: "yes", c3: "no"})
+    result = run(cite(claim, "c1"), policy=HIGH, escalate=strong)
+    (finding,) = result.report.findings
+    # the stronger judge failed the cited c1; c2, unsure for the first judge, is passed by the stronger one
+    assert finding.reason is ReasonCode.WRONG_CHUNK and finding.related_chunk_id == "c2"
+    assert finding.verdicts["diagnosis"] == "yes:c2"
+    assert strong.calls == [c1, c2]
+    assert result.accounting.escalations == 2 and result.accounting.reviews == 1
+    assert result.support[0].diagnosis == {"c2": "yes"}
+    # the stronger judge fails c2 as well: UNSUPPORTED (c3 scores 0, a clear fail, and is never escalated)
+    strict = PassageJudge({c1: "no", c2: "no", c3: "yes"})
+    again = run(cite(claim, "c1"), policy=HIGH, escalate=strict)
+    (finding,) = again.report.findings
+    assert finding.reason is ReasonCode.UNSUPPORTED and "nor does any other assembled chunk" in finding.detail
+    assert strict.calls == [c1, c2]  # c3 scores 0: a clear fail is never escalated
+    assert again.support[0].diagnosis == {"c2": "no", "c3": "no"}
+
+
+def test_a_failing_citation_names_the_other_chunks_the_judge_was_unsure_about() -> None:
+    # margins, expanded, sharply, europe: c1 none (fail), c2 half (review), c3 none
+    result = run(cite("Margins expanded sharply in Europe.", "c1"), policy=HIGH)
+    (finding,) = result.report.findings
+    assert finding.reason is ReasonCode.UNSUPPORTED and finding.related_chunk_id is None
+    assert finding.verdicts["diagnosis"] == "unsure:c2"
+    assert "no other assembled chunk passed (unsure about c2" in finding.detail
+    assert "nor does any other" not in finding.detail
+
+
+def test_a_failing_escalation_during_diagnosis_is_a_check_error() -> None:
+    claim = "Revenue grew, margins expanded."
+    c1 = REVENUE_CHUNKS[0].text
+
+    @dataclass
+    class FailsOnOthers:
+        name: str = "strong-test"
+        version: str = "7"
+
+        def judge(self, claim: str, passage: str) -> Verdict:
+            if passage != c1:
+                raise RuntimeError("server went away")
+            return Verdict(label="no", raw="", judge=self.name, version=self.version)
+
+    result = run(cite(claim, "c1"), policy=HIGH, escalate=FailsOnOthers())
+    unsupported, error = result.report.findings
+    assert unsupported.reason is ReasonCode.UNSUPPORTED and unsupported.verdicts["diagnosis"] == "error"
+    assert error.reason is ReasonCode.CHECK_ERROR and "escalation judge, judging against c2" in error.detail
+    assert "may really be WRONG_CHUNK" in error.detail and result.accounting.errors == 1
+
+
 # --- where the routing comes from ------------------------------------------------------------------------------
 
 

@@ -10,8 +10,11 @@ without one by the label alone (``yes`` passes; ``partial`` and ``no`` fail).
   routing, or by its label), else an ``UNCERTAIN_SUPPORT`` finding sends the citation to a person.
 - ``fail``: the claim is judged against every *other* assembled chunk, in prompt order, until one routes to
   ``pass``: that is ``WRONG_CHUNK`` (re-cite, not re-answer; the supporting chunk is in
-  ``Finding.related_chunk_id``). When none does, the finding is ``PARTIAL_SUPPORT`` (the deciding verdict said
-  ``partial``) or ``UNSUPPORTED``.
+  ``Finding.related_chunk_id``). Each other chunk goes through the same two tiers as the citation: a verdict
+  routed to ``review`` is escalated to the stronger judge when one is given, so a citation the stronger judge
+  failed is not diagnosed by the weaker judge alone. When no chunk passes, the finding is ``PARTIAL_SUPPORT``
+  (the deciding verdict said ``partial``) or ``UNSUPPORTED``, and its detail names the chunks the judges were
+  unsure about (``verdicts["diagnosis"] = "unsure:c2,c3"``).
 
 A judge that raises (or returns something that is not a :class:`Verdict`, or no score where the surface routes
 by score) never crashes the guard: the error becomes a ``CHECK_ERROR`` finding, and the policy decides whether
@@ -152,7 +155,8 @@ class SupportRun:
         diagnosis_calls: Judge calls on (claim, other chunk) pairs during best-evidence diagnosis.
         errors: Judge calls that raised.
         reviews: Citations the judge's score routed to ``review``.
-        escalations: Calls to the stronger judge on those.
+        escalations: Calls to the stronger judge: on those, and on other chunks routed to ``review`` during
+            diagnosis.
         cache_hits: Verdicts of ``judge`` that came from its cache (:attr:`Verdict.cached`).
     """
 
@@ -388,6 +392,7 @@ def judge_support(
         related: str | None = None
         diagnosis: dict[str, VerdictLabel] = {}
         diagnosis_error: str | None = None
+        unsure_about: list[str] = []
         if diagnose:
             for other in index.by_id.values():
                 if other.id == target.chunk_id:
@@ -399,14 +404,29 @@ def judge_support(
                     out.errors += 1
                     diagnosis_error = f"judging against {other.id}: {exc}"
                     break
+                if other_route == "review" and escalate is not None:
+                    # the same two tiers as the citation itself: an unsure first verdict goes to the stronger judge
+                    try:
+                        other_verdict = strong_verdict_for(escalate, target.claim, other)
+                        other_route = _route(other_verdict, escalate_routing)
+                    except _JudgeFailure as exc:
+                        out.errors += 1
+                        diagnosis_error = f"the escalation judge, judging against {other.id}: {exc}"
+                        break
                 diagnosis[other.id] = other_verdict.label
                 if other_route == "pass":
                     related = other.id
                     break
+                if other_route == "review":
+                    unsure_about.append(other.id)
             if diagnosis_error:
                 verdicts["diagnosis"] = "error"
+            elif related:
+                verdicts["diagnosis"] = f"yes:{related}"
+            elif unsure_about:
+                verdicts["diagnosis"] = "unsure:" + ",".join(unsure_about)
             else:
-                verdicts["diagnosis"] = f"yes:{related}" if related else "no other chunk supports it"
+                verdicts["diagnosis"] = "no other chunk supports it"
         out.checks.append(
             _check(target, placed, status="judged", related_chunk_id=related, diagnosis=diagnosis, **fields)
         )
@@ -421,11 +441,15 @@ def judge_support(
             detail = f"the cited passage supports only part of the claim ({why})"
         else:
             reason = ReasonCode.UNSUPPORTED
-            detail = (
-                "the cited passage does not support the claim"
-                + (", nor does any other assembled chunk" if diagnose and not diagnosis_error else "")
-                + f" ({why})"
-            )
+            elsewhere = ""
+            if diagnose and not diagnosis_error:
+                elsewhere = (
+                    f", and no other assembled chunk passed (unsure about {', '.join(unsure_about)}: a person may "
+                    "find support there)"
+                    if unsure_about
+                    else ", nor does any other assembled chunk"
+                )
+            detail = f"the cited passage does not support the claim{elsewhere} ({why})"
         out.findings.append(
             _finding(
                 record,
