@@ -157,14 +157,27 @@ _load_lock = threading.Lock()
 
 
 def parser_limits() -> Any:
-    """Parser limits for llguidance, sized for substring grammars.
+    """Parser limits for llguidance, sized for the citation grammars up to the local backend's limits.
 
     With the defaults, the lexer budget runs out between 20 and 100 chunks of ~500 characters; a larger initial
     budget and lazy (not precomputed) large lexemes compile 100 such chunks in ~70 ms and 1,000 in ~2 s, at
     1-6 ms per token of mask inside a span.
+
+    The two quote policies need two more (measured with ``benchmarks/bench_local_grammar.py`` on chunks of ~600
+    characters). A ``quote`` lexeme is an alternation of every quotable sentence tail of a chunk, and building its
+    lexer states on the step that opens the claim text exhausts the default per-step fuel from ~120 chunks on
+    (365 KB of grammar, under the backend's 600 KB bound): decoding then failed mid-answer. With 50x the step fuel,
+    190 chunks (582 KB) decode at ~2 ms of mask per token. ``quote_sentence`` puts the claim text before the chunk
+    id, so every chunk's sentences are open at once: 300 chunks make an Earley row of ~5,000 items, over the
+    default 2,000; a bound of 100,000 lets 1,000 chunks through at ~2 ms per token.
     """
     llguidance = _import_llguidance()
-    return llguidance.LLParserLimits(initial_lexer_fuel=100_000_000, precompute_large_lexemes=False)
+    return llguidance.LLParserLimits(
+        initial_lexer_fuel=100_000_000,
+        step_lexer_fuel=10_000_000,
+        max_items_in_row=100_000,
+        precompute_large_lexemes=False,
+    )
 
 
 def default_threads() -> int:
@@ -397,7 +410,7 @@ class LlamaRuntime:
                     tick = time.perf_counter()
                     if not matcher.consume_token(token):
                         raise ConstraintViolationError(
-                            f"constraint engine rejected token {token}: {matcher.get_error()}"
+                            f"constraint engine rejected token {token}: {matcher.get_error()[:500]}"
                         )
                     if not matcher.is_stopped() and fast_forward:
                         more = matcher.compute_ff_tokens()
@@ -405,6 +418,12 @@ class LlamaRuntime:
                             batch += more
                             forced += len(more)
                     mask_s += time.perf_counter() - tick
+                    if matcher.is_error():
+                        # e.g. a parser limit reached while forcing tokens: the engine stops, which must not be
+                        # read as the end of a complete answer
+                        raise ConstraintViolationError(
+                            f"constraint engine error ({matcher.stop_reason()}): {matcher.get_error()[:500]}"
+                        )
                     if matcher.is_stopped():
                         out += [t for t in batch if not llama_cpp.llama_vocab_is_eog(self._vocab, t)]
                         finish = "stop"
