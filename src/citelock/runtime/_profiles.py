@@ -132,41 +132,29 @@ JSON_SCHEMA_STRICT = Delivery(
     },
     output="content",
 )
-TOOL_CALL = Delivery(
-    name="tool_call",
-    request={
-        "tools": [
-            {
-                "type": "function",
-                "function": {
-                    "name": NAME_SLOT,
-                    "description": "Give the answer as claims, each citing the sources that support it.",
-                    "parameters": SCHEMA_SLOT,
-                },
-            }
-        ],
-        "tool_choice": {"type": "function", "function": {"name": NAME_SLOT}},
-    },
-    output="tool_arguments",
-)
-TOOL_CALL_STRICT = Delivery(
-    name="tool_call_strict",
-    request={
-        "tools": [
-            {
-                "type": "function",
-                "function": {
-                    "name": NAME_SLOT,
-                    "description": "Give the answer as claims, each citing the sources that support it.",
-                    "strict": True,
-                    "parameters": SCHEMA_SLOT,
-                },
-            }
-        ],
-        "tool_choice": {"type": "function", "function": {"name": NAME_SLOT}},
-    },
-    output="tool_arguments",
-)
+
+
+def _tool_call(name: str, *, strict: bool) -> Delivery:
+    """A forced call of one function whose parameters are the schema (``strict`` marks it for strict mode)."""
+    function: dict[str, Any] = {
+        "name": NAME_SLOT,
+        "description": "Give the answer as claims, each citing the sources that support it.",
+    }
+    if strict:
+        function["strict"] = True
+    function["parameters"] = SCHEMA_SLOT
+    return Delivery(
+        name=name,
+        request={
+            "tools": [{"type": "function", "function": function}],
+            "tool_choice": {"type": "function", "function": {"name": NAME_SLOT}},
+        },
+        output="tool_arguments",
+    )
+
+
+TOOL_CALL = _tool_call("tool_call", strict=False)
+TOOL_CALL_STRICT = _tool_call("tool_call_strict", strict=True)
 JSON_OBJECT_SCHEMA = Delivery(
     name="json_object_schema",
     request={"response_format": {"type": "json_object", "schema": SCHEMA_SLOT}},
@@ -201,33 +189,18 @@ _GUIDANCE_LIMITS = BackendLimits(
 """llguidance, as in the local backend (``LOCAL_LIMITS``): its lexer budget runs out between 400 and 600
 quotable chunks and past ~730 KB of substring grammar."""
 
-LLAMA_GRAMMAR = Delivery(
-    name="grammar", request={"grammar": GRAMMAR_SLOT}, output="content", grammar="gbnf", limits=_LLAMA_GRAMMAR_LIMITS
-)
-VLLM_GRAMMAR = Delivery(
-    name="structured_outputs_grammar",
-    request={"structured_outputs": {"grammar": GRAMMAR_SLOT}},
-    output="content",
-    grammar="gbnf",
-    limits=_XGRAMMAR_LIMITS,
-)
-VLLM_LARK = Delivery(
-    name="structured_outputs_lark",
-    request={"structured_outputs": {"grammar": GRAMMAR_SLOT}},
-    output="content",
-    grammar="lark",
-    limits=_GUIDANCE_LIMITS,
-)
-VLLM_GUIDED_GRAMMAR = Delivery(
-    name="guided_grammar",
-    request={"guided_grammar": GRAMMAR_SLOT},
-    output="content",
-    grammar="gbnf",
-    limits=_XGRAMMAR_LIMITS,
-)
-SGLANG_EBNF = Delivery(
-    name="ebnf", request={"ebnf": GRAMMAR_SLOT}, output="content", grammar="gbnf", limits=_XGRAMMAR_LIMITS
-)
+
+def _grammar(name: str, request: Mapping[str, Any], dialect: GrammarDialect, limits: BackendLimits) -> Delivery:
+    """A delivery that sends the citation grammar itself (in ``dialect``) where ``request`` puts it."""
+    return Delivery(name=name, request=request, output="content", grammar=dialect, limits=limits)
+
+
+_STRUCTURED_OUTPUTS_GRAMMAR = {"structured_outputs": {"grammar": GRAMMAR_SLOT}}
+LLAMA_GRAMMAR = _grammar("grammar", {"grammar": GRAMMAR_SLOT}, "gbnf", _LLAMA_GRAMMAR_LIMITS)
+VLLM_GRAMMAR = _grammar("structured_outputs_grammar", _STRUCTURED_OUTPUTS_GRAMMAR, "gbnf", _XGRAMMAR_LIMITS)
+VLLM_LARK = _grammar("structured_outputs_lark", _STRUCTURED_OUTPUTS_GRAMMAR, "lark", _GUIDANCE_LIMITS)
+VLLM_GUIDED_GRAMMAR = _grammar("guided_grammar", {"guided_grammar": GRAMMAR_SLOT}, "gbnf", _XGRAMMAR_LIMITS)
+SGLANG_EBNF = _grammar("ebnf", {"ebnf": GRAMMAR_SLOT}, "gbnf", _XGRAMMAR_LIMITS)
 
 
 @dataclass(frozen=True)
