@@ -26,7 +26,7 @@ def _completion(content: str | None, *, refusal: str | None = None, tool_args: s
 
 
 def _completer(server: Server, kind: str = "llama-cpp-python", delivery: str | None = None) -> OpenAICompleter:
-    return OpenAICompleter.from_client(scripted_client(server), model="m", profile=kind, delivery=delivery)
+    return OpenAICompleter.from_client(scripted_client(server), model="m", server=kind, delivery=delivery)
 
 
 def test_verdict_is_constrained_by_the_servers_schema_delivery() -> None:

@@ -46,6 +46,7 @@ import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, Literal
 
 from citelock.constraint._schema import BackendLimits, GrammarDialect
@@ -54,10 +55,13 @@ from citelock.errors import UsageError
 __all__ = [
     "GRAMMAR_SLOT",
     "PROFILES",
+    "SELF_NAMES",
+    "UNNAMED_KIND",
     "Delivery",
     "Output",
     "ServerProfile",
     "get_profile",
+    "said_kind",
 ]
 
 SCHEMA_SLOT = "$citelock_schema"
@@ -410,3 +414,19 @@ def get_profile(kind: str | ServerProfile) -> ServerProfile:
         return PROFILES[kind]
     except KeyError:
         raise UsageError(f"unknown server kind {kind!r}; expected one of {sorted(PROFILES)}") from None
+
+
+UNNAMED_KIND = "openai-compatible"
+"""The label of a server whose kind was neither configured (``server=``) nor named by the server itself."""
+
+SELF_NAMES: Mapping[str, str] = MappingProxyType({"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"})
+"""``owned_by`` values a server writes on every model it lists on ``/v1/models`` when the value names the server
+itself, mapped to its kind. From the servers' source: vLLM's and SGLang's ``ModelCard`` default ``owned_by`` to
+``"vllm"`` and ``"sglang"``, llama.cpp's ``llama-server`` writes ``"llamacpp"``. Other values name no server:
+llama-cpp-python answers ``"me"`` (as many hand-written servers do), OpenAI ``"openai"``, ``"system"`` or an
+organization."""
+
+
+def said_kind(owned_by: Any) -> str | None:
+    """The server kind an ``owned_by`` value of a ``/v1/models`` listing names, or None when it names none."""
+    return SELF_NAMES.get(owned_by) if isinstance(owned_by, str) else None
