@@ -109,9 +109,12 @@ def test_the_constructors_label_as_from_client_does() -> None:
     assert completer.model_id == "llama.cpp:m"
 
 
-def test_the_judge_version_and_instructor_errors_name_what_the_server_said() -> None:
+def test_the_judge_labels_the_server_but_versions_by_profile_and_instructor_errors_say_what_it_said() -> None:
     completer = OpenAICompleter.from_client(scripted_client(Server(listing("sglang"))))
-    assert completer.model_id == "sglang:served"  # the listing is read before the label
+    # the version names how verdict requests are built: the same whether or not the listing was read
+    assert completer.model_id == "llama-cpp-python:served" and completer.provider == "sglang"
+    unlisted = OpenAICompleter.from_client(scripted_client(Server()), model="served")
+    assert unlisted.model_id == completer.model_id and unlisted.provider == "openai-compatible"
     instructor = InstructorBackend.from_client(scripted_client(Server(listing("vllm"), SERVER_ERROR)), max_reasks=0)
     with pytest.raises(BackendError) as info:
         citelock.answer("When?", CHUNKS, backend=instructor, policy="sentence", max_tokens=50)

@@ -42,7 +42,8 @@ class OpenAICompleter(TransportUser):
         api_key: API key; a local ``base_url`` needs none.
         server: Server kind (``openai``, ``llama-cpp-python``, ``llama.cpp``, ``vllm``, ``sglang``) or a
             ServerProfile; None picks ``openai`` without a base_url, else builds requests as for
-            ``llama-cpp-python`` and labels the server as :attr:`~citelock.backends.OpenAIBackend.provider` says.
+            ``llama-cpp-python`` and labels the server (errors, :attr:`provider`) as
+            :attr:`~citelock.backends.OpenAIBackend.provider` says.
         delivery: How the verdict schema travels (a delivery name of the profile); None: its strongest.
         timeout: Seconds per request.
 
@@ -101,13 +102,13 @@ class OpenAICompleter(TransportUser):
 
     @property
     def model_id(self) -> str:
-        """``<server label>:<model>``, part of the judge's version (a cached verdict never crosses models).
+        """``<profile kind>:<model>``, part of the judge's version (a cached verdict never crosses models).
 
-        The label is the transport's :attr:`~citelock.runtime._transport.OpenAITransport.provider`, read after
-        the model name (asking the server for it may tell what the server is).
+        The profile the verdict requests are built from, not the server's label (:attr:`provider`): the label
+        of an unnamed server depends on whether its model listing was read, and a version must not, or the
+        same judge would stop matching the calibrations and cached verdicts pinned to it.
         """
-        model = self.model
-        return f"{self.provider}:{model}"
+        return f"{self.profile.kind}:{self.model}"
 
     def request_for(
         self, messages: list[dict[str, str]], *, choices: list[str] | None, max_tokens: int
