@@ -6,6 +6,9 @@ exception escaping the command. Cases are drawn by hypothesis, one family per in
 fails is shrunk to a minimal case and printed. The campaign prints, per family, how many cases ran and the
 count of each exit code.
 
+The case generators (hypothesis strategies for contents, paths and option values) are in ``fuzz_inputs.py``
+beside this script; this one places the cases, runs them and reports.
+
 Families (``--families``, default all):
 
 - ``answer``: the ``check --answer`` file: mutated structured answers, free text with markers, any JSON value,
@@ -31,7 +34,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import codecs
 import json
 import os
 import random
@@ -53,6 +55,26 @@ from typer.testing import CliRunner
 from citelock.cli import app
 from citelock.cli._app import EXIT_CODES, EXIT_INTERNAL
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fuzz_inputs import (
+    ANSWER,
+    CHUNK_ROW,
+    EXPERTQA_ROW,
+    FREE_TEXT,
+    JSON_VALUES,
+    LABEL_ROW,
+    NAMES,
+    PATH_KINDS,
+    PROMPT,
+    REQUEST_IDS,
+    STRUCTURED,
+    VALID_CHUNKS,
+    check_options,
+    contents,
+    lines,
+    mutated_prompt,
+)
+
 CONTRACT = frozenset(EXIT_CODES) - {EXIT_INTERNAL}
 """The exit codes a fuzzed command may end with (70, an internal error, is a bug)."""
 
@@ -68,31 +90,6 @@ FAMILY_SIZES = {
     "argv": 800,
 }
 """Cases per family in the full campaign (10,200 in all)."""
-
-PROMPT = {
-    "messages": [
-        {"role": "system", "content": "Answer from the context."},
-        {
-            "role": "user",
-            "content": "Context:\n[c-1] Revenue grew 12% in 2023.\n[c-2] Freight is paid by the buyer.\n"
-            "[c-10] The depot shipped 1,200 crates.\nQuestion: Did revenue grow?",
-        },
-    ],
-    "chunks": [
-        {"id": "c-1", "text": "Revenue grew 12% in 2023."},
-        {"id": "c-2", "text": "Freight is paid by the buyer."},
-        {"id": "c-10", "text": "The depot shipped 1,200 crates."},
-    ],
-    "question": "Did revenue grow?",
-    "request_id": "fuzz-1",
-}
-ANSWER = {
-    "claims": [
-        {"text": "Revenue grew 12% in 2023.", "citations": [{"chunk_id": "c-1", "span": "Revenue grew 12%"}]},
-        {"text": "The buyer pays freight.", "citations": [{"chunk_id": "c-2"}]},
-    ]
-}
-IDS = ["c-1", "c-2", "c-10", "c-99", "", " ", "c-1\n", "ç-1", "c-1]", "[c-1]", "c" * 300]
 
 
 @dataclass
@@ -147,135 +144,6 @@ class Campaign:
         return self.fixture("answer.json", ANSWER)
 
 
-# --- strategies: file contents --------------------------------------------------------------------------
-
-_SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(10**30), max_value=10**30),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=40),
-)
-JSON_VALUES = st.recursive(
-    _SCALARS,
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
-    max_leaves=25,
-)
-"""Any JSON value (NaN and Infinity included: Python's json writes and reads them)."""
-
-TEXTS = st.one_of(
-    st.text(max_size=80),
-    st.sampled_from(["", " ", "\n", "Revenue grew 12% in 2023.", "x" * 5000, "\u200b", "a\x00b", "é" * 50]),
-)
-
-
-def _claim(texts: st.SearchStrategy[Any] = TEXTS) -> st.SearchStrategy[dict[str, Any]]:
-    """A claim: well-formed three times in four, else with wrong types or unknown fields."""
-    good_citation = st.fixed_dictionaries(
-        {"chunk_id": st.sampled_from(IDS[:4])},
-        optional={"span": st.one_of(st.none(), TEXTS, st.sampled_from(["Revenue grew 12%", "paid by the buyer"]))},
-    )
-    good = st.fixed_dictionaries({"text": texts}, optional={"citations": st.lists(good_citation, max_size=3)})
-    citation = st.fixed_dictionaries(
-        {"chunk_id": st.one_of(st.sampled_from(IDS), st.text(max_size=10), JSON_VALUES)},
-        optional={"span": st.one_of(st.none(), TEXTS, JSON_VALUES), "extra": JSON_VALUES},
-    )
-    mutated = st.fixed_dictionaries(
-        {"text": st.one_of(texts, JSON_VALUES)},
-        optional={"citations": st.one_of(st.lists(citation, max_size=4), JSON_VALUES), "bogus": JSON_VALUES},
-    )
-    return st.one_of(good, good, good, mutated)
-
-
-STRUCTURED = st.one_of(
-    st.fixed_dictionaries({"claims": st.lists(_claim(), max_size=6)}),
-    st.fixed_dictionaries({"claims": st.lists(_claim(), max_size=6)}),
-    st.fixed_dictionaries(
-        {"claims": st.one_of(st.lists(_claim(), max_size=6), JSON_VALUES)},
-        optional={"span_policy": st.one_of(st.sampled_from(["quote", "substring", "id"]), JSON_VALUES)},
-    ),
-)
-_MARKERS = st.sampled_from(
-    ["[c-1]", "[1]", "[c-1, c-2]", "[]", "[ , ]", "[c-1,]", '<cite id="c-2">Freight</cite>', "<cite ", '<cite id="x">']
-)
-FREE_TEXT = st.lists(st.one_of(TEXTS, _MARKERS, st.sampled_from([". ", "\n", "! ", "?"])), max_size=30).map("".join)
-
-
-@st.composite
-def deep_json(draw: st.DrawFn) -> bytes:
-    """JSON nested from 1 to 200,000 levels, as arrays, objects, or inside an answer's field."""
-    depth = draw(st.one_of(st.integers(1, 120), st.integers(90, 1100), st.integers(1000, 200_000)))
-    kind = draw(st.sampled_from(["array", "object", "in_claims", "in_text", "unclosed"]))
-    if kind == "array":
-        text = "[" * depth + "]" * depth
-    elif kind == "object":
-        text = '{"a":' * depth + "1" + "}" * depth
-    elif kind == "in_claims":
-        text = '{"claims": [{"text": "x", "citations": ' + "[" * depth + "]" * depth + "}]}"
-    elif kind == "in_text":
-        text = '{"text": ' + "[" * depth + '"x"' + "]" * depth + "}"
-    else:
-        text = "[" * depth
-    return text.encode()
-
-
-_ENCODINGS = ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "latin-1", "cp1252", "ascii"]
-
-
-@st.composite
-def encoded(draw: st.DrawFn, documents: st.SearchStrategy[Any]) -> bytes:
-    """A document written as JSON, then encoded in some encoding (unencodable characters replaced or escaped)."""
-    text = json.dumps(draw(documents), ensure_ascii=draw(st.booleans()))
-    encoding = draw(st.sampled_from(_ENCODINGS))
-    return text.encode(encoding, errors=draw(st.sampled_from(["replace", "backslashreplace", "ignore"])))
-
-
-SPECIAL_BYTES = st.sampled_from(
-    [
-        b"",
-        b"   \n\t",
-        codecs.BOM_UTF8,
-        codecs.BOM_UTF16_LE,
-        codecs.BOM_UTF8 + json.dumps(ANSWER).encode(),
-        b'{"claims": [{"text": "\\ud800 lone", "citations": []}]}',
-        b'{"text": "caf\xe9"}',
-        b'{"text": "ok\\u0000nul [c-1]."}',
-        b"\x00" * 64,
-        b'{"claims": [], "abstained": "yes"}',
-        b'{"claims": []}',
-        b"NaN",
-        b"[1, 2, 3]",
-        b'"just a string"',
-        b'{"text": 5}',
-        b'{"claims": [' + b'{"text": "Revenue grew 12%.", "citations": [{"chunk_id": "c-1"}]},' * 2000 + b"1]}",
-    ]
-)
-
-
-def contents(documents: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes]:
-    """File contents built around ``documents``: as JSON (half the cases), deep, raw bytes, re-encoded, special."""
-    as_json = documents.map(lambda d: json.dumps(d).encode())
-    return st.one_of(
-        as_json,
-        as_json,
-        as_json,
-        as_json,
-        as_json,
-        JSON_VALUES.map(lambda d: json.dumps(d).encode()),
-        deep_json(),
-        st.binary(max_size=300),
-        encoded(documents),
-        SPECIAL_BYTES,
-    )
-
-
-# --- strategies: paths ----------------------------------------------------------------------------------
-
-PATH_KINDS = st.sampled_from(
-    ["file"] * 10 + ["stdin"] * 3 + ["odd_name"] * 2 + ["dir", "missing", "long_name", "devnull", "huge", "devzero"]
-)
-
-
 @dataclass
 class PathCase:
     """A path argument and the standard input it needs."""
@@ -313,9 +181,6 @@ def place(campaign: Campaign, kind: str, content: bytes, suffix: str, draw_name:
     return PathCase(str(campaign.file(content, suffix)))
 
 
-NAMES = st.binary(min_size=1, max_size=40)
-
-
 # --- families -------------------------------------------------------------------------------------------
 
 
@@ -338,39 +203,8 @@ def fam_answer(campaign: Campaign) -> Callable[..., None]:
     return case
 
 
-def _mutated_prompt() -> st.SearchStrategy[Any]:
-    message = st.fixed_dictionaries(
-        {
-            "role": st.one_of(st.sampled_from(["system", "user", "assistant", ""]), JSON_VALUES),
-            "content": st.one_of(TEXTS, JSON_VALUES),
-        },
-        optional={"name": JSON_VALUES},
-    )
-    chunk = st.fixed_dictionaries(
-        {"id": st.one_of(st.sampled_from(IDS), JSON_VALUES), "text": st.one_of(TEXTS, JSON_VALUES)},
-        optional={"metadata": JSON_VALUES, "rank": JSON_VALUES, "source": JSON_VALUES},
-    )
-    return st.one_of(
-        st.fixed_dictionaries(
-            {
-                "messages": st.one_of(st.just(PROMPT["messages"]), st.lists(message, max_size=3), JSON_VALUES),
-                "chunks": st.one_of(st.just(PROMPT["chunks"]), st.lists(chunk, max_size=4), JSON_VALUES),
-            },
-            optional={
-                "question": st.one_of(TEXTS, JSON_VALUES),
-                "request_id": st.one_of(TEXTS, JSON_VALUES),
-                "metadata": JSON_VALUES,
-                "extra": JSON_VALUES,
-            },
-        ),
-        st.builds(
-            lambda d: {**d, "sha256": "0" * 64, "normalized": []}, JSON_VALUES.filter(lambda v: isinstance(v, dict))
-        ),
-    )
-
-
 def fam_prompt(campaign: Campaign) -> Callable[..., None]:
-    @given(contents(_mutated_prompt()), PATH_KINDS, st.sampled_from([".json", ""]), NAMES)
+    @given(contents(mutated_prompt()), PATH_KINDS, st.sampled_from([".json", ""]), NAMES)
     def case(content: bytes, kind: str, suffix: str, name: bytes) -> None:
         where = place(campaign, kind, content, suffix, name)
         campaign.invoke("prompt", ["check", "--prompt", where.arg, "--answer", str(campaign.answer)], where.stdin)
@@ -378,68 +212,14 @@ def fam_prompt(campaign: Campaign) -> Callable[..., None]:
     return case
 
 
-def _lines(rows: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes]:
-    line = st.one_of(rows.map(json.dumps), JSON_VALUES.map(json.dumps), st.text(max_size=30), st.just(""))
-    return st.one_of(
-        st.lists(line, max_size=8).map(lambda ls: "\n".join(ls).encode("utf-8", "surrogatepass")),
-        deep_json(),
-        st.binary(max_size=200),
-        SPECIAL_BYTES,
-    )
-
-
-_CHUNK_ROW = st.fixed_dictionaries(
-    {"id": st.one_of(st.sampled_from(IDS), JSON_VALUES), "text": st.one_of(TEXTS, JSON_VALUES)},
-    optional={"source": JSON_VALUES, "rank": JSON_VALUES, "metadata": JSON_VALUES, "strategy": JSON_VALUES},
-)
-
-
 def fam_store(campaign: Campaign) -> Callable[..., None]:
-    @given(_lines(_CHUNK_ROW), PATH_KINDS, NAMES)
+    @given(lines(CHUNK_ROW), PATH_KINDS, NAMES)
     def case(content: bytes, kind: str, name: bytes) -> None:
         where = place(campaign, kind, content, ".jsonl", name)
         args = ["check", "--prompt", str(campaign.prompt), "--answer", str(campaign.answer), "--store", where.arg]
         campaign.invoke("store", args, where.stdin)
 
     return case
-
-
-def _mostly(valid: list[str], invalid: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
-    """A valid value three times in four, else an invalid one."""
-    return st.one_of(st.sampled_from(valid), st.sampled_from(valid), st.sampled_from(valid), invalid)
-
-
-_OPTION_VALUES: dict[str, st.SearchStrategy[str]] = {
-    "--surface": _mostly(
-        ["legal", "chat", "*"], st.one_of(st.sampled_from(["", " ", "a\nb", "s\udc80"]), st.text(max_size=12))
-    ),
-    "--stakes": _mostly(["high", "low"], st.one_of(st.sampled_from(["HIGH", "medium", ""]), st.text(max_size=6))),
-    "--sample-rate": _mostly(
-        ["0", "1", "0.5", "1e-9"],
-        st.one_of(st.sampled_from(["1.5", "-0.1", "nan", "inf", "abc", ""]), st.floats().map(str)),
-    ),
-    "--judge": _mostly(
-        ["lexical", "offline"], st.one_of(st.sampled_from(["llm", "oracle", "", "LEXICAL"]), st.text(max_size=8))
-    ),
-    "--judge-base-url": st.sampled_from(["ftp://x", "localhost:8080", "", "http://"]),
-    "--judge-model": st.sampled_from(["m.gguf", "/nonexistent/m.gguf", ""]),
-    "--on-fail": _mostly(
-        ["block", "drop_claim", "mark"], st.one_of(st.sampled_from(["shred", ""]), st.text(max_size=8))
-    ),
-    "--escalate-base-url": st.sampled_from(["http://127.0.0.1:9/v1", "nope", ""]),
-}
-_RARE = {"--judge-base-url", "--judge-model", "--escalate-base-url"}
-# "\udc80" is what an undecodable byte on the command line becomes (surrogateescape)
-REQUEST_IDS = _mostly(["fuzz-1"], st.one_of(st.sampled_from(["nope", "", "r\udc80"]), st.text(max_size=10)))
-
-
-@st.composite
-def check_options(draw: st.DrawFn) -> list[str]:
-    args: list[str] = []
-    for option, values in _OPTION_VALUES.items():
-        if draw(st.integers(0, 9 if option in _RARE else 2)) == 0:
-            args += [option, draw(values)]
-    return args
 
 
 def databases(campaign: Campaign) -> dict[str, str]:
@@ -581,21 +361,6 @@ def _scripted_backends() -> Any:
     return lambda: setattr(_registry, "make_backend", real)
 
 
-_VALID_CHUNKS = st.lists(
-    st.fixed_dictionaries(
-        {"id": st.sampled_from(["c-1", "c-2", "c-3", "c-10", "doc/7#2"]), "text": st.text(min_size=1, max_size=60)},
-        optional={
-            "source": st.text(max_size=8),
-            "rank": st.integers(1, 9),
-            "metadata": st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
-        },
-    ),
-    min_size=1,
-    max_size=5,
-    unique_by=lambda row: row["id"],
-).map(lambda rows: "\n".join(json.dumps(r) for r in rows).encode("utf-8", "surrogatepass"))
-
-
 def fam_chunks(campaign: Campaign) -> Callable[..., None]:
     valid = st.sampled_from(
         [
@@ -628,7 +393,7 @@ def fam_chunks(campaign: Campaign) -> Callable[..., None]:
     options = st.tuples(st.lists(valid, max_size=3), rarely_invalid).map(lambda pair: pair[0] + pair[1])
 
     @given(
-        st.one_of(_VALID_CHUNKS, _VALID_CHUNKS, _lines(_CHUNK_ROW)),
+        st.one_of(VALID_CHUNKS, VALID_CHUNKS, lines(CHUNK_ROW)),
         PATH_KINDS,
         NAMES,
         options,
@@ -642,20 +407,9 @@ def fam_chunks(campaign: Campaign) -> Callable[..., None]:
     return case
 
 
-_LABEL_ROW = st.fixed_dictionaries(
-    {"id": JSON_VALUES, "claim": TEXTS, "passage": TEXTS, "label": st.sampled_from(["yes", "partial", "no", "maybe"])}
-)
-_EXPERTQA_ROW = st.fixed_dictionaries(
-    {
-        "question": TEXTS,
-        "answers": st.one_of(JSON_VALUES, st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=2)),
-    }
-)
-
-
 def fam_datasets(campaign: Campaign) -> Callable[..., None]:
     @given(
-        _lines(st.one_of(_LABEL_ROW, _EXPERTQA_ROW)),
+        lines(st.one_of(LABEL_ROW, EXPERTQA_ROW)),
         PATH_KINDS,
         NAMES,
         st.sampled_from(["labels", "wice", "expertqa", "attributionbench", "nope", "eval-answers"]),

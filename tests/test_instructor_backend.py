@@ -64,7 +64,7 @@ def backend(server: Server, **kwargs: Any) -> InstructorBackend:
         max_retries=0,
         http_client=openai.DefaultHttpxClient(transport=httpx.MockTransport(server)),
     )
-    return InstructorBackend.from_client(client, model="m", profile="llama-cpp-python", **kwargs)
+    return InstructorBackend.from_client(client, model="m", server="llama-cpp-python", **kwargs)
 
 
 def test_non_verbatim_span_is_reasked_with_the_reason_then_accepted() -> None:

@@ -26,7 +26,7 @@ def _completion(content: str | None, *, refusal: str | None = None, tool_args: s
 
 
 def _completer(server: Server, kind: str = "llama-cpp-python", delivery: str | None = None) -> OpenAICompleter:
-    return OpenAICompleter.from_client(scripted_client(server), model="m", profile=kind, delivery=delivery)
+    return OpenAICompleter.from_client(scripted_client(server), model="m", server=kind, delivery=delivery)
 
 
 def test_verdict_is_constrained_by_the_servers_schema_delivery() -> None:
@@ -92,7 +92,8 @@ def test_real_server_judge_answers_one_of_three_words_and_sees_only_the_pair(lla
     for claim, passage in pairs:
         verdict = judge.judge(claim, passage)
         assert verdict.label in ("yes", "partial", "no")
-        assert verdict.version == f"judge.v1/llama-cpp-python:{llama_server.model_name}"
+        assert verdict.version == f"judge.v1/llama-cpp-python:{llama_server.model_name}"  # the request profile
+        assert completer.provider == "openai-compatible"  # not named, and llama-cpp-python's listing names none
         sent = completer.last_request
         assert sent["messages"] == judge.prompt.messages(claim, passage)
         text = json.dumps(sent["messages"])

@@ -32,7 +32,7 @@ OPTS = SchemaOptions(max_claims=1, max_citations=1, max_text_chars=60, max_span_
 
 
 def backend(server: Server, kind: str = "llama-cpp-python", **kwargs: Any) -> OpenAIBackend:
-    return OpenAIBackend.from_client(scripted_client(server), model="m", profile=kind, **kwargs)
+    return OpenAIBackend.from_client(scripted_client(server), model="m", server=kind, **kwargs)
 
 
 def good_answer() -> str:

@@ -82,7 +82,7 @@ def test_hostile_chunks_never_kill_the_server_nor_drop_a_constraint(llama_server
     capture = Capture()
     backends = {
         delivery: OpenAIBackend.from_client(
-            capture.client(llama_server), profile="llama-cpp-python", delivery=delivery, temperature=0.8, seed=11
+            capture.client(llama_server), server="llama-cpp-python", delivery=delivery, temperature=0.8, seed=11
         )
         for delivery in {d for d, _ in RUNS}
     }
@@ -138,7 +138,7 @@ def test_substring_spans_by_construction_through_the_grammar_parameter(
     questions = [json.loads(line) for line in (EXAMPLES / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
     capture = Capture()
     backend = OpenAIBackend.from_client(
-        capture.client(llama_server), profile="llama-cpp-python", temperature=0.8, seed=5
+        capture.client(llama_server), server="llama-cpp-python", temperature=0.8, seed=5
     )
     log = citelock.PromptLog(tmp_path / "log.db")
     stats: Counter[str] = Counter()
@@ -211,7 +211,7 @@ def test_requests_that_killed_the_unguarded_server_are_refused_or_answered(llama
 def test_a_json_schema_delivery_downgrades_what_the_converter_mis_escapes(llama_server: ManagedServer) -> None:
     capture = Capture()
     backend = OpenAIBackend.from_client(
-        capture.client(llama_server), profile="llama-cpp-python", delivery="json_object_schema"
+        capture.client(llama_server), server="llama-cpp-python", delivery="json_object_schema"
     )
     result = citelock.answer(
         "What did she say?",

@@ -128,7 +128,7 @@ def test_openai_paths_never_fabricate(llama_server: ManagedServer, tmp_path: Pat
     capture = Capture()
     log = citelock.PromptLog(tmp_path / "log.db")
     backend = OpenAIBackend.from_client(
-        capture.client(llama_server), profile="llama-cpp-python", delivery=delivery, temperature=0.8, seed=7
+        capture.client(llama_server), server="llama-cpp-python", delivery=delivery, temperature=0.8, seed=7
     )
     stats = run_path(backend, capture, log)
     report(f"openai/{delivery}", stats)
@@ -146,7 +146,7 @@ def test_instructor_path_never_fabricates(llama_server: ManagedServer, tmp_path:
     capture = Capture()
     log = citelock.PromptLog(tmp_path / "log.db")
     backend = InstructorBackend.from_client(
-        capture.client(llama_server), profile="llama-cpp-python", max_reasks=2, temperature=0.8, seed=7
+        capture.client(llama_server), server="llama-cpp-python", max_reasks=2, temperature=0.8, seed=7
     )
     stats = run_path(backend, capture, log)
     report("instructor/tools", stats)
@@ -202,7 +202,7 @@ def test_context_over_server_limits_is_downgraded_not_rejected(llama_server: Man
     profile = PROFILES["llama-cpp-python"].with_limits(max_enum_values=6)
     capture = Capture()
     backend = OpenAIBackend.from_client(
-        capture.client(llama_server), profile=profile, delivery="json_object_schema", temperature=0.0
+        capture.client(llama_server), server=profile, delivery="json_object_schema", temperature=0.0
     )
     chunks = [{"id": f"d{k}", "text": f"Fact {k} one is here. Fact {k} two is here."} for k in range(3)]
     result = citelock.answer(
@@ -244,9 +244,23 @@ def test_from_client_takes_the_users_async_client(llama_server: ManagedServer, t
 
     results = asyncio.run(run())
     assert backend.profile.kind == "llama-cpp-python" and backend.model == llama_server.model_name
+    assert backend.provider == "openai-compatible"  # the profile is an assumption, not a claim about the server
     assert len(sent) == 4 and all(body["model"] == llama_server.model_name for body in sent)
     for result in results:
         assert result.generation.enforced and result.span_policy == "sentence"
         assert not {f.reason.value for f in result.findings} & (FABRICATED | NOT_VERBATIM)
     logged = sorted(json.dumps([m.model_dump() for m in log.get(r.request_id).messages]) for r in results)
     assert logged == sorted(json.dumps(body["messages"]) for body in sent)
+
+
+def test_the_server_is_labeled_as_configured_else_neutrally(llama_server: ManagedServer) -> None:
+    listed = openai.OpenAI(base_url=llama_server.base_url, api_key="local").models.list().data
+    assert [m.owned_by for m in listed] == ["me"]  # llama-cpp-python names no server kind on /v1/models
+    question, chunks = case(300)
+    assumed = "openai-compatible; built as for llama-cpp-python, assumed: name the server with server="
+    for server, label, sent_to in ((None, "openai-compatible", assumed), ("llama-cpp-python",) * 3):
+        backend = OpenAIBackend(base_url=llama_server.base_url, server=server, temperature=0.0)
+        result = citelock.answer(question, chunks, backend=backend, policy="sentence", options=OPTS, max_tokens=96)
+        assert backend.provider == label
+        assert f"delivery: grammar ({sent_to})" in result.generation.notes
+        assert result.generation.enforced and not {f.reason.value for f in result.findings} & FABRICATED

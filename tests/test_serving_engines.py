@@ -57,7 +57,7 @@ CASES = [
 def test_substring_grammar_travels_in_the_engines_field(engine: str, delivery: str, dialect: str) -> None:
     data = fixture(engine)
     server = Server(data["response"])
-    backend = OpenAIBackend.from_client(scripted_client(server), profile=engine, model="m", delivery=delivery)
+    backend = OpenAIBackend.from_client(scripted_client(server), server=engine, model="m", delivery=delivery)
     result = citelock.answer("When did the plant open?", CHUNKS, backend=backend, policy="substring", options=OPTS)
     body = server.bodies[0]
     grammar = dig(body, data["request_fields"][delivery])
@@ -95,7 +95,7 @@ def test_the_default_delivery_is_the_gbnf_grammar_and_hostile_text_compiles(engi
             ]
         }
     )
-    backend = OpenAIBackend.from_client(scripted_client(server), profile=engine, model="m")
+    backend = OpenAIBackend.from_client(scripted_client(server), server=engine, model="m")
     chunks = chunks_for(["bs", "dq", "ctl", "astral", "gbnf"])
     result = citelock.answer("Where is the file?", chunks, backend=backend, policy="substring", options=OPTS)
     field = dig(server.bodies[0], data["request_fields"][PROFILES[engine].deliveries[0].name])
@@ -116,7 +116,7 @@ def test_the_default_delivery_is_the_gbnf_grammar_and_hostile_text_compiles(engi
 def test_a_grammar_the_engine_refuses_is_a_typed_error_not_a_pass(engine: str) -> None:
     refused = fixture(engine)["invalid_grammar"]
     server = Server((refused["status"], refused["body"], {}))
-    backend = OpenAIBackend.from_client(scripted_client(server), profile=engine, model="m")
+    backend = OpenAIBackend.from_client(scripted_client(server), server=engine, model="m")
     with pytest.raises(SchemaRejectedError) as info:
         citelock.answer("When did the plant open?", CHUNKS, backend=backend, policy="substring", options=OPTS)
     assert info.value.status == 400 and not info.value.retryable
@@ -131,7 +131,7 @@ def test_an_engine_that_ignores_the_grammar_is_reported_never_trusted() -> None:
     response = data["response"] | {
         "choices": [{**data["response"]["choices"][0], "message": {"role": "assistant", "content": ignored}}]
     }
-    backend = OpenAIBackend.from_client(scripted_client(Server(response)), profile="vllm", model="m")
+    backend = OpenAIBackend.from_client(scripted_client(Server(response)), server="vllm", model="m")
     result = citelock.answer("When did the plant open?", CHUNKS, backend=backend, policy="substring", options=OPTS)
     assert result.generation.enforced is False
     assert any(n.startswith("constraint not enforced") and "not verbatim" in n for n in result.generation.notes)
@@ -143,7 +143,7 @@ def test_a_grammar_over_the_engines_bound_is_downgraded_before_sending() -> None
     profile = PROFILES["sglang"].with_limits(max_grammar_chars=3_000)
     data = fixture("sglang")
     server = Server(data["response"])
-    backend = OpenAIBackend.from_client(scripted_client(server), profile=profile, model="m")
+    backend = OpenAIBackend.from_client(scripted_client(server), server=profile, model="m")
     words = " ".join(f"word{n}" for n in range(300)) + "."
     result = citelock.answer(
         "What?", [*CHUNKS, {"id": "w", "text": words}], backend=backend, policy="substring", options=OPTS

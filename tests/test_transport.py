@@ -44,9 +44,9 @@ def test_from_client_sends_every_request_through_the_callers_client() -> None:
 def test_from_client_profile_defaults_to_openai_for_openais_url_and_can_be_named() -> None:
     assert OpenAIBackend.from_client(openai.OpenAI(api_key="x")).profile.kind == "openai"
     client = scripted_client(Server())
-    assert OpenAIBackend.from_client(client, profile="vllm").profile.kind == "vllm"
+    assert OpenAIBackend.from_client(client, server="vllm").profile.kind == "vllm"
     with pytest.raises(UsageError, match="unknown server kind 'tgi'"):
-        OpenAIBackend.from_client(client, profile="tgi")
+        OpenAIBackend.from_client(client, server="tgi")
 
 
 def test_from_client_rejects_what_is_not_an_openai_client() -> None:
@@ -75,7 +75,7 @@ def test_an_async_client_refuses_the_sync_path_before_sending() -> None:
 
 def test_async_failures_are_typed_like_sync_ones() -> None:
     server = Server((429, {"error": {"message": "rate limited"}}, {"x-request-id": "req_9"}))
-    backend = OpenAIBackend.from_client(scripted_async_client(server), model="m", profile="openai")
+    backend = OpenAIBackend.from_client(scripted_async_client(server), model="m", server="openai")
     with pytest.raises(BackendHTTPError) as info:
         asyncio.run(citelock.answer_async("When?", CHUNKS, backend=backend, policy="sentence", max_tokens=50))
     assert (info.value.status, info.value.request_id, info.value.retryable) == (429, "req_9", True)
@@ -100,7 +100,7 @@ def test_instructor_and_judge_take_the_callers_sync_client_only() -> None:
 
 
 def test_payload_holds_the_shared_fields_under_the_servers_token_field() -> None:
-    transport = OpenAITransport.from_client(scripted_client(Server()), profile="openai", model="m")
+    transport = OpenAITransport.from_client(scripted_client(Server()), server="openai", model="m")
     payload = transport.payload([{"role": "user", "content": "hi"}], max_tokens=7, temperature=0.2, seed=3)
     assert payload == {
         "model": "m",

@@ -32,7 +32,7 @@ from citelock.errors import BackendError, ConstraintViolationError, MissingExtra
 from citelock.prompt._index import PromptIndex, check_citation, describe
 from citelock.records import PromptRecord
 from citelock.runtime._profiles import ServerProfile
-from citelock.runtime._transport import OpenAITransport, map_openai_error, output_text
+from citelock.runtime._transport import OpenAITransport, TransportUser, map_openai_error, output_text
 
 __all__ = ["InstructorBackend", "InstructorGeneration"]
 
@@ -58,7 +58,7 @@ class InstructorGeneration(Generation):
     total_tokens: int | None = None
 
 
-class InstructorBackend:
+class InstructorBackend(TransportUser):
     """Structured answers through instructor: validation against the prompt plus bounded reasks.
 
     Args:
@@ -133,45 +133,43 @@ class InstructorBackend:
         cls,
         client: Any,
         *,
-        profile: str | ServerProfile | None = None,
+        server: str | ServerProfile | None = None,
         model: str | None = None,
         mode: Literal["tools", "json_schema", "json"] = "tools",
         max_reasks: int = 2,
         token_budget: int | None = None,
         temperature: float = 0.0,
         seed: int | None = None,
+        profile: str | ServerProfile | None = None,
     ) -> InstructorBackend:
         """A backend over your own ``openai.OpenAI`` client (wrapped by instructor; used as is otherwise).
 
         Args:
             client: The client (its base URL, key, timeout, retries and HTTP client are kept).
-            profile: A server kind or :class:`ServerProfile`; None: ``openai`` when the client points at OpenAI's
-                API, else ``llama-cpp-python``.
+            server: A server kind or :class:`ServerProfile`; None as :meth:`OpenAIBackend.from_client`.
             model: Model name; the server's first listed model when None.
             mode: instructor mode (see the class).
             max_reasks: Reasks after the first attempt.
             token_budget: Total tokens across all attempts (None: no budget).
             temperature: Sampling temperature.
             seed: Sampling seed.
+            profile: Deprecated old name of ``server`` (a :class:`DeprecationWarning`).
 
         Raises:
-            UsageError: not an ``openai.OpenAI`` client, or a bad option (as the constructor).
+            UsageError: not an ``openai.OpenAI`` client, a bad option (as the constructor), both ``server`` and
+                ``profile``.
         """
-        backend = cls.__new__(cls)
-        backend._setup(
-            OpenAITransport.from_client(client, profile=profile, model=model),
+        return cls._over_client(
+            client,
+            server=server,
+            profile=profile,
+            model=model,
             mode=mode,
             max_reasks=max_reasks,
             token_budget=token_budget,
             temperature=temperature,
             seed=seed,
         )
-        return backend
-
-    @property
-    def profile(self) -> ServerProfile:
-        """The server's profile."""
-        return self.transport.profile
 
     @property
     def limits(self) -> BackendLimits:
@@ -181,11 +179,6 @@ class InstructorBackend:
     @limits.setter
     def limits(self, value: BackendLimits) -> None:
         self.transport.profile = replace(self.transport.profile, limits=value)
-
-    @property
-    def model(self) -> str:
-        """The model name."""
-        return self.transport.model
 
     def _client(self) -> Any:
         if self._instructor is None:
@@ -245,13 +238,13 @@ class InstructorBackend:
             requests.append(tuple(dict(m) for m in kwargs.get("messages", ())))
 
         client.on("completion:kwargs", on_kwargs)
-        kind = self.profile.kind
         kwargs = self.transport.payload(
             [{"role": m.role, "content": m.content} for m in record.messages],
             max_tokens=max_tokens,
             temperature=self.temperature,
             seed=self.seed,
         )
+        kind = self.transport.provider  # after the model name was asked: the server may have named itself
         kwargs.update(response_model=response_model, max_retries=self.max_reasks)
         if self.token_budget is not None:
             kwargs["token_budget"] = self.token_budget

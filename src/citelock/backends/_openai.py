@@ -30,8 +30,8 @@ from citelock.backends._protocol import Generation
 from citelock.constraint._schema import BackendLimits, CitationSchema
 from citelock.errors import TruncatedOutputError, UsageError
 from citelock.records import PromptRecord
-from citelock.runtime._profiles import Delivery, ServerProfile
-from citelock.runtime._transport import OpenAITransport, output_text, response_request_id
+from citelock.runtime._profiles import PROFILES, Delivery, ServerProfile
+from citelock.runtime._transport import OpenAITransport, TransportUser, output_text, response_request_id
 
 __all__ = ["OpenAIBackend", "OpenAIGeneration", "verify_output"]
 
@@ -44,7 +44,10 @@ class OpenAIGeneration(Generation):
     """A :class:`Generation` with what was sent and what verification found.
 
     Attributes:
-        server_kind: The profile's server kind.
+        server_kind: The server's label (:attr:`OpenAIBackend.provider`): the configured server kind, else the
+            kind the server named itself on ``/v1/models``, else ``openai-compatible``.
+        profile: The kind of the profile the request was built from; when no server kind was configured it is
+            the assumed ``llama-cpp-python`` and differs from ``server_kind``.
         delivery: How the constraint was sent (``grammar``, ``ebnf``, ``json_schema_strict``, ``tool_call``...).
         request: The request payload exactly as passed to the client (messages, schema, parameters).
         response_id: The server's completion id.
@@ -55,6 +58,7 @@ class OpenAIGeneration(Generation):
     """
 
     server_kind: str = ""
+    profile: str = ""
     delivery: str = ""
     request: Mapping[str, Any] = field(default_factory=dict)
     response_id: str | None = None
@@ -89,7 +93,7 @@ def verify_output(
     return sent, schema.violations(data)
 
 
-class OpenAIBackend:
+class OpenAIBackend(TransportUser):
     """A backend for any OpenAI-compatible chat-completions server.
 
     Example:
@@ -105,7 +109,9 @@ class OpenAIBackend:
         api_key: API key; ``$OPENAI_API_KEY``, or a placeholder for a local ``base_url``.
         model: Model name; the server's first listed model when None.
         server: A server kind (``openai``, ``vllm``, ``sglang``, ``llama.cpp``, ``llama-cpp-python``) or a
-            :class:`ServerProfile`. Defaults to ``openai`` without ``base_url``, else ``llama-cpp-python``.
+            :class:`ServerProfile`. Defaults to ``openai`` without ``base_url``; with one, requests are built as
+            for ``llama-cpp-python`` and the server is labeled ``openai-compatible`` (or the kind it names itself
+            on ``/v1/models``: :attr:`provider`).
         delivery: Name of the profile's delivery to use (default: its strongest, a grammar where it takes one).
         adapt: Remove keywords the server cannot take before sending (recorded). False sends the schema as
             built, to test what a server does with a schema it cannot enforce.
@@ -166,13 +172,14 @@ class OpenAIBackend:
         cls,
         client: Any,
         *,
-        profile: str | ServerProfile | None = None,
+        server: str | ServerProfile | None = None,
         model: str | None = None,
         delivery: str | None = None,
         adapt: bool = True,
         constrain: bool = True,
         temperature: float = 0.0,
         seed: int | None = None,
+        profile: str | ServerProfile | None = None,
     ) -> OpenAIBackend:
         """A backend over your own ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client, used as is.
 
@@ -181,25 +188,31 @@ class OpenAIBackend:
 
         Args:
             client: The client (its base URL, key, timeout, retries and HTTP client are kept).
-            profile: A server kind (``openai``, ``vllm``, ``sglang``, ``llama.cpp``, ``llama-cpp-python``) or a
-                :class:`ServerProfile`. None: ``openai`` when the client points at OpenAI's API, else
-                ``llama-cpp-python``.
+            server: A server kind (``openai``, ``vllm``, ``sglang``, ``llama.cpp``, ``llama-cpp-python``) or a
+                :class:`ServerProfile`. None: ``openai`` when the client points at OpenAI's API, else as the
+                constructor's ``server=None`` with a ``base_url``.
             model: Model name; the server's first listed model when None.
             delivery: Name of the profile's delivery to use (default: its strongest).
             adapt: Remove keywords the server cannot take before sending (recorded).
             constrain: False: send no constraint (the naive baseline on this server).
             temperature: Sampling temperature.
             seed: Sampling seed, if the server takes one.
+            profile: Deprecated old name of ``server`` (a :class:`DeprecationWarning`).
 
         Raises:
-            UsageError: not an OpenAI client, an unknown server kind or delivery.
+            UsageError: not an OpenAI client, an unknown server kind or delivery, both ``server`` and ``profile``.
         """
-        backend = cls.__new__(cls)
-        transport = OpenAITransport.from_client(client, profile=profile, model=model)
-        backend._setup(
-            transport, delivery=delivery, adapt=adapt, constrain=constrain, temperature=temperature, seed=seed
+        return cls._over_client(
+            client,
+            server=server,
+            profile=profile,
+            model=model,
+            delivery=delivery,
+            adapt=adapt,
+            constrain=constrain,
+            temperature=temperature,
+            seed=seed,
         )
-        return backend
 
     @property
     def client(self) -> Any:
@@ -208,12 +221,14 @@ class OpenAIBackend:
 
     @property
     def profile(self) -> ServerProfile:
-        """The server's profile (how the schema travels, which keywords it takes, its limits)."""
+        """The server's profile (how the schema travels, which keywords it takes, its limits); settable."""
         return self.transport.profile
 
     @profile.setter
     def profile(self, value: ServerProfile) -> None:
         self._delivery = value.citation_delivery(self._delivery.name)
+        if value.kind != self.transport.profile.kind:
+            self.transport.assumed = False  # a profile of another kind names the server
         self.transport.profile = value
 
     @property
@@ -233,11 +248,6 @@ class OpenAIBackend:
     def delivery(self) -> Delivery:
         """How the constraint is sent."""
         return self._delivery
-
-    @property
-    def model(self) -> str:
-        """The model name (asked of the server once when not given)."""
-        return self.transport.model
 
     def request_for(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int, model: str | None = None
@@ -317,7 +327,7 @@ class OpenAIBackend:
         latency: float,
         max_tokens: int,
     ) -> OpenAIGeneration:
-        kind = self.profile.kind
+        kind = self.transport.provider
         provider_request_id = getattr(response, "_request_id", None)
         notes: list[str] = []
         text, where = output_text(choice.message, self._delivery.output if schema is not None else None)
@@ -339,7 +349,7 @@ class OpenAIBackend:
         enforced = False
         violations: tuple[str, ...] = ()
         if schema is not None:
-            notes.append(f"delivery: {self._delivery.name} ({kind})")
+            notes.append(f"delivery: {self._delivery.name} ({_sent_to(self.transport)})")
             if removed:
                 verb = "sent anyway (the server cannot enforce them)" if not self.adapt else "not sent"
                 notes.append(f"{verb}, checked after: " + "; ".join(removed))
@@ -364,6 +374,7 @@ class OpenAIBackend:
             finish_reason=finish,
             notes=tuple(notes),
             server_kind=kind,
+            profile=self.profile.kind,
             delivery=self._delivery.name if schema is not None else "none",
             request=payload,
             response_id=response.id,
@@ -382,3 +393,12 @@ def _truncated(text: str, finish: str | None, completion_tokens: int | None, max
     except json.JSONDecodeError:
         return True
     return False
+
+
+def _sent_to(transport: OpenAITransport) -> str:
+    """Whom the request went to, for the delivery note: the label, and the assumed profile when one was assumed."""
+    if not transport.assumed:
+        return transport.provider
+    said = transport.provider
+    hint = f"pass server={said!r}" if said in PROFILES else "name the server with server="
+    return f"{said}; built as for {transport.profile.kind}, assumed: {hint}"

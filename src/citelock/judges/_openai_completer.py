@@ -1,4 +1,4 @@
-"""The LLM judge over any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, llama-cpp-python).
+"""The LLM judge over any OpenAI-compatible server (OpenAI, vLLM, SGLang, llama.cpp, llama-cpp-python).
 
 The three-word answer is constrained the strongest way the server takes a schema, chosen by the same
 :class:`~citelock.backends.ServerProfile` the citation backend uses, over the same
@@ -15,7 +15,7 @@ from typing import Any
 
 from citelock.errors import UsageError
 from citelock.runtime._profiles import ServerProfile
-from citelock.runtime._transport import OpenAITransport, output_text
+from citelock.runtime._transport import OpenAITransport, TransportUser, output_text
 
 __all__ = ["OpenAICompleter"]
 
@@ -33,15 +33,17 @@ def verdict_schema(choices: list[str]) -> dict[str, Any]:
     }
 
 
-class OpenAICompleter:
+class OpenAICompleter(TransportUser):
     """A :class:`~citelock.judges.TextCompleter` over an OpenAI-compatible chat-completions endpoint.
 
     Args:
         base_url: The server's ``/v1`` URL; None means OpenAI itself (needs ``OPENAI_API_KEY``).
         model: Model name; None asks the server for its first listed model.
         api_key: API key; a local ``base_url`` needs none.
-        server: Profile kind (``openai``, ``llama-cpp-python``, ``llama.cpp``, ``vllm``) or a ServerProfile;
-            None picks ``openai`` without a base_url, else ``llama-cpp-python``.
+        server: Server kind (``openai``, ``llama-cpp-python``, ``llama.cpp``, ``vllm``, ``sglang``) or a
+            ServerProfile; None picks ``openai`` without a base_url, else builds requests as for
+            ``llama-cpp-python`` and labels the server (errors, :attr:`provider`) as
+            :attr:`~citelock.backends.OpenAIBackend.provider` says.
         delivery: How the verdict schema travels (a delivery name of the profile); None: its strongest.
         timeout: Seconds per request.
 
@@ -77,30 +79,36 @@ class OpenAICompleter:
         cls,
         client: Any,
         *,
-        profile: str | ServerProfile | None = None,
+        server: str | ServerProfile | None = None,
         model: str | None = None,
         delivery: str | None = None,
+        profile: str | ServerProfile | None = None,
     ) -> OpenAICompleter:
         """A completer over your own ``openai.OpenAI`` client, used as is.
 
         Args:
             client: The client (its base URL, key, timeout, retries and HTTP client are kept).
-            profile: A server kind or :class:`~citelock.backends.ServerProfile`; None: ``openai`` when the client
-                points at OpenAI's API, else ``llama-cpp-python``.
+            server: A server kind or :class:`~citelock.backends.ServerProfile`; None as
+                :meth:`~citelock.backends.OpenAIBackend.from_client`.
             model: Model name; None asks the server for its first listed model.
             delivery: How the verdict schema travels; None: the profile's strongest.
+            profile: Deprecated old name of ``server`` (a :class:`DeprecationWarning`).
 
         Raises:
-            UsageError: not an ``openai.OpenAI`` client, an unknown server kind or delivery.
+            UsageError: not an ``openai.OpenAI`` client, an unknown server kind or delivery, both ``server`` and
+                ``profile``.
         """
-        completer = cls.__new__(cls)
-        completer._setup(OpenAITransport.from_client(client, profile=profile, model=model), delivery)
-        return completer
+        return cls._over_client(client, server=server, profile=profile, model=model, delivery=delivery)
 
     @property
     def model_id(self) -> str:
-        """``<server kind>:<model>``, part of the judge's version (a cached verdict never crosses models)."""
-        return f"{self.transport.kind}:{self.transport.model}"
+        """``<profile kind>:<model>``, part of the judge's version (a cached verdict never crosses models).
+
+        The profile the verdict requests are built from, not the server's label (:attr:`provider`): the label
+        of an unnamed server depends on whether its model listing was read, and a version must not, or the
+        same judge would stop matching the calibrations and cached verdicts pinned to it.
+        """
+        return f"{self.profile.kind}:{self.model}"
 
     def request_for(
         self, messages: list[dict[str, str]], *, choices: list[str] | None, max_tokens: int

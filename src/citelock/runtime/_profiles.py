@@ -46,6 +46,7 @@ import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, Literal
 
 from citelock.constraint._schema import BackendLimits, GrammarDialect
@@ -54,10 +55,13 @@ from citelock.errors import UsageError
 __all__ = [
     "GRAMMAR_SLOT",
     "PROFILES",
+    "SELF_NAMES",
+    "UNNAMED_KIND",
     "Delivery",
     "Output",
     "ServerProfile",
     "get_profile",
+    "said_kind",
 ]
 
 SCHEMA_SLOT = "$citelock_schema"
@@ -132,41 +136,29 @@ JSON_SCHEMA_STRICT = Delivery(
     },
     output="content",
 )
-TOOL_CALL = Delivery(
-    name="tool_call",
-    request={
-        "tools": [
-            {
-                "type": "function",
-                "function": {
-                    "name": NAME_SLOT,
-                    "description": "Give the answer as claims, each citing the sources that support it.",
-                    "parameters": SCHEMA_SLOT,
-                },
-            }
-        ],
-        "tool_choice": {"type": "function", "function": {"name": NAME_SLOT}},
-    },
-    output="tool_arguments",
-)
-TOOL_CALL_STRICT = Delivery(
-    name="tool_call_strict",
-    request={
-        "tools": [
-            {
-                "type": "function",
-                "function": {
-                    "name": NAME_SLOT,
-                    "description": "Give the answer as claims, each citing the sources that support it.",
-                    "strict": True,
-                    "parameters": SCHEMA_SLOT,
-                },
-            }
-        ],
-        "tool_choice": {"type": "function", "function": {"name": NAME_SLOT}},
-    },
-    output="tool_arguments",
-)
+
+
+def _tool_call(name: str, *, strict: bool) -> Delivery:
+    """A forced call of one function whose parameters are the schema (``strict`` marks it for strict mode)."""
+    function: dict[str, Any] = {
+        "name": NAME_SLOT,
+        "description": "Give the answer as claims, each citing the sources that support it.",
+    }
+    if strict:
+        function["strict"] = True
+    function["parameters"] = SCHEMA_SLOT
+    return Delivery(
+        name=name,
+        request={
+            "tools": [{"type": "function", "function": function}],
+            "tool_choice": {"type": "function", "function": {"name": NAME_SLOT}},
+        },
+        output="tool_arguments",
+    )
+
+
+TOOL_CALL = _tool_call("tool_call", strict=False)
+TOOL_CALL_STRICT = _tool_call("tool_call_strict", strict=True)
 JSON_OBJECT_SCHEMA = Delivery(
     name="json_object_schema",
     request={"response_format": {"type": "json_object", "schema": SCHEMA_SLOT}},
@@ -201,33 +193,18 @@ _GUIDANCE_LIMITS = BackendLimits(
 """llguidance, as in the local backend (``LOCAL_LIMITS``): its lexer budget runs out between 400 and 600
 quotable chunks and past ~730 KB of substring grammar."""
 
-LLAMA_GRAMMAR = Delivery(
-    name="grammar", request={"grammar": GRAMMAR_SLOT}, output="content", grammar="gbnf", limits=_LLAMA_GRAMMAR_LIMITS
-)
-VLLM_GRAMMAR = Delivery(
-    name="structured_outputs_grammar",
-    request={"structured_outputs": {"grammar": GRAMMAR_SLOT}},
-    output="content",
-    grammar="gbnf",
-    limits=_XGRAMMAR_LIMITS,
-)
-VLLM_LARK = Delivery(
-    name="structured_outputs_lark",
-    request={"structured_outputs": {"grammar": GRAMMAR_SLOT}},
-    output="content",
-    grammar="lark",
-    limits=_GUIDANCE_LIMITS,
-)
-VLLM_GUIDED_GRAMMAR = Delivery(
-    name="guided_grammar",
-    request={"guided_grammar": GRAMMAR_SLOT},
-    output="content",
-    grammar="gbnf",
-    limits=_XGRAMMAR_LIMITS,
-)
-SGLANG_EBNF = Delivery(
-    name="ebnf", request={"ebnf": GRAMMAR_SLOT}, output="content", grammar="gbnf", limits=_XGRAMMAR_LIMITS
-)
+
+def _grammar(name: str, request: Mapping[str, Any], dialect: GrammarDialect, limits: BackendLimits) -> Delivery:
+    """A delivery that sends the citation grammar itself (in ``dialect``) where ``request`` puts it."""
+    return Delivery(name=name, request=request, output="content", grammar=dialect, limits=limits)
+
+
+_STRUCTURED_OUTPUTS_GRAMMAR = {"structured_outputs": {"grammar": GRAMMAR_SLOT}}
+LLAMA_GRAMMAR = _grammar("grammar", {"grammar": GRAMMAR_SLOT}, "gbnf", _LLAMA_GRAMMAR_LIMITS)
+VLLM_GRAMMAR = _grammar("structured_outputs_grammar", _STRUCTURED_OUTPUTS_GRAMMAR, "gbnf", _XGRAMMAR_LIMITS)
+VLLM_LARK = _grammar("structured_outputs_lark", _STRUCTURED_OUTPUTS_GRAMMAR, "lark", _GUIDANCE_LIMITS)
+VLLM_GUIDED_GRAMMAR = _grammar("guided_grammar", {"guided_grammar": GRAMMAR_SLOT}, "gbnf", _XGRAMMAR_LIMITS)
+SGLANG_EBNF = _grammar("ebnf", {"ebnf": GRAMMAR_SLOT}, "gbnf", _XGRAMMAR_LIMITS)
 
 
 @dataclass(frozen=True)
@@ -437,3 +414,19 @@ def get_profile(kind: str | ServerProfile) -> ServerProfile:
         return PROFILES[kind]
     except KeyError:
         raise UsageError(f"unknown server kind {kind!r}; expected one of {sorted(PROFILES)}") from None
+
+
+UNNAMED_KIND = "openai-compatible"
+"""The label of a server whose kind was neither configured (``server=``) nor named by the server itself."""
+
+SELF_NAMES: Mapping[str, str] = MappingProxyType({"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"})
+"""``owned_by`` values a server writes on every model it lists on ``/v1/models`` when the value names the server
+itself, mapped to its kind. From the servers' source: vLLM's and SGLang's ``ModelCard`` default ``owned_by`` to
+``"vllm"`` and ``"sglang"``, llama.cpp's ``llama-server`` writes ``"llamacpp"``. Other values name no server:
+llama-cpp-python answers ``"me"`` (as many hand-written servers do), OpenAI ``"openai"``, ``"system"`` or an
+organization."""
+
+
+def said_kind(owned_by: Any) -> str | None:
+    """The server kind an ``owned_by`` value of a ``/v1/models`` listing names, or None when it names none."""
+    return SELF_NAMES.get(owned_by) if isinstance(owned_by, str) else None

@@ -2,10 +2,11 @@
 
 An :class:`OpenAITransport` holds what every caller of an OpenAI-compatible server needs and nothing else: the
 ``openai`` client (built from a base URL, or the caller's own ``openai.OpenAI`` / ``openai.AsyncOpenAI``), the
-server's :class:`~citelock.runtime._profiles.ServerProfile`, and the model name (asked of the server once when
-not given). It builds the fields every request shares, sends a request, maps every ``openai`` SDK failure to a
-typed :class:`~citelock.errors.BackendError` (:func:`map_openai_error`), and reads the output back out of a
-response (:func:`output_text`: the message content or the forced tool call's arguments). What is sent beyond that
+server's :class:`~citelock.runtime._profiles.ServerProfile`, the model name (asked of the server once when not
+given) and the server's label (:attr:`OpenAITransport.provider`). It builds the fields every request shares,
+sends a request, maps every ``openai`` SDK failure to a typed :class:`~citelock.errors.BackendError`
+(:func:`map_openai_error`), and reads the output back out of a response (:func:`output_text`: the message content
+or the forced tool call's arguments). What is sent beyond that
 (a citation schema, a verdict schema, instructor's response model) is the caller's business.
 """
 
@@ -14,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Self
 
 from citelock.errors import (
     BackendConnectionError,
@@ -29,9 +31,9 @@ from citelock.errors import (
     UsageError,
     retryable_status,
 )
-from citelock.runtime._profiles import Output, ServerProfile, get_profile
+from citelock.runtime._profiles import UNNAMED_KIND, Output, ServerProfile, get_profile, said_kind
 
-__all__ = ["OpenAITransport", "map_openai_error", "output_text"]
+__all__ = ["OpenAITransport", "TransportUser", "map_openai_error", "output_text"]
 
 _SCHEMA_WORDS = ("response_format", "json_schema", "schema", "tool", "grammar", "strict")
 _OPENAI_URL = "https://api.openai.com/v1"
@@ -65,14 +67,18 @@ class OpenAITransport:
     Attributes:
         client: The ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client every request goes through.
         profile: The server's profile: how a schema travels, which keywords it takes, its limits.
+        assumed: No server kind was configured: ``profile`` is the default for a server that is not OpenAI's
+            (``llama-cpp-python``), an assumption about how it takes a constraint, not what it is.
         is_async: The client is an ``openai.AsyncOpenAI``: use :meth:`acomplete`.
     """
 
-    def __init__(self, client: Any, profile: ServerProfile, *, model: str | None = None) -> None:
+    def __init__(self, client: Any, profile: ServerProfile, *, model: str | None = None, assumed: bool = False) -> None:
         self.client = client
         self.profile = profile
+        self.assumed = assumed
         self.is_async = _is_async_client(client)
         self._model = model
+        self._said: str | None = None
 
     @classmethod
     def connect(
@@ -92,7 +98,7 @@ class OpenAITransport:
             api_key: API key; ``$OPENAI_API_KEY``, or a placeholder for a local ``base_url``.
             model: Model name; the server's first listed model when None.
             server: A server kind or :class:`ServerProfile`; ``openai`` without ``base_url``, else
-                ``llama-cpp-python``.
+                ``llama-cpp-python`` (:attr:`assumed`).
             timeout: Seconds before a request times out.
             max_retries: Retries inside the ``openai`` client (0: every failure surfaces as a typed error).
 
@@ -100,7 +106,8 @@ class OpenAITransport:
             MissingExtraError: the ``openai`` package is not installed.
             UsageError: no API key for OpenAI itself, or an unknown server kind.
         """
-        profile = get_profile(server if server is not None else ("openai" if base_url is None else "llama-cpp-python"))
+        assumed = server is None and base_url is not None
+        profile = get_profile(server if server is not None else ("llama-cpp-python" if assumed else "openai"))
         try:
             import openai
         except ImportError:
@@ -109,11 +116,11 @@ class OpenAITransport:
         if key is None:
             raise UsageError("no API key: pass api_key=, set OPENAI_API_KEY, or give a local base_url")
         client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries)
-        return cls(client, profile, model=model)
+        return cls(client, profile, model=model, assumed=assumed)
 
     @classmethod
     def from_client(
-        cls, client: Any, *, profile: str | ServerProfile | None = None, model: str | None = None
+        cls, client: Any, *, server: str | ServerProfile | None = None, model: str | None = None
     ) -> OpenAITransport:
         """A transport over the caller's own ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client, used as is.
 
@@ -122,8 +129,8 @@ class OpenAITransport:
 
         Args:
             client: The client.
-            profile: A server kind or :class:`ServerProfile`. None: ``openai`` when the client points at OpenAI's
-                API, else ``llama-cpp-python`` (the same rule as a ``base_url``).
+            server: A server kind or :class:`ServerProfile`. None: ``openai`` when the client points at OpenAI's
+                API, else ``llama-cpp-python`` (:attr:`assumed`; the same rule as a ``base_url``).
             model: Model name; the server's first listed model when None.
 
         Raises:
@@ -133,15 +140,25 @@ class OpenAITransport:
             raise UsageError(
                 f"client must be an openai.OpenAI or openai.AsyncOpenAI client, got {type(client).__name__}"
             )
-        if profile is None:
-            base = str(getattr(client, "base_url", "") or "").rstrip("/")
-            profile = "openai" if base in ("", _OPENAI_URL) else "llama-cpp-python"
-        return cls(client, get_profile(profile), model=model)
+        if server is not None:
+            return cls(client, get_profile(server), model=model)
+        base = str(getattr(client, "base_url", "") or "").rstrip("/")
+        if base in ("", _OPENAI_URL):
+            return cls(client, get_profile("openai"), model=model)
+        return cls(client, get_profile("llama-cpp-python"), model=model, assumed=True)
 
     @property
-    def kind(self) -> str:
-        """The server kind (recorded as the provider of every error)."""
-        return self.profile.kind
+    def provider(self) -> str:
+        """The server's label, recorded as the provider of every error and generation.
+
+        The configured server kind; when none was configured, the kind the server named itself in its
+        ``/v1/models`` listing if that was already asked for the model name (``vllm``, ``sglang``,
+        ``llama.cpp``: :data:`~citelock.runtime._profiles.SELF_NAMES`), else ``openai-compatible``. Never the
+        assumed profile's kind: that says how requests are built, not what answers them.
+        """
+        if not self.assumed:
+            return self.profile.kind
+        return self._said or UNNAMED_KIND
 
     @property
     def model(self) -> str:
@@ -152,8 +169,8 @@ class OpenAITransport:
             try:
                 listed = self.client.models.list()
             except Exception as exc:
-                raise map_openai_error(exc, provider=self.kind) from exc
-            self._model = _first_model(listed)
+                raise map_openai_error(exc, provider=self.provider) from exc
+            self._model, self._said = _first_model(listed)
         return self._model
 
     async def amodel(self) -> str:
@@ -164,8 +181,8 @@ class OpenAITransport:
             try:
                 listed = await self.client.models.list()
             except Exception as exc:
-                raise map_openai_error(exc, provider=self.kind) from exc
-            self._model = _first_model(listed)
+                raise map_openai_error(exc, provider=self.provider) from exc
+            self._model, self._said = _first_model(listed)
         return self._model
 
     def payload(
@@ -242,14 +259,14 @@ class OpenAITransport:
     def _failure(self, exc: Exception, citelock_request_id: str | None) -> BackendError:
         if isinstance(exc, BackendError):
             return exc
-        return map_openai_error(exc, provider=self.kind, citelock_request_id=citelock_request_id)
+        return map_openai_error(exc, provider=self.provider, citelock_request_id=citelock_request_id)
 
     def _first_choice(self, response: Any, citelock_request_id: str | None) -> Any:
         request_id = response_request_id(response)
         if not response.choices:
             raise BackendError(
                 "the server returned no choices",
-                provider=self.kind,
+                provider=self.provider,
                 request_id=request_id,
                 citelock_request_id=citelock_request_id,
                 retryable=True,
@@ -260,11 +277,72 @@ class OpenAITransport:
             raise BackendRefusalError(
                 f"the model refused: {refusal[:200]}",
                 refusal=refusal,
-                provider=self.kind,
+                provider=self.provider,
                 request_id=request_id,
                 citelock_request_id=citelock_request_id,
             )
         return choice
+
+
+class TransportUser:
+    """Base of what sends through one :class:`OpenAITransport`: the OpenAI-compatible backends and the judge.
+
+    What they share: building one over the caller's client, and what it reads off the transport.
+
+    A subclass sets itself up in ``_setup(transport, **options)``, which its constructor calls with a transport
+    from :meth:`OpenAITransport.connect` and its ``from_client`` through :meth:`_over_client`.
+
+    Attributes:
+        transport: The transport every request goes through.
+    """
+
+    transport: OpenAITransport
+    _setup: Callable[..., None]  # (transport, **options): the subclass's own set-up
+
+    @classmethod
+    def _over_client(
+        cls,
+        client: Any,
+        *,
+        server: str | ServerProfile | None,
+        profile: str | ServerProfile | None,
+        model: str | None,
+        **options: Any,
+    ) -> Self:
+        """An instance over the caller's ``client`` (``from_client``); ``profile`` is ``server``'s deprecated name.
+
+        Raises:
+            UsageError: both ``server`` and ``profile``, not an OpenAI client, an unknown server kind, or what
+                ``_setup`` raises.
+        """
+        where = f"{cls.__name__}.from_client"
+        if profile is not None:
+            if server is not None:
+                raise UsageError(f"{where}: give server= only (profile= is its deprecated old name)")
+            warnings.warn(f"{where}(profile=...) is deprecated; use server=...", DeprecationWarning, stacklevel=3)
+            server = profile
+        made = cls.__new__(cls)
+        made._setup(OpenAITransport.from_client(client, server=server, model=model), **options)
+        return made
+
+    @property
+    def profile(self) -> ServerProfile:
+        """The server's profile (how a schema travels, which keywords it takes, its limits)."""
+        return self.transport.profile
+
+    @property
+    def provider(self) -> str:
+        """The server's label on every generation and error (:attr:`OpenAITransport.provider`).
+
+        The configured server kind, else the kind the server named itself on ``/v1/models`` (once asked for the
+        model name), else ``openai-compatible``.
+        """
+        return self.transport.provider
+
+    @property
+    def model(self) -> str:
+        """The model name (asked of the server once when not given)."""
+        return self.transport.model
 
 
 def response_request_id(response: Any) -> str | None:
@@ -360,11 +438,12 @@ def _split_extra(payload: Mapping[str, Any]) -> dict[str, Any]:
     return known
 
 
-def _first_model(listed: Any) -> str:
-    ids = [m.id for m in listed.data]
-    if not ids:
+def _first_model(listed: Any) -> tuple[str, str | None]:
+    """The first listed model's id, and the server kind its ``owned_by`` names (None when it names none)."""
+    if not listed.data:
         raise UsageError("the server lists no models; pass model=")
-    return str(ids[0])
+    first = listed.data[0]
+    return str(first.id), said_kind(getattr(first, "owned_by", None))
 
 
 def _is_async_client(client: Any) -> bool:

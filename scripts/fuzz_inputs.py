@@ -1,0 +1,289 @@
+"""The case generators of the command-line fuzz campaign (``fuzz_cli.py``): what it feeds the commands.
+
+Hypothesis strategies for file contents (answers, prompts, chunk stores, calibrations, datasets), their encodings,
+depths and sizes, the kinds of path they are placed at, and option values, with the valid documents they start
+from. Nothing here runs a command; ``fuzz_cli.py`` places the contents and runs the cases.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from typing import Any
+
+from hypothesis import strategies as st
+
+_CHUNKS = [
+    {"id": "c-1", "text": "Revenue grew 12% in 2023."},
+    {"id": "c-2", "text": "Freight is paid by the buyer."},
+    {"id": "c-10", "text": "The depot shipped 1,200 crates."},
+]
+_QUESTION = "Did revenue grow?"
+_CONTEXT = "".join(f"[{chunk['id']}] {chunk['text']}\n" for chunk in _CHUNKS)
+PROMPT = {
+    "messages": [
+        {"role": "system", "content": "Answer from the context."},
+        {"role": "user", "content": f"Context:\n{_CONTEXT}Question: {_QUESTION}"},
+    ],
+    "chunks": _CHUNKS,
+    "question": _QUESTION,
+    "request_id": "fuzz-1",
+}
+"""The valid prompt record the fuzzed answers are checked against (``check --prompt``)."""
+ANSWER = {
+    "claims": [
+        {"text": "Revenue grew 12% in 2023.", "citations": [{"chunk_id": "c-1", "span": "Revenue grew 12%"}]},
+        {"text": "The buyer pays freight.", "citations": [{"chunk_id": "c-2"}]},
+    ]
+}
+"""A valid answer to :data:`PROMPT` (``check --answer`` when another input is fuzzed)."""
+IDS = ["c-1", "c-2", "c-10", "c-99", "", " ", "c-1\n", "ç-1", "c-1]", "[c-1]", "c" * 300]
+"""Chunk ids for citations: the prompt's, then unknown and malformed ones."""
+
+
+# --- strategies: file contents --------------------------------------------------------------------------
+
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+)
+JSON_VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    max_leaves=25,
+)
+"""Any JSON value (NaN and Infinity included: Python's json writes and reads them)."""
+
+TEXTS = st.one_of(
+    st.text(max_size=80),
+    st.sampled_from(["", " ", "\n", "Revenue grew 12% in 2023.", "x" * 5000, "\u200b", "a\x00b", "é" * 50]),
+)
+
+
+def claim(texts: st.SearchStrategy[Any] = TEXTS) -> st.SearchStrategy[dict[str, Any]]:
+    """A claim: well-formed three times in four, else with wrong types or unknown fields."""
+    good_citation = st.fixed_dictionaries(
+        {"chunk_id": st.sampled_from(IDS[:4])},
+        optional={"span": st.one_of(st.none(), TEXTS, st.sampled_from(["Revenue grew 12%", "paid by the buyer"]))},
+    )
+    good = st.fixed_dictionaries({"text": texts}, optional={"citations": st.lists(good_citation, max_size=3)})
+    citation = st.fixed_dictionaries(
+        {"chunk_id": st.one_of(st.sampled_from(IDS), st.text(max_size=10), JSON_VALUES)},
+        optional={"span": st.one_of(st.none(), TEXTS, JSON_VALUES), "extra": JSON_VALUES},
+    )
+    mutated = st.fixed_dictionaries(
+        {"text": st.one_of(texts, JSON_VALUES)},
+        optional={"citations": st.one_of(st.lists(citation, max_size=4), JSON_VALUES), "bogus": JSON_VALUES},
+    )
+    return st.one_of(good, good, good, mutated)
+
+
+STRUCTURED = st.one_of(
+    st.fixed_dictionaries({"claims": st.lists(claim(), max_size=6)}),
+    st.fixed_dictionaries({"claims": st.lists(claim(), max_size=6)}),
+    st.fixed_dictionaries(
+        {"claims": st.one_of(st.lists(claim(), max_size=6), JSON_VALUES)},
+        optional={"span_policy": st.one_of(st.sampled_from(["quote", "substring", "id"]), JSON_VALUES)},
+    ),
+)
+MARKERS = st.sampled_from(
+    ["[c-1]", "[1]", "[c-1, c-2]", "[]", "[ , ]", "[c-1,]", '<cite id="c-2">Freight</cite>', "<cite ", '<cite id="x">']
+)
+FREE_TEXT = st.lists(st.one_of(TEXTS, MARKERS, st.sampled_from([". ", "\n", "! ", "?"])), max_size=30).map("".join)
+
+
+@st.composite
+def deep_json(draw: st.DrawFn) -> bytes:
+    """JSON nested from 1 to 200,000 levels, as arrays, objects, or inside an answer's field."""
+    depth = draw(st.one_of(st.integers(1, 120), st.integers(90, 1100), st.integers(1000, 200_000)))
+    kind = draw(st.sampled_from(["array", "object", "in_claims", "in_text", "unclosed"]))
+    if kind == "array":
+        text = "[" * depth + "]" * depth
+    elif kind == "object":
+        text = '{"a":' * depth + "1" + "}" * depth
+    elif kind == "in_claims":
+        text = '{"claims": [{"text": "x", "citations": ' + "[" * depth + "]" * depth + "}]}"
+    elif kind == "in_text":
+        text = '{"text": ' + "[" * depth + '"x"' + "]" * depth + "}"
+    else:
+        text = "[" * depth
+    return text.encode()
+
+
+ENCODINGS = ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "latin-1", "cp1252", "ascii"]
+
+
+@st.composite
+def encoded(draw: st.DrawFn, documents: st.SearchStrategy[Any]) -> bytes:
+    """A document written as JSON, then encoded in some encoding (unencodable characters replaced or escaped)."""
+    text = json.dumps(draw(documents), ensure_ascii=draw(st.booleans()))
+    encoding = draw(st.sampled_from(ENCODINGS))
+    return text.encode(encoding, errors=draw(st.sampled_from(["replace", "backslashreplace", "ignore"])))
+
+
+SPECIAL_BYTES = st.sampled_from(
+    [
+        b"",
+        b"   \n\t",
+        codecs.BOM_UTF8,
+        codecs.BOM_UTF16_LE,
+        codecs.BOM_UTF8 + json.dumps(ANSWER).encode(),
+        b'{"claims": [{"text": "\\ud800 lone", "citations": []}]}',
+        b'{"text": "caf\xe9"}',
+        b'{"text": "ok\\u0000nul [c-1]."}',
+        b"\x00" * 64,
+        b'{"claims": [], "abstained": "yes"}',
+        b'{"claims": []}',
+        b"NaN",
+        b"[1, 2, 3]",
+        b'"just a string"',
+        b'{"text": 5}',
+        b'{"claims": [' + b'{"text": "Revenue grew 12%.", "citations": [{"chunk_id": "c-1"}]},' * 2000 + b"1]}",
+    ]
+)
+
+
+def contents(documents: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes]:
+    """File contents built around ``documents``: as JSON (half the cases), deep, raw bytes, re-encoded, special."""
+    as_json = documents.map(lambda d: json.dumps(d).encode())
+    return st.one_of(
+        as_json,
+        as_json,
+        as_json,
+        as_json,
+        as_json,
+        JSON_VALUES.map(lambda d: json.dumps(d).encode()),
+        deep_json(),
+        st.binary(max_size=300),
+        encoded(documents),
+        SPECIAL_BYTES,
+    )
+
+
+# --- strategies: paths ----------------------------------------------------------------------------------
+
+PATH_KINDS = st.sampled_from(
+    ["file"] * 10 + ["stdin"] * 3 + ["odd_name"] * 2 + ["dir", "missing", "long_name", "devnull", "huge", "devzero"]
+)
+"""Where a fuzzed file is put (``fuzz_cli.place``): mostly a plain file, else standard input or an odd path."""
+NAMES = st.binary(min_size=1, max_size=40)
+"""Raw bytes for the ``odd_name`` path kind's file name."""
+
+
+# --- strategies: documents per command and option -------------------------------------------------------
+
+
+def mutated_prompt() -> st.SearchStrategy[Any]:
+    """Prompt records: the valid one's messages and chunks, or mutated ones, with odd fields and values."""
+    message = st.fixed_dictionaries(
+        {
+            "role": st.one_of(st.sampled_from(["system", "user", "assistant", ""]), JSON_VALUES),
+            "content": st.one_of(TEXTS, JSON_VALUES),
+        },
+        optional={"name": JSON_VALUES},
+    )
+    chunk = st.fixed_dictionaries(
+        {"id": st.one_of(st.sampled_from(IDS), JSON_VALUES), "text": st.one_of(TEXTS, JSON_VALUES)},
+        optional={"metadata": JSON_VALUES, "rank": JSON_VALUES, "source": JSON_VALUES},
+    )
+    return st.one_of(
+        st.fixed_dictionaries(
+            {
+                "messages": st.one_of(st.just(PROMPT["messages"]), st.lists(message, max_size=3), JSON_VALUES),
+                "chunks": st.one_of(st.just(PROMPT["chunks"]), st.lists(chunk, max_size=4), JSON_VALUES),
+            },
+            optional={
+                "question": st.one_of(TEXTS, JSON_VALUES),
+                "request_id": st.one_of(TEXTS, JSON_VALUES),
+                "metadata": JSON_VALUES,
+                "extra": JSON_VALUES,
+            },
+        ),
+        st.builds(
+            lambda d: {**d, "sha256": "0" * 64, "normalized": []}, JSON_VALUES.filter(lambda v: isinstance(v, dict))
+        ),
+    )
+
+
+def lines(rows: st.SearchStrategy[Any]) -> st.SearchStrategy[bytes]:
+    """JSON-lines file contents of ``rows`` mixed with other JSON values and text, deep JSON, bytes, specials."""
+    line = st.one_of(rows.map(json.dumps), JSON_VALUES.map(json.dumps), st.text(max_size=30), st.just(""))
+    return st.one_of(
+        st.lists(line, max_size=8).map(lambda ls: "\n".join(ls).encode("utf-8", "surrogatepass")),
+        deep_json(),
+        st.binary(max_size=200),
+        SPECIAL_BYTES,
+    )
+
+
+CHUNK_ROW = st.fixed_dictionaries(
+    {"id": st.one_of(st.sampled_from(IDS), JSON_VALUES), "text": st.one_of(TEXTS, JSON_VALUES)},
+    optional={"source": JSON_VALUES, "rank": JSON_VALUES, "metadata": JSON_VALUES, "strategy": JSON_VALUES},
+)
+
+
+VALID_CHUNKS = st.lists(
+    st.fixed_dictionaries(
+        {"id": st.sampled_from(["c-1", "c-2", "c-3", "c-10", "doc/7#2"]), "text": st.text(min_size=1, max_size=60)},
+        optional={
+            "source": st.text(max_size=8),
+            "rank": st.integers(1, 9),
+            "metadata": st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+        },
+    ),
+    min_size=1,
+    max_size=5,
+    unique_by=lambda row: row["id"],
+).map(lambda rows: "\n".join(json.dumps(r) for r in rows).encode("utf-8", "surrogatepass"))
+
+
+LABEL_ROW = st.fixed_dictionaries(
+    {"id": JSON_VALUES, "claim": TEXTS, "passage": TEXTS, "label": st.sampled_from(["yes", "partial", "no", "maybe"])}
+)
+EXPERTQA_ROW = st.fixed_dictionaries(
+    {
+        "question": TEXTS,
+        "answers": st.one_of(JSON_VALUES, st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=2)),
+    }
+)
+
+
+def mostly(valid: list[str], invalid: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    """A valid value three times in four, else an invalid one."""
+    return st.one_of(st.sampled_from(valid), st.sampled_from(valid), st.sampled_from(valid), invalid)
+
+
+OPTION_VALUES: dict[str, st.SearchStrategy[str]] = {
+    "--surface": mostly(
+        ["legal", "chat", "*"], st.one_of(st.sampled_from(["", " ", "a\nb", "s\udc80"]), st.text(max_size=12))
+    ),
+    "--stakes": mostly(["high", "low"], st.one_of(st.sampled_from(["HIGH", "medium", ""]), st.text(max_size=6))),
+    "--sample-rate": mostly(
+        ["0", "1", "0.5", "1e-9"],
+        st.one_of(st.sampled_from(["1.5", "-0.1", "nan", "inf", "abc", ""]), st.floats().map(str)),
+    ),
+    "--judge": mostly(
+        ["lexical", "offline"], st.one_of(st.sampled_from(["llm", "oracle", "", "LEXICAL"]), st.text(max_size=8))
+    ),
+    "--judge-base-url": st.sampled_from(["ftp://x", "localhost:8080", "", "http://"]),
+    "--judge-model": st.sampled_from(["m.gguf", "/nonexistent/m.gguf", ""]),
+    "--on-fail": mostly(
+        ["block", "drop_claim", "mark"], st.one_of(st.sampled_from(["shred", ""]), st.text(max_size=8))
+    ),
+    "--escalate-base-url": st.sampled_from(["http://127.0.0.1:9/v1", "nope", ""]),
+}
+RARE = {"--judge-base-url", "--judge-model", "--escalate-base-url"}
+# "\udc80" is what an undecodable byte on the command line becomes (surrogateescape)
+REQUEST_IDS = mostly(["fuzz-1"], st.one_of(st.sampled_from(["nope", "", "r\udc80"]), st.text(max_size=10)))
+
+
+@st.composite
+def check_options(draw: st.DrawFn) -> list[str]:
+    args: list[str] = []
+    for option, values in OPTION_VALUES.items():
+        if draw(st.integers(0, 9 if option in RARE else 2)) == 0:
+            args += [option, draw(values)]
+    return args
