@@ -114,7 +114,7 @@ def test_eval_compare_on_the_server_names_server_and_model(llama_server: Managed
         )  # fmt: skip
         assert result.exit_code == 0, result.output
         report = (out / backend / "report.md").read_text(encoding="utf-8")
-        assert f"| server | llama-cpp-python at {llama_server.base_url} |" in report
+        assert f"| server | openai-compatible at {llama_server.base_url} |" in report  # it does not name itself
         assert f"| model | {llama_server.model_name} |" in report
         assert f"--backend {backend} --base-url {llama_server.base_url}" in report  # the reproducing command
         assert "ExpertQA's human support labels" not in report and "your questions" in report

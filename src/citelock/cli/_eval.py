@@ -228,7 +228,7 @@ def server_modes(
     served = naive.model  # asks the server once (a typed error when it is not there)
     info = {
         "backend": how,
-        "server": f"{naive.profile.kind} at {base_url or 'https://api.openai.com/v1'}",
+        "server": f"{naive.provider} at {base_url or 'https://api.openai.com/v1'}",
         "model": served,
     }
     fns = _mode_fns(
