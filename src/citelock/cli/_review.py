@@ -4,6 +4,8 @@
 - ``citelock review adduser NAME [--role reviewer|admin] [--password-stdin]``, ``passwd``, ``role``,
   ``disable``, ``enable``, ``users``: accounts (passwords hashed with argon2id).
 - ``citelock review token NAME [--days N]``: an API token for scripts (printed once); ``revoke NAME``.
+- ``citelock review purge-sessions [--idle-timeout MINUTES] [--json]``: delete ended sessions and tokens (for
+  cron; the desk also purges by itself after sign-ins).
 """
 
 from __future__ import annotations
@@ -88,6 +90,15 @@ def serve(
         list[str] | None,
         typer.Option("--origin", help="an origin the desk is served at, e.g. https://review.example (repeatable)"),
     ] = None,
+    purge_minutes: Annotated[
+        float,
+        typer.Option(
+            "--purge-interval",
+            min=0.0,
+            metavar="MINUTES",
+            help="after a sign-in, delete ended sessions at most this often (0: never; cron runs purge-sessions)",
+        ),
+    ] = 10.0,
 ) -> None:
     """Serve the review desk: the queue by reason, entries with the span as sent, outcomes, metrics, exports."""
     review = _review()
@@ -114,6 +125,7 @@ def serve(
             idle_timeout=timedelta(minutes=idle_minutes),
             secure_cookies=secure_cookies,
             origins=origin or (),
+            purge_interval=timedelta(minutes=purge_minutes) if purge_minutes else None,
         )
     except OperationalError as exc:
         _unreachable(target, exc)
@@ -229,3 +241,37 @@ def revoke(name: NameArg, db: DbOption = None) -> None:
     """Revoke every API token of an account."""
     accounts, _ = _accounts(db)
     typer.echo(f"revoked {accounts.revoke_tokens(name)} token(s) of {name}")
+
+
+@review_app.command("purge-sessions")
+def purge_sessions(
+    db: DbOption = None,
+    idle_minutes: Annotated[
+        float | None,
+        typer.Option(
+            "--idle-timeout",
+            min=1.0,
+            metavar="MINUTES",
+            help="also end sign-ins unused this long: pass the desk's own --idle-timeout (default: expired only)",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the count as JSON")] = False,
+) -> None:
+    """Delete expired sessions and API tokens (and, with --idle-timeout, idle sign-ins): for a cron job.
+
+    The desk also does this by itself after sign-ins (``serve --purge-interval``). Exits 0 whether or not anything
+    was deleted, 2 on bad options, 4 when the database cannot be reached.
+    """
+    from sqlalchemy.exc import OperationalError
+
+    accounts, target = _accounts(db)
+    idle = None if idle_minutes is None else timedelta(minutes=idle_minutes)
+    try:
+        deleted = accounts.purge_expired(idle=idle)
+    except OperationalError as exc:
+        _unreachable(target, exc)
+    if as_json:
+        typer.echo(json.dumps({"deleted": deleted, "idle_timeout_minutes": idle_minutes}))
+        return
+    scope = "expired" if idle is None else f"expired or unused for {idle_minutes:g} min"
+    typer.echo(f"deleted {deleted} session(s) and token(s) ({scope})")
