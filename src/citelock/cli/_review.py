@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated, Any, NoReturn
 
@@ -61,6 +62,17 @@ def _accounts(db: str | None) -> tuple[Any, str]:
         _unreachable(target, exc)
     except CitelockError as exc:
         fail(f"cannot open the accounts at {target}: {exc}")
+
+
+def _on_account(db: str | None, name: str, action: Callable[[Any], Any]) -> Any:
+    """Run ``action`` on the accounts of ``db``: an unknown ``name`` or a refused change exits 2."""
+    accounts, _ = _accounts(db)
+    try:
+        return action(accounts)
+    except KeyError:
+        fail(f"no account named {name!r}")
+    except CitelockError as exc:
+        fail(str(exc))
 
 
 def _password(from_stdin: bool) -> str:
@@ -154,13 +166,7 @@ def adduser(
 def passwd(name: NameArg, password_stdin: PasswordStdin = False, db: DbOption = None) -> None:
     """Set an account's password."""
     review = _review()
-    accounts, _ = _accounts(db)
-    try:
-        review.set_password(accounts, name, _password(password_stdin))
-    except KeyError:
-        fail(f"no account named {name!r}")
-    except CitelockError as exc:
-        fail(str(exc))
+    _on_account(db, name, lambda accounts: review.set_password(accounts, name, _password(password_stdin)))
     typer.echo(f"password of {name} changed")
 
 
@@ -171,35 +177,21 @@ def role(
     db: DbOption = None,
 ) -> None:
     """Change an account's role (applies to its open sessions at once)."""
-    accounts, _ = _accounts(db)
-    try:
-        accounts.set_role(name, new_role)
-    except KeyError:
-        fail(f"no account named {name!r}")
-    except CitelockError as exc:
-        fail(str(exc))
+    _on_account(db, name, lambda accounts: accounts.set_role(name, new_role))
     typer.echo(f"{name} is now {new_role}")
 
 
 @review_app.command("disable")
 def disable(name: NameArg, db: DbOption = None) -> None:
     """Stop an account from signing in; end its sessions and revoke its API tokens now."""
-    accounts, _ = _accounts(db)
-    try:
-        accounts.disable(name)
-    except KeyError:
-        fail(f"no account named {name!r}")
+    _on_account(db, name, lambda accounts: accounts.disable(name))
     typer.echo(f"{name} is disabled (sessions ended, tokens revoked)")
 
 
 @review_app.command("enable")
 def enable(name: NameArg, db: DbOption = None) -> None:
     """Let a disabled account sign in again."""
-    accounts, _ = _accounts(db)
-    try:
-        accounts.enable(name)
-    except KeyError:
-        fail(f"no account named {name!r}")
+    _on_account(db, name, lambda accounts: accounts.enable(name))
     typer.echo(f"{name} is enabled")
 
 
@@ -226,14 +218,10 @@ def token(
     db: DbOption = None,
 ) -> None:
     """Issue an API token for an account (``Authorization: Bearer TOKEN``); printed once, stored as a hash."""
-    accounts, _ = _accounts(db)
-    try:
-        secret = accounts.open(name, kind="token", lifetime=None if days is None else timedelta(days=days), label=label)
-    except KeyError:
-        fail(f"no account named {name!r}")
-    except CitelockError as exc:
-        fail(str(exc))
-    typer.echo(secret)
+    lifetime = None if days is None else timedelta(days=days)
+    typer.echo(
+        _on_account(db, name, lambda accounts: accounts.open(name, kind="token", lifetime=lifetime, label=label))
+    )
 
 
 @review_app.command("revoke")
