@@ -208,3 +208,5 @@ def test_rereview_supersedes_with_a_name_and_show_lists_the_history(db: Path) ->
     open_one = entry_id(db, "WRONG_CHUNK")
     still_open = runner.invoke(app, ["queue", "rereview", open_one, "--outcome", "accept", "--reviewer", "bo", *base])
     assert still_open.exit_code == 2 and "still open" in still_open.output
+    missing = runner.invoke(app, ["queue", "rereview", "ffff0000", "--outcome", "accept", "--reviewer", "bo", *base])
+    assert missing.exit_code == 2 and "no queue entry with id 'ffff0000'" in missing.output

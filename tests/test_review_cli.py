@@ -110,3 +110,10 @@ def test_serve_runs_the_desk_on_loopback(db: str) -> None:
         proc.terminate()
         out, _ = proc.communicate(timeout=20)
     assert f"citelock review desk on http://127.0.0.1:{port}" in out
+
+
+@pytest.mark.parametrize("command", [["passwd", "--password-stdin"], ["role", "admin"], ["disable"], ["enable"]])
+def test_account_commands_name_an_unknown_account(db: str, command: list[str]) -> None:
+    name, rest = "nobody", command[1:]
+    code, out = run(command[0], name, *rest, "--db", db, stdin="whatever-password\n")
+    assert code == 2 and "no account named 'nobody'" in out

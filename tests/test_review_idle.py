@@ -1,5 +1,6 @@
 """The review desk's idle timeout: a browser session left unused ends, one in use slides on, API tokens do not
-idle out, and a session's last use is written at most once a minute.
+idle out, and a session's last use is written at most once a minute. Ended sessions are deleted by the desk
+after sign-ins, at most once per purge interval (``tests/test_review_purge.py`` has the rest of the purging).
 
 The desk's account store reads a test clock, so "31 minutes later" is a step of that clock, not a wait.
 """
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 from citelock import InputError
 from citelock.cli import app as cli
 from citelock.review import create_app
+from citelock.review._purge import PURGE_INTERVAL
 from citelock.store import AccountStore
 from citelock.store._accounts import _sessions
 from review_desk import Seeded, copy_seeded, seed_desk
@@ -197,3 +199,98 @@ def test_serve_refuses_an_idle_timeout_under_a_minute(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["review", "serve", "--db", str(tmp_path / "d.db"), "--idle-timeout", "0.5"])
     assert result.exit_code == 2
     assert "--idle-timeout" in result.output
+
+
+# --- the desk purges ended sessions after sign-ins ------------------------------------------------------------
+
+
+def stored(accounts: AccountStore) -> set[str]:
+    """The digests of every stored session and token."""
+    with accounts.engine.connect() as conn:
+        return {str(d) for d in conn.execute(select(_sessions.c.token_sha256)).scalars()}
+
+
+class Deletes:
+    """Counts the DELETE statements an engine runs on the sessions table."""
+
+    def __init__(self, accounts: AccountStore) -> None:
+        self.count = 0
+        self.engine = accounts.engine
+        event.listen(self.engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, conn: object, cursor: object, statement: str, *args: object) -> None:
+        if statement.lstrip().upper().startswith("DELETE") and "citelock_review_sessions" in statement:
+            self.count += 1
+
+    def close(self) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._seen)
+
+
+def test_a_sign_in_purges_ended_sessions_and_tokens_and_keeps_the_rest(
+    client: TestClient, seeded: Seeded, clock: Clock
+) -> None:
+    accounts = seeded.desk.accounts
+    expired = accounts.open("bob", lifetime=timedelta(hours=1))
+    idle = accounts.open("bob", lifetime=timedelta(hours=12))  # valid for hours, but unused past the idle timeout
+    old_token = accounts.open("bob", kind="token", lifetime=timedelta(hours=1))
+    kept_token = accounts.open("bob", kind="token", lifetime=None)  # API tokens never idle out
+    clock.advance(hours=2)
+    in_use = accounts.open("root")
+    assert sign_in(client, "alice").status_code == 303
+    alice = client.cookies.get("citelock_review_session")
+    assert alice
+    left = stored(accounts)
+    assert {_digest(t) for t in (expired, idle, old_token)}.isdisjoint(left)
+    assert left == {_digest(t) for t in (kept_token, in_use, alice)}
+    assert client.get("/api/v1/me").json()["username"] == "alice"  # the sign-in itself stands
+
+
+def test_the_desk_purges_at_most_once_per_interval(client: TestClient, seeded: Seeded, clock: Clock) -> None:
+    assert timedelta(minutes=10) == PURGE_INTERVAL  # the desk's default, which `client` serves with
+    accounts = seeded.desk.accounts
+    deletes = Deletes(accounts)
+    try:
+        assert sign_in(client, "alice").status_code == 303
+        assert deletes.count == 1
+        short = accounts.open("bob", lifetime=timedelta(minutes=2))
+        clock.advance(minutes=3)  # `short` has expired, but the last purge was 3 minutes ago
+        for name in ("bob", "root", "alice"):
+            assert sign_in(client, name).status_code == 303
+        assert deletes.count == 1
+        assert _digest(short) in stored(accounts)
+        clock.advance(minutes=7)  # 10 minutes since the last purge: due again
+        assert sign_in(client, "bob").status_code == 303
+        assert deletes.count == 2
+        assert _digest(short) not in stored(accounts)
+        clock.advance(minutes=-60)  # a clock set back does not postpone purging for an hour
+        assert sign_in(client, "bob").status_code == 303
+        assert deletes.count == 3
+    finally:
+        deletes.close()
+
+
+def test_only_a_sign_in_purges(client: TestClient, seeded: Seeded, clock: Clock) -> None:
+    accounts = seeded.desk.accounts
+    assert sign_in(client, "alice").status_code == 303
+    clock.advance(minutes=20)
+    expired = accounts.open("bob", lifetime=timedelta(minutes=1))
+    clock.advance(minutes=20)
+    failed = sign_in(client, "bob", "wrong password")
+    assert failed.status_code == 401
+    assert client.get("/", follow_redirects=False).status_code == 303  # alice idled out (her row is ended)
+    assert _digest(expired) in stored(accounts)  # a failed sign-in or a page view does not purge
+
+
+def test_without_a_purge_interval_the_desk_never_purges(seeded: Seeded, clock: Clock) -> None:
+    accounts = seeded.desk.accounts
+    expired = accounts.open("bob", lifetime=timedelta(minutes=1))
+    clock.advance(hours=1)
+    with TestClient(create_app(seeded.desk, purge_interval=None), base_url=BASE) as c:
+        assert sign_in(c, "alice").status_code == 303
+    assert _digest(expired) in stored(accounts)
+
+
+@pytest.mark.parametrize("bad", [timedelta(0), timedelta(minutes=-1)])
+def test_a_purge_interval_must_be_positive(seeded: Seeded, bad: timedelta) -> None:
+    with pytest.raises(InputError, match="purge interval must be positive"):
+        create_app(seeded.desk, purge_interval=bad)

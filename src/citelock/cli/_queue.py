@@ -30,6 +30,12 @@ DbOption = Annotated[
     str | None,
     typer.Option("--db", help="SQLite path or PostgreSQL URL (default: $CITELOCK_DB or ./.citelock/citelock.db)"),
 ]
+EntryIdArg = Annotated[str, typer.Argument(metavar="ID", help="entry id or a unique prefix (4+ characters)")]
+OutcomeOption = Annotated[str, typer.Option("--outcome", help="accept | repair | escalate")]
+CategoryOption = Annotated[
+    str | None, typer.Option("--category", help="chunking | truncation | ranking (escalate only)")
+]
+ChunkOption = Annotated[str | None, typer.Option("--chunk", help="a better chunk id to cite (repair only)")]
 
 
 def resolve_db(db: str | None) -> str:
@@ -138,7 +144,7 @@ def list_entries(
 
 @queue_app.command("show")
 def show(
-    entry_id: Annotated[str, typer.Argument(metavar="ID", help="entry id or a unique prefix (4+ characters)")],
+    entry_id: EntryIdArg,
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
@@ -186,15 +192,46 @@ def show(
         typer.echo(f"{key.rjust(width)}  {value}")
 
 
+def _record(
+    db: str | None,
+    entry_id: str,
+    outcome: str,
+    *,
+    note: str | None,
+    category: str | None,
+    chunk: str | None,
+    reviewer: str | None,
+    rereview: bool = False,
+    revision: int | None = None,
+) -> tuple[QueueEntry, Resolution]:
+    """Record an entry's first outcome, or with ``rereview`` a new one: an unknown id or a refused event exits 2.
+
+    The queue checks the values (outcome, category, a reviewer's name for a re-review) and names what it expected.
+    """
+    queue = open_queue(db)
+    fields: dict[str, Any] = {"outcome": outcome, "note": note, "category": category, "chunk_id": chunk}
+    try:
+        entry = queue.get(entry_id)
+        if rereview:
+            return entry, queue.rereview(entry.id, reviewer=reviewer or "", revision=revision, **fields)
+        return entry, queue.resolve(entry.id, reviewer=reviewer, **fields)
+    except KeyError:
+        fail(f"no queue entry with id {entry_id!r}")
+    except CitelockError as exc:
+        fail(str(exc))
+
+
+def _print_event(event: Resolution) -> None:
+    typer.echo(json.dumps(event.model_dump(mode="json"), ensure_ascii=False, indent=2))
+
+
 @queue_app.command("resolve")
 def resolve(
-    entry_id: Annotated[str, typer.Argument(metavar="ID", help="entry id or a unique prefix (4+ characters)")],
-    outcome: Annotated[str, typer.Option("--outcome", help="accept | repair | escalate")],
+    entry_id: EntryIdArg,
+    outcome: OutcomeOption,
     note: Annotated[str | None, typer.Option("--note", help="what to change (required for repair)")] = None,
-    category: Annotated[
-        str | None, typer.Option("--category", help="chunking | truncation | ranking (escalate only)")
-    ] = None,
-    chunk: Annotated[str | None, typer.Option("--chunk", help="a better chunk id to cite (repair only)")] = None,
+    category: CategoryOption = None,
+    chunk: ChunkOption = None,
     reviewer: Annotated[str | None, typer.Option("--reviewer", help="who resolved it")] = None,
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the resolution as JSON")] = False,
@@ -203,23 +240,9 @@ def resolve(
 
     An entry that already has an outcome is refused (exit 2): changing it is `citelock queue rereview`.
     """
-    queue = open_queue(db)
-    try:
-        entry = queue.get(entry_id)
-        resolution = queue.resolve(
-            entry.id,
-            outcome,  # type: ignore[arg-type]
-            note=note,
-            category=category,  # type: ignore[arg-type]
-            chunk_id=chunk,
-            reviewer=reviewer,
-        )
-    except KeyError:
-        fail(f"no queue entry with id {entry_id!r}")
-    except CitelockError as exc:
-        fail(str(exc))
+    entry, resolution = _record(db, entry_id, outcome, note=note, category=category, chunk=chunk, reviewer=reviewer)
     if as_json:
-        typer.echo(json.dumps(resolution.model_dump(mode="json"), ensure_ascii=False, indent=2))
+        _print_event(resolution)
     else:
         sample = " (stored as a calibration sample, label yes)" if outcome == "accept" and entry.calibratable else ""
         typer.echo(f"resolved {resolution.entry_id} as {resolution.outcome}{sample}")
@@ -227,14 +250,12 @@ def resolve(
 
 @queue_app.command("rereview")
 def rereview(
-    entry_id: Annotated[str, typer.Argument(metavar="ID", help="entry id or a unique prefix (4+ characters)")],
-    outcome: Annotated[str, typer.Option("--outcome", help="accept | repair | escalate")],
+    entry_id: EntryIdArg,
+    outcome: OutcomeOption,
     reviewer: Annotated[str, typer.Option("--reviewer", help="who re-reviewed it (required)")],
     note: Annotated[str | None, typer.Option("--note", help="why the outcome changes (required for repair)")] = None,
-    category: Annotated[
-        str | None, typer.Option("--category", help="chunking | truncation | ranking (escalate only)")
-    ] = None,
-    chunk: Annotated[str | None, typer.Option("--chunk", help="a better chunk id to cite (repair only)")] = None,
+    category: CategoryOption = None,
+    chunk: ChunkOption = None,
     revision: Annotated[
         int | None,
         typer.Option("--revision", min=0, help="the revision you reviewed (refused if someone re-reviewed since)"),
@@ -243,24 +264,19 @@ def rereview(
     as_json: Annotated[bool, typer.Option("--json", help="print the new event as JSON")] = False,
 ) -> None:
     """Record a new outcome for an entry that has one: an event that supersedes it (the old one stays in history)."""
-    queue = open_queue(db)
-    try:
-        entry = queue.get(entry_id)
-        event = queue.rereview(
-            entry.id,
-            outcome,  # type: ignore[arg-type]
-            reviewer=reviewer,
-            note=note,
-            category=category,  # type: ignore[arg-type]
-            chunk_id=chunk,
-            revision=revision,
-        )
-    except KeyError:
-        fail(f"no queue entry with id {entry_id!r}")
-    except CitelockError as exc:
-        fail(str(exc))
+    _, event = _record(
+        db,
+        entry_id,
+        outcome,
+        note=note,
+        category=category,
+        chunk=chunk,
+        reviewer=reviewer,
+        rereview=True,
+        revision=revision,
+    )
     if as_json:
-        typer.echo(json.dumps(event.model_dump(mode="json"), ensure_ascii=False, indent=2))
+        _print_event(event)
     else:
         typer.echo(
             f"re-reviewed {event.entry_id} as {event.outcome} by {event.reviewer} "

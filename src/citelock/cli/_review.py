@@ -4,6 +4,8 @@
 - ``citelock review adduser NAME [--role reviewer|admin] [--password-stdin]``, ``passwd``, ``role``,
   ``disable``, ``enable``, ``users``: accounts (passwords hashed with argon2id).
 - ``citelock review token NAME [--days N]``: an API token for scripts (printed once); ``revoke NAME``.
+- ``citelock review purge-sessions [--idle-timeout MINUTES] [--json]``: delete ended sessions and tokens (for
+  cron; the desk also purges by itself after sign-ins).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated, Any, NoReturn
 
@@ -61,6 +64,17 @@ def _accounts(db: str | None) -> tuple[Any, str]:
         fail(f"cannot open the accounts at {target}: {exc}")
 
 
+def _on_account(db: str | None, name: str, action: Callable[[Any], Any]) -> Any:
+    """Run ``action`` on the accounts of ``db``: an unknown ``name`` or a refused change exits 2."""
+    accounts, _ = _accounts(db)
+    try:
+        return action(accounts)
+    except KeyError:
+        fail(f"no account named {name!r}")
+    except CitelockError as exc:
+        fail(str(exc))
+
+
 def _password(from_stdin: bool) -> str:
     if from_stdin:
         line = sys.stdin.readline()
@@ -88,6 +102,15 @@ def serve(
         list[str] | None,
         typer.Option("--origin", help="an origin the desk is served at, e.g. https://review.example (repeatable)"),
     ] = None,
+    purge_minutes: Annotated[
+        float,
+        typer.Option(
+            "--purge-interval",
+            min=0.0,
+            metavar="MINUTES",
+            help="after a sign-in, delete ended sessions at most this often (0: never; cron runs purge-sessions)",
+        ),
+    ] = 10.0,
 ) -> None:
     """Serve the review desk: the queue by reason, entries with the span as sent, outcomes, metrics, exports."""
     review = _review()
@@ -114,6 +137,7 @@ def serve(
             idle_timeout=timedelta(minutes=idle_minutes),
             secure_cookies=secure_cookies,
             origins=origin or (),
+            purge_interval=timedelta(minutes=purge_minutes) if purge_minutes else None,
         )
     except OperationalError as exc:
         _unreachable(target, exc)
@@ -142,13 +166,7 @@ def adduser(
 def passwd(name: NameArg, password_stdin: PasswordStdin = False, db: DbOption = None) -> None:
     """Set an account's password."""
     review = _review()
-    accounts, _ = _accounts(db)
-    try:
-        review.set_password(accounts, name, _password(password_stdin))
-    except KeyError:
-        fail(f"no account named {name!r}")
-    except CitelockError as exc:
-        fail(str(exc))
+    _on_account(db, name, lambda accounts: review.set_password(accounts, name, _password(password_stdin)))
     typer.echo(f"password of {name} changed")
 
 
@@ -159,35 +177,21 @@ def role(
     db: DbOption = None,
 ) -> None:
     """Change an account's role (applies to its open sessions at once)."""
-    accounts, _ = _accounts(db)
-    try:
-        accounts.set_role(name, new_role)
-    except KeyError:
-        fail(f"no account named {name!r}")
-    except CitelockError as exc:
-        fail(str(exc))
+    _on_account(db, name, lambda accounts: accounts.set_role(name, new_role))
     typer.echo(f"{name} is now {new_role}")
 
 
 @review_app.command("disable")
 def disable(name: NameArg, db: DbOption = None) -> None:
     """Stop an account from signing in; end its sessions and revoke its API tokens now."""
-    accounts, _ = _accounts(db)
-    try:
-        accounts.disable(name)
-    except KeyError:
-        fail(f"no account named {name!r}")
+    _on_account(db, name, lambda accounts: accounts.disable(name))
     typer.echo(f"{name} is disabled (sessions ended, tokens revoked)")
 
 
 @review_app.command("enable")
 def enable(name: NameArg, db: DbOption = None) -> None:
     """Let a disabled account sign in again."""
-    accounts, _ = _accounts(db)
-    try:
-        accounts.enable(name)
-    except KeyError:
-        fail(f"no account named {name!r}")
+    _on_account(db, name, lambda accounts: accounts.enable(name))
     typer.echo(f"{name} is enabled")
 
 
@@ -214,14 +218,10 @@ def token(
     db: DbOption = None,
 ) -> None:
     """Issue an API token for an account (``Authorization: Bearer TOKEN``); printed once, stored as a hash."""
-    accounts, _ = _accounts(db)
-    try:
-        secret = accounts.open(name, kind="token", lifetime=None if days is None else timedelta(days=days), label=label)
-    except KeyError:
-        fail(f"no account named {name!r}")
-    except CitelockError as exc:
-        fail(str(exc))
-    typer.echo(secret)
+    lifetime = None if days is None else timedelta(days=days)
+    typer.echo(
+        _on_account(db, name, lambda accounts: accounts.open(name, kind="token", lifetime=lifetime, label=label))
+    )
 
 
 @review_app.command("revoke")
@@ -229,3 +229,37 @@ def revoke(name: NameArg, db: DbOption = None) -> None:
     """Revoke every API token of an account."""
     accounts, _ = _accounts(db)
     typer.echo(f"revoked {accounts.revoke_tokens(name)} token(s) of {name}")
+
+
+@review_app.command("purge-sessions")
+def purge_sessions(
+    db: DbOption = None,
+    idle_minutes: Annotated[
+        float | None,
+        typer.Option(
+            "--idle-timeout",
+            min=1.0,
+            metavar="MINUTES",
+            help="also end sign-ins unused this long: pass the desk's own --idle-timeout (default: expired only)",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the count as JSON")] = False,
+) -> None:
+    """Delete expired sessions and API tokens (and, with --idle-timeout, idle sign-ins): for a cron job.
+
+    The desk also does this by itself after sign-ins (``serve --purge-interval``). Exits 0 whether or not anything
+    was deleted, 2 on bad options, 4 when the database cannot be reached.
+    """
+    from sqlalchemy.exc import OperationalError
+
+    accounts, target = _accounts(db)
+    idle = None if idle_minutes is None else timedelta(minutes=idle_minutes)
+    try:
+        deleted = accounts.purge_expired(idle=idle)
+    except OperationalError as exc:
+        _unreachable(target, exc)
+    if as_json:
+        typer.echo(json.dumps({"deleted": deleted, "idle_timeout_minutes": idle_minutes}))
+        return
+    scope = "expired" if idle is None else f"expired or unused for {idle_minutes:g} min"
+    typer.echo(f"deleted {deleted} session(s) and token(s) ({scope})")

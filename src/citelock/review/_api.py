@@ -203,25 +203,27 @@ def _stream(lines: Iterator[str], media_type: str, filename: str) -> StreamingRe
     )
 
 
-@router.get("/export/fixes.csv", responses=_ERRORS, response_class=StreamingResponse)
-def export_fixes_csv(
+def _reviewed(
     request: Request,
     user: Annotated[Credential, Depends(api_user)],
     where: Annotated[QueueFilter, Depends(_filter)],
-) -> StreamingResponse:
+) -> Iterator[tuple[QueueEntry, Resolution]]:
+    """The reviewed entries under the request's filter, for a signed-in account (streamed when iterated)."""
+    return desk_of(request).browser.reviewed(where)
+
+
+Reviewed = Annotated[Iterator[tuple[QueueEntry, Resolution]], Depends(_reviewed)]
+
+
+@router.get("/export/fixes.csv", responses=_ERRORS, response_class=StreamingResponse)
+def export_fixes_csv(items: Reviewed) -> StreamingResponse:
     """The fix list: one row per reviewed entry and its current outcome (CSV, streamed)."""
-    items = desk_of(request).browser.reviewed(where)
     return _stream(fix_list_csv(items), "text/csv; charset=utf-8", "citelock-fixes.csv")
 
 
 @router.get("/export/fixes.jsonl", responses=_ERRORS, response_class=StreamingResponse)
-def export_fixes_jsonl(
-    request: Request,
-    user: Annotated[Credential, Depends(api_user)],
-    where: Annotated[QueueFilter, Depends(_filter)],
-) -> StreamingResponse:
+def export_fixes_jsonl(items: Reviewed) -> StreamingResponse:
     """The fix list as JSON lines (streamed)."""
-    items = desk_of(request).browser.reviewed(where)
     return _stream(fix_list_jsonl(items), "application/x-ndjson", "citelock-fixes.jsonl")
 
 

@@ -25,6 +25,7 @@ from citelock._version import __version__
 from citelock.errors import AlreadyResolvedError, InputError, NotPermittedError
 from citelock.review import _api, _pages
 from citelock.review._desk import ReviewDesk
+from citelock.review._purge import PURGE_INTERVAL, SessionPurge
 from citelock.review._security import SecurityHeaders
 from citelock.review._throttle import SignInThrottle
 from citelock.review._web import CsrfRefused, SignInRequired, api_user, render
@@ -115,6 +116,7 @@ def create_app(
     secure_cookies: bool = False,
     origins: Sequence[str] = (),
     sign_in_throttle: SignInThrottle | None = None,
+    purge_interval: timedelta | None = PURGE_INTERVAL,
 ) -> FastAPI:
     """The review desk application.
 
@@ -129,10 +131,14 @@ def create_app(
         origins: Origins the desk is served at besides the address it listens on (``https://review.example``
             behind a proxy): form posts from them pass the same-origin check.
         sign_in_throttle: Counts failed sign-ins (default: 5 per name, 20 per client address, in 15 minutes).
+        purge_interval: After a sign-in, expired and idle sessions (and expired API tokens) are deleted, at most
+            this often per process (10 minutes), after the response is sent; None: never (a cron job runs
+            ``citelock review purge-sessions``).
 
     Raises:
         MissingExtraError: the ``review`` extra is not installed.
-        InputError: an origin that is not ``scheme://host[:port]``, or an idle timeout that is not positive.
+        InputError: an origin that is not ``scheme://host[:port]``, or an idle timeout or purge interval that is
+            not positive.
     """
     if idle_timeout is not None and idle_timeout <= timedelta(0):
         raise InputError(f"the idle timeout must be positive, got {idle_timeout}")
@@ -150,6 +156,11 @@ def create_app(
     app.state.secure_cookies = secure_cookies
     app.state.origins = frozenset(_origin(o) for o in origins)
     app.state.sign_in_throttle = sign_in_throttle or SignInThrottle()
+    app.state.purge_sessions = (
+        None
+        if purge_interval is None
+        else SessionPurge(app.state.desk.accounts, idle=idle_timeout, interval=purge_interval)
+    )
     app.add_middleware(SecurityHeaders)
     app.mount("/static", StaticFiles(directory=str(resources.files("citelock.review") / "static")), name="static")
     app.include_router(_pages.router)
@@ -172,6 +183,7 @@ def serve(
     idle_timeout: timedelta | None = timedelta(minutes=30),
     secure_cookies: bool = False,
     origins: Sequence[str] = (),
+    purge_interval: timedelta | None = PURGE_INTERVAL,
 ) -> None:
     """Serve the desk with uvicorn until interrupted (binds to 127.0.0.1 unless told otherwise).
 
@@ -185,5 +197,6 @@ def serve(
         idle_timeout=idle_timeout,
         secure_cookies=secure_cookies,
         origins=origins,
+        purge_interval=purge_interval,
     )
     uvicorn.run(app, host=host, port=port, log_level="info", proxy_headers=False, server_header=False)

@@ -11,12 +11,14 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, Query, Request
+from starlette.background import BackgroundTask
 from starlette.responses import RedirectResponse, Response
 
 from citelock.errors import AlreadyResolvedError, InputError, NotPermittedError, StoreIntegrityError
 from citelock.reasons import REASONS
 from citelock.review._charts import bars_chart, rates_chart, scope_groups
 from citelock.review._passwords import authenticate
+from citelock.review._purge import SessionPurge
 from citelock.review._security import LOGIN_COOKIE, SESSION_COOKIE, csrf_ok, new_login_token, safe_next, same_origin
 from citelock.review._throttle import SignInThrottle
 from citelock.review._web import desk_of, form_user, page_user, render
@@ -119,6 +121,9 @@ def login(
     response = RedirectResponse(safe_next(next), status_code=303)
     _cookie(response, request, SESSION_COOKIE, token, max_age=int(lifetime.total_seconds()))
     response.delete_cookie(LOGIN_COOKIE, path="/")
+    purge: SessionPurge | None = request.app.state.purge_sessions
+    if purge is not None:  # runs after the response is sent, at most once per purge interval
+        response.background = BackgroundTask(purge)
     return response
 
 

@@ -45,7 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from citelock.errors import InputError
-from citelock.store._engine import make_engine
+from citelock.store._engine import make_engine, serialized
 from citelock.store._tables import ensure_tables
 
 __all__ = ["Account", "AccountStore", "Credential", "Role", "SessionKind"]
@@ -424,6 +424,15 @@ class AccountStore:
     def purge_expired(self, *, idle: timedelta | None = None) -> int:
         """Delete expired sessions and tokens, and with ``idle`` also browser sessions unused that long.
 
+        It deletes exactly what :meth:`credential` would refuse (with the same ``idle``), so it never ends a
+        session that is still valid. Several processes may purge one database at once: the purges take turns
+        (the database's write lock on SQLite, an advisory lock on PostgreSQL) and each row is deleted once. A
+        session used by a concurrent request is not deleted, since its last use is re-read under the lock.
+
+        Args:
+            idle: The idle timeout the desk serves with (``citelock review serve --idle-timeout``); None: delete
+                only expired sessions and tokens.
+
         Returns:
             How many were deleted.
 
@@ -435,7 +444,7 @@ class AccountStore:
         condition = _sessions.c.expires_at <= now
         if idle is not None:
             condition = condition | ((_sessions.c.kind == "session") & (_last_used < now - idle))
-        with self.engine.begin() as conn:
+        with serialized(self.engine, "citelock_review_sessions.purge") as conn:
             return int(conn.execute(delete(_sessions).where(condition)).rowcount)
 
 
