@@ -420,13 +420,11 @@ def test_a_judge_server_that_goes_away_stops_the_audit_before_committing(tmp_pat
     ],
 )
 def test_settings_build_the_guard_check_builds(options: dict[str, Any]) -> None:
-    from citelock.cli._surface_options import surface_setup
+    from citelock.cli._surface_options import SurfaceOptions, surface_setup
 
-    keys = ("surface", "stakes", "sample_rate", "judge", "judge_base_url", "judge_model", "on_fail", "calibration")
-    setup = surface_setup(
-        **{k: options.get(k, "high" if k == "stakes" else None) for k in keys}, escalate_base_url=None
-    )
+    setup = surface_setup(SurfaceOptions(**options))
     assert setup is not None
+    assert SurfaceOptions(**options).audit_settings() == AuditSettings(**options)  # what `citelock audit` passes
     built = AuditSettings(**options).build_guard()
     assert built.policy == setup.guard.policy and built.routing == setup.guard.routing
     judges = [(j.name, j.version) if j is not None else None for j in (built.judge, setup.guard.judge)]

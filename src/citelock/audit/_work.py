@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from citelock.audit._report_row import ReportView, check_fields, empty_fields, policy_fields, row_data
 from citelock.audit._rows import AuditItem, row_problem
 from citelock.errors import BackendConnectionError, BackendTimeoutError, CitelockError, UsageError
 from citelock.guard import Guard, GuardResult, SurfacePolicy
@@ -54,9 +55,6 @@ __all__ = [
 REQUEST_ID_PREFIX = "audit-"
 """Request ids the audit derives for rows without one: this prefix and 32 hex digits of the row's content hash."""
 
-_ROUTE_FIELDS = {"claim_index", "citation_index", "route", "score"}
-_CHECK_FIELDS = ("ok", "request_id", "prompt_sha256", "findings", "counts", "citations", "claims")
-_POLICY_FIELDS = ("surface", "decision", "on_fail", "outcomes", "routes", "accounting")
 _UNREACHABLE = (BackendConnectionError, BackendTimeoutError)
 
 
@@ -351,51 +349,21 @@ def audit_item(item: AuditItem, guard: Guard) -> AuditOutcome:
 def report_fields(result: GuardResult, *, policy: bool) -> dict[str, Any]:
     """The fields of ``citelock check --json`` for one result, as JSON data, in its order.
 
+    Built by :mod:`citelock.audit._report_row`, as the streamed ``--json`` of ``citelock check`` is;
     ``accounting`` leaves out ``cache_hits`` (see the module docstring).
     """
-    report = result.report
-    out: dict[str, Any] = {
-        "ok": report.ok,
-        "request_id": report.request_id,
-        "prompt_sha256": report.prompt_sha256,
-        "findings": [f.model_dump(mode="json") for f in report.findings],
-        "counts": report.counts,
-        "citations": [c.model_dump(mode="json") for c in report.citations],
-        "claims": [c.model_dump(mode="json") for c in report.claims],
-    }
+    fields = check_fields(ReportView.of(result.report))
     if policy:
-        accounting = result.accounting.model_dump(mode="json")
-        accounting.pop("cache_hits", None)
-        out.update(
-            surface=result.surface,
-            decision=result.decision,
-            on_fail=result.policy.on_fail if result.policy is not None else None,
-            outcomes=[c.model_dump(mode="json") for c in result.claims],
-            routes=[s.model_dump(mode="json", include=_ROUTE_FIELDS) for s in result.support],
-            accounting=accounting,
-        )
-    return out
+        fields += policy_fields(result, cache_hits=False)
+    return row_data(fields)
 
 
 def error_report(
     key: str, source: str, row: int, error: str, *, request_id: str | None, policy: bool
 ) -> dict[str, Any]:
     """The report row of an answer that could not be audited: every field present, empty or null."""
-    out: dict[str, Any] = {
-        "key": key,
-        "source": source,
-        "row": row,
-        "error": error,
-        "ok": None,
-        "request_id": request_id,
-        "prompt_sha256": None,
-        "findings": [],
-        "counts": {},
-        "citations": [],
-        "claims": [],
-    }
-    if policy:
-        out.update(surface=None, decision=None, on_fail=None, outcomes=[], routes=[], accounting=None)
+    out: dict[str, Any] = {"key": key, "source": source, "row": row, "error": error, **empty_fields(policy=policy)}
+    out["request_id"] = request_id
     return out
 
 

@@ -14,18 +14,7 @@ from pydantic import ValidationError
 from citelock.backends import _registry
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, EXIT_RUNTIME, app
 from citelock.cli._io import fail, iter_json_lines, shown, text_option
-from citelock.cli._surface_options import (
-    CalibrationOption,
-    EscalateBaseUrlOption,
-    JudgeBaseUrlOption,
-    JudgeModelOption,
-    JudgeOption,
-    OnFailOption,
-    SampleRateOption,
-    StakesOption,
-    SurfaceOption,
-    surface_setup,
-)
+from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, surface_options, surface_setup
 from citelock.constraint._schema import POLICY_ORDER, SpanPolicy
 from citelock.errors import UnparsedAnswerError
 from citelock.guard import Guard
@@ -79,6 +68,7 @@ def read_chunks(path: Path) -> list[Chunk]:
 
 
 @app.command()
+@surface_options
 def answer(
     question: Annotated[str, typer.Option("--question", "-q", help="the question to answer")],
     chunks_path: Annotated[
@@ -140,15 +130,7 @@ def answer(
             "findings are queued and results stored there too"
         ),
     ] = None,
-    surface: SurfaceOption = None,
-    stakes: StakesOption = "high",
-    sample_rate: SampleRateOption = None,
-    judge: JudgeOption = None,
-    judge_base_url: JudgeBaseUrlOption = None,
-    judge_model: JudgeModelOption = None,
-    on_fail: OnFailOption = None,
-    calibration: CalibrationOption = None,
-    escalate_base_url: EscalateBaseUrlOption = None,
+    options: SurfaceOptions = NO_SURFACE,
     as_json: Annotated[bool, typer.Option("--json", help="print the GuardedAnswer record as JSON")] = False,
 ) -> None:
     """Answer a question from chunks with citations constrained by construction and checked by the guard.
@@ -167,28 +149,18 @@ def answer(
         fail(f"--server is for --backend openai or instructor, not --backend {backend}")
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         fail(f"--base-url {base_url!r}: expected an http(s) URL, e.g. http://127.0.0.1:8080/v1")
-    options = surface_setup(
-        surface=surface,
-        stakes=stakes,
-        sample_rate=sample_rate,
-        judge=judge,
-        judge_base_url=judge_base_url,
-        judge_model=judge_model,
-        on_fail=on_fail,
-        calibration=calibration,
-        escalate_base_url=escalate_base_url,
-    )
+    setup = surface_setup(options)
     chunks = read_chunks(chunks_path)
     if top_k is not None:
         chunks = lexical_top_k(question, chunks, top_k)
     given = {"model": model, "base_url": base_url, "server": server_kind}
     chosen = _registry.make_backend(backend, **{k: v for k, v in given.items() if v is not None})
     target = db or default_db()
-    sinks: list[Sink] = [ReviewQueue(target), ResultStore(target)] if options is not None else []
+    sinks: list[Sink] = [ReviewQueue(target), ResultStore(target)] if setup is not None else []
     client = Citelock(
         chosen,
         log=target,
-        guard=options.guard if options is not None else Guard(),
+        guard=setup.guard if setup is not None else Guard(),
         sinks=sinks,
         policy=_policy(policy),
         render=_render(render),

@@ -14,22 +14,10 @@ from citelock.audit._local import DEFAULT_BATCH
 from citelock.audit._rows import check_inputs, count_rows
 from citelock.audit._run import run_audit
 from citelock.audit._sink import DEFAULT_COMMIT_ROWS, SUMMARY, AuditSummary
-from citelock.audit._work import AuditSettings
 from citelock.cli._app import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, app
 from citelock.cli._io import database_target, fail, shown, text_option
 from citelock.cli._report import REASON_WIDTH
-from citelock.cli._surface_options import (
-    CalibrationOption,
-    EscalateBaseUrlOption,
-    JudgeBaseUrlOption,
-    JudgeModelOption,
-    JudgeOption,
-    OnFailOption,
-    SampleRateOption,
-    StakesOption,
-    SurfaceOption,
-    surface_setup,
-)
+from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, surface_options, surface_setup
 from citelock.errors import CitelockError
 
 __all__ = ["audit"]
@@ -45,6 +33,7 @@ _EPILOG = (
 
 
 @app.command(epilog=_EPILOG)
+@surface_options
 def audit(
     inputs: Annotated[
         list[str],
@@ -75,15 +64,7 @@ def audit(
             "prompt log's database when INPUT is one, else nothing is stored",
         ),
     ] = None,
-    judge: JudgeOption = None,
-    judge_base_url: JudgeBaseUrlOption = None,
-    judge_model: JudgeModelOption = None,
-    surface: SurfaceOption = None,
-    stakes: StakesOption = "high",
-    sample_rate: SampleRateOption = None,
-    on_fail: OnFailOption = None,
-    calibration: CalibrationOption = None,
-    escalate_base_url: EscalateBaseUrlOption = None,
+    options: SurfaceOptions = NO_SURFACE,
     engine: Annotated[
         str, typer.Option("--engine", help="local: a process pool on this machine; ray: a Ray cluster")
     ] = "local",
@@ -139,28 +120,8 @@ def audit(
         check_inputs(inputs, answers=answers or (), since=window[0], until=window[1])
     except CitelockError as exc:
         fail(str(exc))
-    setup = surface_setup(
-        surface=surface,
-        stakes=stakes,
-        sample_rate=sample_rate,
-        judge=judge,
-        judge_base_url=judge_base_url,
-        judge_model=judge_model,
-        on_fail=on_fail,
-        calibration=calibration,
-        escalate_base_url=escalate_base_url,
-    )
-    settings = AuditSettings(
-        surface=surface,
-        stakes=stakes,
-        sample_rate=sample_rate,
-        judge=judge,
-        judge_base_url=judge_base_url,
-        judge_model=judge_model,
-        on_fail=on_fail,
-        calibration=str(calibration) if calibration is not None else None,
-        escalate_base_url=escalate_base_url,
-    )
+    setup = surface_setup(options)
+    settings = options.audit_settings()
     progress = _Progress(inputs, answers or (), enabled=not quiet and sys.stderr.isatty())
     try:
         with progress:

@@ -23,19 +23,7 @@ from citelock.cli._io import (
     text_option,
 )
 from citelock.cli._report import ReportView, print_table, windowed_check, write_report_json
-from citelock.cli._surface_options import (
-    CalibrationOption,
-    EscalateBaseUrlOption,
-    JudgeBaseUrlOption,
-    JudgeModelOption,
-    JudgeOption,
-    OnFailOption,
-    SampleRateOption,
-    StakesOption,
-    SurfaceOption,
-    SurfaceSetup,
-    surface_setup,
-)
+from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, SurfaceSetup, surface_options, surface_setup
 from citelock.errors import ParseError
 from citelock.guard import GuardResult
 from citelock.prompt._parse import parse_answer
@@ -63,6 +51,7 @@ def load_answer(path: Path) -> Answer:
 
 
 @app.command()
+@surface_options
 def check(
     answer: Annotated[
         Path,
@@ -88,15 +77,7 @@ def check(
             "the prompt is appended to it (once); with a surface, findings are queued and results stored there",
         ),
     ] = None,
-    judge: JudgeOption = None,
-    judge_base_url: JudgeBaseUrlOption = None,
-    judge_model: JudgeModelOption = None,
-    surface: SurfaceOption = None,
-    stakes: StakesOption = "high",
-    sample_rate: SampleRateOption = None,
-    on_fail: OnFailOption = None,
-    calibration: CalibrationOption = None,
-    escalate_base_url: EscalateBaseUrlOption = None,
+    options: SurfaceOptions = NO_SURFACE,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Check an answer's citations against the prompt exactly as sent.
@@ -119,17 +100,7 @@ def check(
     single_stdin(answer=answer, prompt=prompt, store=store)
     if db is not None:
         database_target(db)
-    setup = surface_setup(
-        surface=surface,
-        stakes=stakes,
-        sample_rate=sample_rate,
-        judge=judge,
-        judge_base_url=judge_base_url,
-        judge_model=judge_model,
-        on_fail=on_fail,
-        calibration=calibration,
-        escalate_base_url=escalate_base_url,
-    )
+    setup = surface_setup(options)
     if request_id is not None and db is not None and "://" not in db and not Path(db).expanduser().is_file():
         fail(f"--db {shown(db)}: no prompt log there to replay --request-id {request_id!r} from")
     with bulk_allocation():

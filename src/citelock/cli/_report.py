@@ -13,17 +13,16 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from typing import IO, Any
 
 import typer
-from pydantic import BaseModel
 
+from citelock.audit._report_row import Elements, ReportView, check_fields, policy_fields
 from citelock.guard import GuardResult
 from citelock.guard import check as run_guard
-from citelock.records import Answer, GuardReport, Layer, PromptRecord, ReasonCode
+from citelock.records import Answer, Layer, PromptRecord, ReasonCode
 
 __all__ = [
     "REASON_WIDTH",
@@ -51,54 +50,6 @@ _NARROW = 64
 """Below this many columns the findings are printed as lines, not as a table."""
 _TABLE_ROWS = 500
 """Findings per printed table: a long report is printed as consecutive tables, so memory stays flat."""
-
-
-@dataclass(frozen=True)
-class ReportView:
-    """A guard report as printed: its figures, and its elements as JSON lines (each iterable read once).
-
-    Attributes:
-        request_id: The prompt's request id.
-        prompt_sha256: The prompt's hash.
-        ok: No findings.
-        counts: Findings per reason code, in order of first appearance.
-        claims: Claims in the answer.
-        factual: Factual claims.
-        citations: Citations in the answer.
-        passed: Citations that passed provenance.
-        findings: The findings as JSON lines, in the guard's order.
-        citation_checks: The citation checks as JSON lines, in answer order.
-        claim_checks: The claim checks as JSON lines, in answer order.
-    """
-
-    request_id: str
-    prompt_sha256: str
-    ok: bool
-    counts: dict[str, int]
-    claims: int
-    factual: int
-    citations: int
-    passed: int
-    findings: Callable[[], Iterator[str]]
-    citation_checks: Callable[[], Iterator[str]]
-    claim_checks: Callable[[], Iterator[str]]
-
-    @classmethod
-    def of(cls, report: GuardReport) -> ReportView:
-        """The view of a report held in memory."""
-        return cls(
-            request_id=report.request_id,
-            prompt_sha256=report.prompt_sha256,
-            ok=report.ok,
-            counts=report.counts,
-            claims=len(report.claims),
-            factual=sum(c.factual for c in report.claims),
-            citations=len(report.citations),
-            passed=sum(c.passed for c in report.citations),
-            findings=lambda: (f.model_dump_json() for f in report.findings),
-            citation_checks=lambda: (c.model_dump_json() for c in report.citations),
-            claim_checks=lambda: (c.model_dump_json() for c in report.claims),
-        )
 
 
 class _Spool:
@@ -189,51 +140,23 @@ def _windows(answer: Answer) -> Iterator[tuple[int, int]]:
     yield start, max(len(answer.claims), start)
 
 
-class _Items:
-    """A JSON array written one element at a time (each element already JSON text)."""
-
-    def __init__(self, items: Iterable[str]) -> None:
-        self.items = items
-
-
-def _models(models: Iterable[BaseModel], **dump: Any) -> _Items:
-    return _Items(m.model_dump_json(**dump) for m in models)
-
-
-def _policy_fields(result: GuardResult) -> Iterator[tuple[str, Any]]:
-    yield "surface", result.surface
-    yield "decision", result.decision
-    yield "on_fail", result.policy.on_fail if result.policy is not None else None
-    yield "outcomes", _models(result.claims)
-    yield "routes", _models(result.support, include={"claim_index", "citation_index", "route", "score"})
-    yield "accounting", result.accounting.model_dump(mode="json")
-
-
 def write_report_json(view: ReportView, result: GuardResult | None = None) -> None:
     """Print the ``--json`` report, streamed element by element.
 
-    The shape: ``ok``, ``request_id``, ``prompt_sha256``, ``findings`` (reason, claim, chunk_id, span, ...),
-    ``counts``, ``citations``, ``claims``; with a surface also ``surface``, ``decision``, ``on_fail``,
-    ``outcomes``, ``routes`` and ``accounting``.
+    The shape (:mod:`citelock.audit._report_row`, which an audit's report rows share): ``ok``, ``request_id``,
+    ``prompt_sha256``, ``findings`` (reason, claim, chunk_id, span, ...), ``counts``, ``citations``, ``claims``;
+    with a surface also ``surface``, ``decision``, ``on_fail``, ``outcomes``, ``routes`` and ``accounting``.
     """
-    fields: list[tuple[str, Any]] = [
-        ("ok", view.ok),
-        ("request_id", view.request_id),
-        ("prompt_sha256", view.prompt_sha256),
-        ("findings", _Items(view.findings())),
-        ("counts", view.counts),
-        ("citations", _Items(view.citation_checks())),
-        ("claims", _Items(view.claim_checks())),
-    ]
+    fields = check_fields(view)
     if result is not None:
-        fields += list(_policy_fields(result))
+        fields += policy_fields(result)
     write = sys.stdout.write
     write("{")
     for number, (key, value) in enumerate(fields):
         write(("\n" if number == 0 else ",\n") + f"  {json.dumps(key)}: ")
-        if isinstance(value, _Items):
+        if isinstance(value, Elements):
             empty = True
-            for item in value.items:
+            for item in value.texts():
                 write(("[\n    " if empty else ",\n    ") + item)
                 empty = False
             write("[]" if empty else "\n  ]")
@@ -264,7 +187,7 @@ def print_table(view: ReportView) -> None:
         markup=False,
         highlight=False,
     )
-    rows = (json.loads(line) for line in view.findings())
+    rows = Elements(view.findings()).values()
     if out.width < _NARROW:  # too narrow for five columns: one plain line per finding, wrapped by the terminal
         for f in rows:
             where = f" [{f['chunk_id']}]" if f["chunk_id"] else ""

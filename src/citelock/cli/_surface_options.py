@@ -1,23 +1,32 @@
-"""The surface options ``check`` and ``answer`` share, validated before anything is read, written or sent.
+"""The surface options ``check``, ``answer`` and ``audit`` share, declared once and validated before anything runs.
 
-``--surface --stakes --sample-rate --judge --judge-base-url --judge-model --on-fail --calibration
---escalate-base-url``: each is declared once here (a commands lists them with these annotated types), and
-:func:`surface_setup` turns them into what a command needs — a :class:`~citelock.guard.SurfacePolicy`, its
-support judge and an optional stronger judge for escalation — in one function, so the way a surface is built
-from the command line lives in one place. Every check of a value or a combination happens here, first; a bad
-one exits 2 with a message naming the option and what was expected.
+``--judge --judge-base-url --judge-model --surface --stakes --sample-rate --on-fail --calibration
+--escalate-base-url``: each is a field of :class:`SurfaceOptions` — its name, type, default and help, once. A
+command takes them all with one parameter annotated :class:`SurfaceOptions` and the :func:`surface_options`
+decorator, which lists the fields as the command's options in that parameter's place (typer has no parameter
+groups of its own) and hands the command one frozen :class:`SurfaceOptions` built from what was parsed.
+:func:`surface_setup` then turns it into what a command needs — a :class:`~citelock.guard.SurfacePolicy`, its
+support judge and an optional stronger judge for escalation — so the way a surface is built from the command line
+lives in one place; :meth:`SurfaceOptions.audit_settings` gives an audit's workers the same options. Every check of
+a value or a combination happens in :func:`surface_setup`, first; a bad one exits 2 with a message naming the
+option and what was expected.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from pydantic import ValidationError
 
+from citelock.audit._work import AuditSettings
 from citelock.cli._io import fail, is_stdin, read_json, reading, shown
 from citelock.errors import UsageError
 from citelock.guard import Guard, SurfacePolicy
@@ -25,79 +34,135 @@ from citelock.judges import DEFAULT_JUDGE, JUDGE_NAMES, Judge, make_judge
 from citelock.judges._routing import Routing, load_surface_routing
 from citelock.store import CachedJudge
 
-__all__ = [
-    "CalibrationOption",
-    "EscalateBaseUrlOption",
-    "JudgeBaseUrlOption",
-    "JudgeModelOption",
-    "JudgeOption",
-    "ON_FAIL",
-    "OnFailOption",
-    "SampleRateOption",
-    "StakesOption",
-    "SurfaceOption",
-    "SurfaceSetup",
-    "surface_setup",
-]
+__all__ = ["NO_SURFACE", "ON_FAIL", "SurfaceOptions", "SurfaceSetup", "surface_options", "surface_setup"]
 
 ON_FAIL = ("block", "drop_claim", "mark")
 STAKES = ("high", "low")
 
-SurfaceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--surface",
-        help="run this surface's policy: the support judge ③, its routing and --on-fail; with a database, "
-        "findings go to the review queue and results are stored for `citelock metrics`",
-    ),
-]
-StakesOption = Annotated[
-    str, typer.Option("--stakes", help="high: judge every surviving citation, fail closed; low: judge a sample")
-]
-SampleRateOption = Annotated[
-    float | None,
-    typer.Option("--sample-rate", min=0.0, max=1.0, help="low stakes: the fraction of citations judged (0..1)"),
-]
-JudgeOption = Annotated[
-    str | None,
-    typer.Option(
-        "--judge",
-        help=f"support judge ③: {', '.join(JUDGE_NAMES)} (a judging surface without --judge uses {DEFAULT_JUDGE})",
-    ),
-]
-JudgeBaseUrlOption = Annotated[
-    str | None,
-    typer.Option("--judge-base-url", help="--judge llm on an OpenAI-compatible server at this /v1 URL"),
-]
-JudgeModelOption = Annotated[
-    str | None,
-    typer.Option("--judge-model", help="--judge llm: a GGUF file, or with --judge-base-url the server's model"),
-]
-OnFailOption = Annotated[
-    str | None,
-    typer.Option(
-        "--on-fail",
-        help="what a failing claim does: block (refuse the whole answer, the default), drop_claim (serve the "
-        "answer without it), mark (serve it marked unverified); its findings are queued either way",
-    ),
-]
-CalibrationOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--calibration",
-        help="CALIBRATION.json (citelock calibrate --fit --write): route the judge's scores with the thresholds "
-        "for this surface's name, else its '*' entry; they must have been calibrated for the judge in use",
-    ),
-]
-EscalateBaseUrlOption = Annotated[
-    str | None,
-    typer.Option(
-        "--escalate-base-url",
-        help="escalate citations the calibrated routing sends to review to the LLM judge on this "
-        "OpenAI-compatible server (/v1 URL, its first listed model); without it they go to the review queue "
-        "as UNCERTAIN_SUPPORT",
-    ),
-]
+
+@dataclass(frozen=True)
+class SurfaceOptions:
+    """The surface options as parsed from the command line (each field is one option, in ``--help`` order).
+
+    Attributes:
+        judge: ``--judge``: the support judge ③ by name.
+        judge_base_url: ``--judge-base-url``: ``--judge llm`` on an OpenAI-compatible server at this URL.
+        judge_model: ``--judge-model``: a GGUF file, or with ``--judge-base-url`` the server's model.
+        surface: ``--surface``: the surface whose policy runs.
+        stakes: ``--stakes``: ``high`` or ``low``.
+        sample_rate: ``--sample-rate``: low stakes, the fraction of citations judged.
+        on_fail: ``--on-fail``: ``block``, ``drop_claim`` or ``mark``.
+        calibration: ``--calibration``: a calibration file whose routing applies.
+        escalate_base_url: ``--escalate-base-url``: the stronger LLM judge's server for citations routed to review.
+    """
+
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help=f"support judge ③: {', '.join(JUDGE_NAMES)} (a judging surface without --judge uses {DEFAULT_JUDGE})",
+        ),
+    ] = None
+    judge_base_url: Annotated[
+        str | None,
+        typer.Option("--judge-base-url", help="--judge llm on an OpenAI-compatible server at this /v1 URL"),
+    ] = None
+    judge_model: Annotated[
+        str | None,
+        typer.Option("--judge-model", help="--judge llm: a GGUF file, or with --judge-base-url the server's model"),
+    ] = None
+    surface: Annotated[
+        str | None,
+        typer.Option(
+            "--surface",
+            help="run this surface's policy: the support judge ③, its routing and --on-fail; with a database, "
+            "findings go to the review queue and results are stored for `citelock metrics`",
+        ),
+    ] = None
+    stakes: Annotated[
+        str, typer.Option("--stakes", help="high: judge every surviving citation, fail closed; low: judge a sample")
+    ] = "high"
+    sample_rate: Annotated[
+        float | None,
+        typer.Option("--sample-rate", min=0.0, max=1.0, help="low stakes: the fraction of citations judged (0..1)"),
+    ] = None
+    on_fail: Annotated[
+        str | None,
+        typer.Option(
+            "--on-fail",
+            help="what a failing claim does: block (refuse the whole answer, the default), drop_claim (serve the "
+            "answer without it), mark (serve it marked unverified); its findings are queued either way",
+        ),
+    ] = None
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            help="CALIBRATION.json (citelock calibrate --fit --write): route the judge's scores with the "
+            "thresholds for this surface's name, else its '*' entry; they must have been calibrated for the judge "
+            "in use",
+        ),
+    ] = None
+    escalate_base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--escalate-base-url",
+            help="escalate citations the calibrated routing sends to review to the LLM judge on this "
+            "OpenAI-compatible server (/v1 URL, its first listed model); without it they go to the review queue "
+            "as UNCERTAIN_SUPPORT",
+        ),
+    ] = None
+
+    @property
+    def runs_policy(self) -> bool:
+        """True when the surface policy runs: any of --surface, --judge, --on-fail or --calibration was given."""
+        return any(v is not None for v in (self.surface, self.judge, self.on_fail, self.calibration))
+
+    def audit_settings(self) -> AuditSettings:
+        """The same options as an audit's :class:`~citelock.audit.AuditSettings` (what each worker builds from)."""
+        values = dataclasses.asdict(self)
+        values["calibration"] = str(self.calibration) if self.calibration is not None else None
+        return AuditSettings(**values)
+
+
+NO_SURFACE = SurfaceOptions()
+"""No surface option given (only the free deterministic checks): the default of a command's options parameter."""
+
+
+def surface_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command`` the surface options: its one parameter annotated :class:`SurfaceOptions` becomes them all.
+
+    Typer reads a command's options from its signature: the returned function's signature lists every field of
+    :class:`SurfaceOptions` (name, type, default and help) where that parameter stood, and calling it builds the
+    frozen :class:`SurfaceOptions` from those values and passes it on under the parameter's name. Apply it below
+    ``@app.command()``.
+
+    Raises:
+        TypeError: ``command`` has no parameter, or more than one, annotated :class:`SurfaceOptions`.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    slots = [p.name for p in signature.parameters.values() if p.annotation is SurfaceOptions]
+    if len(slots) != 1:
+        raise TypeError(f"{command.__name__}: expected one parameter annotated SurfaceOptions, found {len(slots)}")
+    slot = slots[0]
+    hints = get_type_hints(SurfaceOptions, include_extras=True)
+    fields = dataclasses.fields(SurfaceOptions)
+    names = [f.name for f in fields]
+    group = [
+        inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default, annotation=hints[f.name])
+        for f in fields
+    ]
+    parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        parameters.extend(group if parameter.name == slot else [parameter])
+
+    @functools.wraps(command)
+    def run(**values: Any) -> None:
+        chosen = SurfaceOptions(**{name: values.pop(name) for name in names})
+        command(**values, **{slot: chosen})
+
+    run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return run
 
 
 @dataclass(frozen=True)
@@ -117,18 +182,7 @@ class SurfaceSetup:
     guard: Guard
 
 
-def surface_setup(
-    *,
-    surface: str | None,
-    stakes: str,
-    sample_rate: float | None,
-    judge: str | None,
-    judge_base_url: str | None,
-    judge_model: str | None,
-    on_fail: str | None,
-    calibration: Path | None,
-    escalate_base_url: str | None,
-) -> SurfaceSetup | None:
+def surface_setup(options: SurfaceOptions) -> SurfaceSetup | None:
     """Validate the surface options and build the surface (exit 2 with a clear message on bad usage).
 
     The surface policy runs when any of ``--surface``, ``--judge``, ``--on-fail`` or ``--calibration`` is
@@ -140,91 +194,73 @@ def surface_setup(
     Returns:
         The policy and its judges, or None when only the free deterministic checks were asked for.
     """
-    _check_values(
-        surface=surface,
-        stakes=stakes,
-        sample_rate=sample_rate,
-        judge=judge,
-        judge_base_url=judge_base_url,
-        judge_model=judge_model,
-        on_fail=on_fail,
-        calibration=calibration,
-        escalate_base_url=escalate_base_url,
-    )
-    if surface is None and judge is None and on_fail is None and calibration is None:
+    _check_values(options)
+    if not options.runs_policy:
         return None
-    name = surface or "default"
-    rate = sample_rate if sample_rate is not None else (1.0 if judge or stakes == "high" else 0.0)
-    judge_name = judge or (DEFAULT_JUDGE if stakes == "high" or rate > 0 else None)
+    o = options
+    name = o.surface or "default"
+    rate = o.sample_rate if o.sample_rate is not None else (1.0 if o.judge or o.stakes == "high" else 0.0)
+    judge_name = o.judge or (DEFAULT_JUDGE if o.stakes == "high" or rate > 0 else None)
     routing: Routing | None = None
-    if calibration is not None:
-        read_json(calibration, "calibration")  # bounded, JSON, nesting: the file's own loader is then safe
+    if o.calibration is not None:
+        read_json(o.calibration, "calibration")  # bounded, JSON, nesting: the file's own loader is then safe
         try:
-            with reading(calibration, "calibration"):  # the loader reads UTF-8 only (no byte-order mark)
-                routing = load_surface_routing(calibration, name)
+            with reading(o.calibration, "calibration"):  # the loader reads UTF-8 only (no byte-order mark)
+                routing = load_surface_routing(o.calibration, name)
         except UsageError as exc:
             fail(str(exc))
     try:
         policy = SurfacePolicy.model_validate(
-            {"name": name, "stakes": stakes, "sample_rate": rate, "routing": routing, "on_fail": on_fail or "block"}
+            {"name": name, "stakes": o.stakes, "sample_rate": rate, "routing": routing, "on_fail": o.on_fail or "block"}
         )
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "surface"
         fail(f"surface {name!r}: {field}: {err['msg']}")
     try:
-        built = CachedJudge(_make_judge(judge_name, judge_base_url, judge_model)) if judge_name else None
-        stronger = CachedJudge(_make_judge("llm", escalate_base_url, None)) if escalate_base_url else None
+        built = CachedJudge(_make_judge(judge_name, o.judge_base_url, o.judge_model)) if judge_name else None
+        stronger = CachedJudge(_make_judge("llm", o.escalate_base_url, None)) if o.escalate_base_url else None
         guard = Guard(policy, built, escalate=stronger)  # a routing made for another judge fails here
     except UsageError as exc:
         fail(str(exc))
     return SurfaceSetup(policy, built, stronger, guard)
 
 
-def _check_values(
-    *,
-    surface: str | None,
-    stakes: str,
-    sample_rate: float | None,
-    judge: str | None,
-    judge_base_url: str | None,
-    judge_model: str | None,
-    on_fail: str | None,
-    calibration: Path | None,
-    escalate_base_url: str | None,
-) -> None:
+def _check_values(o: SurfaceOptions) -> None:
     """Each option's value and each combination, with a message naming the option (exit 2)."""
-    if surface is not None and (not surface.strip() or not surface.isprintable()):
-        fail(f"--surface {surface!r}: expected a non-empty printable surface name, e.g. --surface legal")
-    if stakes not in STAKES:
-        fail(f"--stakes must be high or low, got {stakes!r}")
-    if on_fail is not None and on_fail not in ON_FAIL:
-        fail(f"--on-fail must be block, drop_claim or mark, got {on_fail!r}")
-    if judge is not None and judge not in JUDGE_NAMES:
-        fail(f"--judge: unknown judge {judge!r}; expected one of {', '.join(JUDGE_NAMES)}")
-    if sample_rate is not None:
-        if not math.isfinite(sample_rate):
-            fail(f"--sample-rate must be a number from 0 to 1, got {sample_rate}")
-        if stakes == "high" and sample_rate != 1.0:
+    if o.surface is not None and (not o.surface.strip() or not o.surface.isprintable()):
+        fail(f"--surface {o.surface!r}: expected a non-empty printable surface name, e.g. --surface legal")
+    if o.stakes not in STAKES:
+        fail(f"--stakes must be high or low, got {o.stakes!r}")
+    if o.on_fail is not None and o.on_fail not in ON_FAIL:
+        fail(f"--on-fail must be block, drop_claim or mark, got {o.on_fail!r}")
+    if o.judge is not None and o.judge not in JUDGE_NAMES:
+        fail(f"--judge: unknown judge {o.judge!r}; expected one of {', '.join(JUDGE_NAMES)}")
+    if o.sample_rate is not None:
+        if not math.isfinite(o.sample_rate):
+            fail(f"--sample-rate must be a number from 0 to 1, got {o.sample_rate}")
+        if o.stakes == "high" and o.sample_rate != 1.0:
             fail(
-                f"--sample-rate {sample_rate}: a high-stakes surface judges every citation, so sample_rate must be "
-                "1.0; give --stakes low to judge a sample"
+                f"--sample-rate {o.sample_rate}: a high-stakes surface judges every citation, so sample_rate must "
+                "be 1.0; give --stakes low to judge a sample"
             )
-        if surface is None and judge is None and on_fail is None and calibration is None:
+        if not o.runs_policy:
             fail("--sample-rate needs a surface policy: give --surface NAME (or --judge)")
-    if judge != "llm" and (judge_base_url is not None or judge_model is not None):
+    if o.judge != "llm" and (o.judge_base_url is not None or o.judge_model is not None):
         fail("--judge-base-url and --judge-model need --judge llm")
-    for option, url in (("--judge-base-url", judge_base_url), ("--escalate-base-url", escalate_base_url)):
+    for option, url in (("--judge-base-url", o.judge_base_url), ("--escalate-base-url", o.escalate_base_url)):
         if url is not None and not url.startswith(("http://", "https://")):
             fail(
                 f"{option} {url!r}: expected an http(s) URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1"
             )
-    if escalate_base_url is not None and calibration is None:
+    if o.escalate_base_url is not None and o.calibration is None:
         fail("--escalate-base-url escalates citations routed to review: give --calibration (a routing) too")
-    if calibration is not None and is_stdin(calibration):
+    if o.calibration is not None and is_stdin(o.calibration):
         fail("--calibration reads a file: standard input ('-') is not accepted here")
-    if judge_model is not None and judge_base_url is None and not Path(judge_model).is_file():
-        fail(f"--judge-model {shown(judge_model)}: no such GGUF file (with --judge-base-url it names a server's model)")
+    if o.judge_model is not None and o.judge_base_url is None and not Path(o.judge_model).is_file():
+        fail(
+            f"--judge-model {shown(o.judge_model)}: no such GGUF file (with --judge-base-url it names a server's model)"
+        )
 
 
 def _make_judge(name: str, base_url: str | None, model: str | None) -> Judge:
