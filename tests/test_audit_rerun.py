@@ -203,3 +203,24 @@ def test_parquet_inputs_edited_in_place(tmp_path: Path) -> None:
     assert [r["row"] for r in read_report(tmp_path / "out")] == list(range(1, 7))
     clean = run_audit([str(path)], out=tmp_path / "clean", settings=SURFACE, processes=1)
     assert _found(summary) == _found(clean)
+
+
+def test_an_audit_written_before_the_key_index_is_continued(tmp_path: Path) -> None:
+    late = tmp_path / "z-first.jsonl"  # named last, given first
+    early = str(write_jsonl(tmp_path / "a-second.jsonl", make_rows(6, start=10)))
+    rows = make_rows(8)
+    write_jsonl(late, rows)
+    inputs = [str(late), early]
+    run_audit(inputs, out=tmp_path / "out", processes=1, batch_size=4, commit_rows=4)
+    for meta_path in (tmp_path / "out" / PARTS).glob("part-*.json"):  # the metadata as citelock wrote it before
+        meta = json.loads(meta_path.read_text())
+        meta_path.write_text(json.dumps({k: meta[k] for k in ("part", "rows", "keys", "figures")}))
+    (tmp_path / "out" / KEYS).unlink()
+    assert [Path(r["source"]).name for r in read_report(tmp_path / "out")] == [late.name] * 8 + ["a-second.jsonl"] * 6
+
+    write_jsonl(late, [*rows[:2], {**rows[2], "answer": rows[0]["answer"]}, *rows[3:]])  # row 3 edited
+    summary = run_audit(inputs, out=tmp_path / "out", processes=1, batch_size=4, commit_rows=4)
+    assert summary.run_rows == 1 and summary.superseded == 1  # the old rows' positions were recovered
+    clean = run_audit(inputs, out=tmp_path / "clean", processes=1)
+    assert read_report(tmp_path / "out") == read_report(tmp_path / "clean")
+    assert _found(summary) == _found(clean)

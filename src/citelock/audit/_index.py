@@ -12,8 +12,8 @@ nothing twice), and an index that does not match the parts (deleted, damaged, fr
 from them.
 
 A row is *live* while it describes its input row: ``live`` holds the key of every live row, with its position
-(input, row) when the part recorded it (parts written before positions were recorded have none) and the part
-that holds it. A newer version of the same input row (its content was edited) replaces the old one there.
+(input, row) and the part that holds it. A newer version of the same input row (its content was edited)
+replaces the old one there.
 """
 
 from __future__ import annotations
@@ -77,21 +77,16 @@ class KeyIndex:
         with self._lock:
             self._conn.executescript("BEGIN; DELETE FROM live; DELETE FROM ingested; DELETE FROM inputs; COMMIT;")
 
-    def ingest(
-        self, part: int, keys: Sequence[str], positions: Sequence[Position | None], superseded: Iterable[str]
-    ) -> None:
+    def ingest(self, part: int, keys: Sequence[str], positions: Sequence[Position], superseded: Iterable[str]) -> None:
         """Record a committed part: its superseded keys leave, its keys become live at their positions."""
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN")
             try:
                 conn.executemany("DELETE FROM live WHERE key = ?", ((key,) for key in superseded))
-                rows: list[tuple[str, int | None, int | None, int]] = []
-                for key, position in zip(keys, positions, strict=True):
-                    if position is None:
-                        rows.append((key, None, None, part))
-                    else:
-                        rows.append((key, self._input_id(position[0]), position[1], part))
+                rows = [
+                    (key, self._input_id(where), row, part) for key, (where, row) in zip(keys, positions, strict=True)
+                ]
                 # REPLACE: a position still held by an older row (never the case when the parts are consistent)
                 # goes to the newer one, so the index never refuses a part that is on disk.
                 conn.executemany("INSERT OR REPLACE INTO live (key, input, row, part) VALUES (?, ?, ?, ?)", rows)

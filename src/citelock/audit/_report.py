@@ -9,6 +9,7 @@ schema; :func:`read_report` turns both formats back into the same rows, live row
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -77,12 +78,13 @@ def write_parquet(batch: Sequence[AuditOutcome], handle: IO[bytes]) -> None:
 def read_report(out: str | Path) -> list[dict[str, Any]]:
     """Every live report row of an audit's out directory, in input order, the same for JSONL and Parquet.
 
-    Input order is the inputs as given, then row number (rows of parts written before the audit recorded its
-    input order come last, by source and row). A superseded row (its input row was edited, or is gone, since it
-    was committed) is left out: the newest version of each input row is the one reported. Fields a run without
-    a surface does not produce are left out of its rows, as in the JSONL. Every row is held in memory: for a
-    large report, read the part files with a dataset reader instead (they hold superseded rows too; ``_parts/``
-    lists them).
+    Input order is the inputs as given (as the manifest and the parts' metadata list them), then row number (a
+    row whose part did not record its input is placed by its source as a path from here; one that cannot be
+    placed comes last, by source). A superseded row (its input row was edited, or is gone, since it was
+    committed) is left out: the newest version of each input row is the one reported. Fields a run without a
+    surface does not produce are left out of its rows, as in the JSONL. Every row is held in memory: for a large
+    report, read the part files with a dataset reader instead (they hold superseded rows too; ``_parts/`` lists
+    them).
 
     Raises:
         InputError: ``out`` is not an audit directory.
@@ -91,9 +93,13 @@ def read_report(out: str | Path) -> list[dict[str, Any]]:
     manifest = folder / MANIFEST
     if not manifest.is_file():
         raise InputError(f"{folder} is not an audit directory (no {MANIFEST})")
-    fmt = json.loads(manifest.read_text(encoding="utf-8")).get("format", "jsonl")
+    described = json.loads(manifest.read_text(encoding="utf-8"))
+    fmt = described.get("format", "jsonl")
     ranks: dict[str, int] = {}
-    live: dict[str, tuple[tuple[int, str, int], dict[str, Any]]] = {}
+    for where in described.get("answers") or described.get("inputs") or ():  # as run_audit describes its inputs
+        if isinstance(where, str):
+            ranks.setdefault(where, len(ranks))
+    live: dict[str, tuple[str | None, dict[str, Any]]] = {}  # key -> (its input, if the part says), row
     for data in _parts(folder, fmt):
         meta_path = folder / PARTS / f"{data.stem}.json"
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
@@ -104,9 +110,14 @@ def read_report(out: str | Path) -> list[dict[str, Any]]:
             ranks.setdefault(where, len(ranks))
         at = meta.get("at")
         for number, row in enumerate(_part_file_rows(data, fmt)):
-            place = (ranks[inputs[at[number][0]]], "", row["row"]) if at else (_UNPLACED, row["source"], row["row"])
-            live[row["key"]] = (place, row)
-    return [row for _, row in sorted(live.values(), key=lambda entry: entry[0])]
+            live[row["key"]] = (inputs[at[number][0]] if at else None, row)
+
+    def place(entry: tuple[str | None, dict[str, Any]]) -> tuple[int, str, int]:
+        where, row = entry
+        rank = ranks.get(where if where is not None else os.path.abspath(os.path.expanduser(row["source"])))
+        return (rank, "", row["row"]) if rank is not None else (_UNPLACED, row["source"], row["row"])
+
+    return [row for _, row in sorted(live.values(), key=place)]
 
 
 def part_rows(out: Path, fmt: str, wanted: Sequence[tuple[str, int]]) -> Iterator[dict[str, Any]]:

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from citelock.audit._local import DEFAULT_BATCH, run_local
+from citelock.audit._report import OutputFormat
 from citelock.audit._rows import AuditItem, ReadStats, check_inputs, read_items
-from citelock.audit._sink import DEFAULT_COMMIT_ROWS, AuditSink, AuditSummary, OutputFormat, mask_password
+from citelock.audit._sink import DEFAULT_COMMIT_ROWS, AuditSink, AuditSummary, mask_password
 from citelock.audit._work import AuditSettings
 from citelock.errors import InputError, MissingExtraError, UsageError
 from citelock.guard import Guard

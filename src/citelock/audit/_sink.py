@@ -53,7 +53,6 @@ from citelock.audit._report import (
     OutputFormat,
     part_rows,
     pyarrow_module,
-    read_report,
     write_jsonl,
     write_parquet,
 )
@@ -66,11 +65,9 @@ __all__ = [
     "DEFAULT_COMMIT_SECONDS",
     "AuditSink",
     "AuditSummary",
-    "OutputFormat",
     "PartCommitter",
     "PartFigures",
     "mask_password",
-    "read_report",
 ]
 
 SUMMARY = "_summary.json"
@@ -365,7 +362,7 @@ class AuditSink:
             for where in meta.get("inputs") or ():
                 self._input_rank(where)
             if number not in done:
-                index.ingest(number, meta["keys"], _positions(meta), meta.get("superseded") or ())
+                index.ingest(number, meta["keys"], self._positions(number, meta), meta.get("superseded") or ())
             self._next = max(self._next, number + 1)
 
     # -- the contract ------------------------------------------------------------------------------------------
@@ -491,6 +488,18 @@ class AuditSink:
         self._figures.merge(figures)
         self._figures.subtract(gone)
         self.superseded += len(old)
+
+    def _positions(self, number: int, meta: dict[str, Any]) -> list[Position]:
+        """The input row of each key of a part: from its metadata, or from its report rows' source and row.
+
+        (Parts written before the metadata kept the positions have only the rows; a relative source is then
+        taken from the current directory, as the engines take it.)
+        """
+        inputs, at = meta.get("inputs"), meta.get("at")
+        if inputs and at is not None:
+            return [(inputs[rank], row) for rank, row in at]
+        rows = {r["key"]: r for r in part_rows(self.out, self.format, [(key, number) for key in meta["keys"]])}
+        return [(_where(rows[key]["source"]), rows[key]["row"]) for key in meta["keys"]]
 
     def _input_rank(self, where: str) -> int:
         rank = self._rank.get(where)
@@ -704,11 +713,3 @@ def mask_password(db: str) -> str:
 def _where(source: str) -> str:
     """An input as the manifest names it: its absolute path."""
     return os.path.abspath(os.path.expanduser(source))
-
-
-def _positions(meta: dict[str, Any]) -> list[Position | None]:
-    """The input row of each key of a part's metadata (None for each, in a part written before they were kept)."""
-    inputs, at = meta.get("inputs"), meta.get("at")
-    if not inputs or at is None:
-        return [None] * len(meta["keys"])
-    return [(inputs[rank], row) for rank, row in at]
