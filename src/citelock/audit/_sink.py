@@ -5,8 +5,8 @@ The out directory holds:
 - ``part-000001.jsonl`` (or ``.parquet``) ...: the report rows, one part per committed batch;
 - ``_parts/part-000001.json`` ...: each part's keys, the input row of each, the rows it supersedes and its
   figures (written before its part);
-- ``_keys.sqlite``: an index of the committed keys (a cache of ``_parts/``, rebuilt from it when missing), so a
-  rerun skips what is done without holding every key in memory;
+- ``_keys.sqlite``: an index of the committed keys (a cache of ``_parts/``, rebuilt from it when missing,
+  damaged or out of step), so a rerun skips what is done without holding every key in memory;
 - ``_manifest.json``: what is audited (inputs, settings, format, database), so a rerun continues the same audit;
 - ``_summary.json``: the summary of the last run (written at its end, and when it is interrupted);
 - ``_lock``: held while an audit writes here (a second audit of the same directory stops with an error).
@@ -18,8 +18,9 @@ A batch commits in this order: the database first (review-queue entries are idem
 key: :meth:`~citelock.store.ResultStore.append_many`), then the part's keys and figures, then the part itself;
 each file is written under a temporary name, flushed to disk (fsync) and renamed into place, so it is either
 whole or absent. A part present means its batch is done; a crash anywhere before that leaves the batch undone,
-and a rerun redoes it, which adds nothing to the database twice. So a crash, a kill -9 or Ctrl-C loses nothing,
-and every key is reported exactly once.
+and a rerun redoes it, which adds nothing to the database twice. The key index learns of a part after the part
+is in place; a crash between the two is repaired when the directory is next opened. So a crash, a kill -9 or
+Ctrl-C loses nothing, and every key is reported exactly once.
 
 The report describes the input as it is now: rows are written in input order (the inputs as given, then row
 number), and an input row is reported once. When an input row's content changed since it was committed (an
