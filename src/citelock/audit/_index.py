@@ -115,13 +115,21 @@ class KeyIndex:
 
     def holders(self, positions: Iterable[Position]) -> dict[Position, tuple[str, int]]:
         """The live row at each of ``positions`` that has one: position -> (key, part)."""
+        by_input: dict[str, list[int]] = {}
+        for where, row in positions:
+            by_input.setdefault(where, []).append(row)
         out: dict[Position, tuple[str, int]] = {}
-        query = "SELECT l.key, l.part FROM live l JOIN inputs i ON l.input = i.id WHERE i.path = ? AND l.row = ?"
         with self._lock:
-            for position in positions:
-                hit = self._conn.execute(query, position).fetchone()
-                if hit is not None:
-                    out[position] = (hit[0], int(hit[1]))
+            for where, rows in by_input.items():
+                found = self._conn.execute("SELECT id FROM inputs WHERE path = ?", (where,)).fetchone()
+                if found is None:
+                    continue
+                for start in range(0, len(rows), _CHUNK):
+                    chunk = rows[start : start + _CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    query = f"SELECT key, part, row FROM live WHERE input = ? AND row IN ({marks})"
+                    for key, part, row in self._conn.execute(query, (found[0], *chunk)):
+                        out[(where, int(row))] = (key, int(part))
         return out
 
     def unread(self, path: str, gaps: Iterable[tuple[int, int]], last: int) -> list[tuple[str, int, int]]:

@@ -642,7 +642,7 @@ class PartCommitter:
         for key in self.sink.committed(arrived):
             del arrived[key]
         fresh = list(arrived.values())
-        newly_done = len(fresh) - self.sink.replacing(fresh) if fresh else 0
+        newly_done = len(fresh) - self.sink.replacing(fresh) if fresh and self.on_progress is not None else 0
         self.pending.extend(fresh)
         self._waiting.update(arrived)
         if len(self.pending) >= self.rows or time.monotonic() - self.last >= self.seconds:
