@@ -4,15 +4,20 @@
 ``i % 8``: 0 a clean answer with spans, 1 a fabricated chunk id, 2 a number the passage does not hold, 3 an
 uncited factual claim, 4 a chunk cut short in the prompt (truncated) cited inside what survived, 5 free text
 with ``[id]`` markers, 6 a clean answer with its own request id, 7 an answer that cannot be parsed (a bad row).
-``bad_lines()`` are JSON lines that are not rows at all (for JSONL inputs only).
+``bad_lines()`` are JSON lines that are not rows at all (for JSONL inputs only). ``log_with_answers`` writes a
+prompt log and the answers file of a log audit.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from citelock.prompt._serialize import record_from_messages
+from citelock.store import PromptLog
 
 TOPICS = ("revenue", "freight", "warranty", "margins", "headcount", "inventory", "pricing", "returns")
 
@@ -116,3 +121,18 @@ def write_parquet(path: Path, rows: list[dict[str, Any]], *, json_text: bool = F
     names = sorted({name for row in table_rows for name in row})  # every row gets every column (null if absent)
     pq.write_table(pa.Table.from_pylist([{name: row.get(name) for name in names} for row in table_rows]), path)
     return path
+
+
+def log_with_answers(tmp_path: Path, db: str, days: int = 6) -> tuple[Path, datetime]:
+    """A prompt log of ``days`` records, one a day from ``start``, and an answers file for them (and strays)."""
+    log = PromptLog(db)
+    start = datetime(2025, 3, 1, 12, tzinfo=UTC)
+    answers = []
+    for day in range(days):
+        row = make_row(day)
+        record = record_from_messages(row["messages"], row["chunks"], question=row["question"], request_id=f"r{day}")
+        log.append(record.model_copy(update={"created_at": start + timedelta(days=day)}))
+        answers.append({"request_id": f"r{day}", "answer": row["answer"]})
+    answers.append({"request_id": "not-logged", "answer": "Hello."})
+    answers.append({"request_id": "r1", "answer": "Hi.", "user": "x"})  # an unknown field
+    return write_jsonl(tmp_path / "answers.jsonl", answers), start

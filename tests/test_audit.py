@@ -8,19 +8,19 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from audit_rows import bad_lines, make_row, make_rows, write_jsonl, write_parquet
+from audit_rows import bad_lines, log_with_answers, make_row, make_rows, write_jsonl, write_parquet
 from citelock.audit import AuditSettings, read_items, read_report, run_audit
 from citelock.audit._sink import MANIFEST, SUMMARY
 from citelock.cli import app
 from citelock.prompt._serialize import record_from_messages
-from citelock.store import PromptLog, ResultStore, ReviewQueue
+from citelock.store import ResultStore, ReviewQueue
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -166,23 +166,8 @@ def test_report_rows_equal_check_json(tmp_path: Path, surface: bool) -> None:
 # -- the prompt log ------------------------------------------------------------------------------------------------
 
 
-def _log_with_answers(tmp_path: Path, db: str, days: int = 6) -> tuple[Path, datetime]:
-    """A prompt log of ``days`` records, one a day from ``start``, and an answers file for them (and strays)."""
-    log = PromptLog(db)
-    start = datetime(2025, 3, 1, 12, tzinfo=UTC)
-    answers = []
-    for day in range(days):
-        row = make_row(day)
-        record = record_from_messages(row["messages"], row["chunks"], question=row["question"], request_id=f"r{day}")
-        log.append(record.model_copy(update={"created_at": start + timedelta(days=day)}))
-        answers.append({"request_id": f"r{day}", "answer": row["answer"]})
-    answers.append({"request_id": "not-logged", "answer": "Hello."})
-    answers.append({"request_id": "r1", "answer": "Hi.", "user": "x"})  # an unknown field
-    return write_jsonl(tmp_path / "answers.jsonl", answers), start
-
-
 def test_prompt_log_with_answers_and_a_time_window(tmp_path: Path, target: str) -> None:
-    answers, start = _log_with_answers(tmp_path, target)
+    answers, start = log_with_answers(tmp_path, target)
     since, until = (start + timedelta(days=1)).date().isoformat(), (start + timedelta(days=4)).date().isoformat()
     args = ["audit", target, "--answers", answers, "--out", tmp_path / "out", "--surface", "support"]
     result = _cli(*args, "--since", since, "--until", until, "--processes", 1, "--json")
@@ -206,7 +191,7 @@ def test_prompt_log_with_answers_and_a_time_window(tmp_path: Path, target: str) 
 
 def test_log_inputs_are_checked_before_anything_is_written(tmp_path: Path) -> None:
     db = str(tmp_path / "log.db")
-    answers, _ = _log_with_answers(tmp_path, db, days=1)
+    answers, _ = log_with_answers(tmp_path, db, days=1)
     rows = write_jsonl(tmp_path / "rows.jsonl", make_rows(1))
     cases = [
         (["audit", db, "--out", tmp_path / "o"], "stores prompts, not answers: give the answers with --answers"),

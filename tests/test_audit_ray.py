@@ -363,3 +363,100 @@ def test_the_cli_runs_the_ray_engine(tmp_path: Path, ray_address: str, monkeypat
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # nothing there: exit 4, at once
     gone = CliRunner().invoke(app, ["audit", path, "--out", str(tmp_path / "gone"), "--engine", "ray"])
     assert gone.exit_code == 4 and "could not connect to the Ray cluster at 127.0.0.1:1" in gone.stderr
+
+
+# -- input order, edited inputs, workers that cannot build the guard ---------------------------------------------
+
+
+def _parts_in_order(out: Path, order: list[str]) -> list[list[tuple[int, int]]]:
+    """(input number, row) of each part's rows as written, with ``order`` the input file names as given."""
+    parts = []
+    for path in sorted(out.glob("part-*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        parts.append([(order.index(Path(row["source"]).name), row["row"]) for row in rows])
+    return parts
+
+
+def test_ray_rows_come_out_in_input_order_and_an_edited_input_reruns_like_local(
+    tmp_path: Path, ray_address: str
+) -> None:
+    settings = AuditSettings(surface="support", judge="lexical")
+    first = tmp_path / "z-first.jsonl"  # named last, given first
+    second = str(write_jsonl(tmp_path / "a-second.jsonl", make_rows(10, start=30)))
+    rows = make_rows(14)
+    write_jsonl(first, rows, bad_lines())
+    inputs = [str(first), second]
+
+    def both() -> tuple[Any, Any]:
+        local = run_audit(
+            inputs, out=tmp_path / "local", db=str(tmp_path / "local.db"), settings=settings, processes=1,
+            batch_size=3, commit_rows=5,
+        )  # fmt: skip
+        ray = run_audit(
+            inputs, out=tmp_path / "ray", db=str(tmp_path / "ray.db"), settings=settings, engine="ray",
+            address=ray_address, batch_size=3, commit_rows=5,
+        )  # fmt: skip
+        assert read_report(tmp_path / "ray") == read_report(tmp_path / "local")  # the same rows, in input order
+        assert _sorted_bytes(tmp_path / "ray") == _sorted_bytes(tmp_path / "local")
+        assert ray.figures == local.figures and ray.superseded == local.superseded
+        assert _stored(tmp_path / "ray.db") == _stored(tmp_path / "local.db")
+        for part in _parts_in_order(tmp_path / "ray", [first.name, Path(second).name]):
+            assert part == sorted(part)  # each part in input order, whatever order Ray returned its rows in
+        return local, ray
+
+    _, ray = both()
+    report = read_report(tmp_path / "ray")
+    assert [Path(r["source"]).name for r in report] == [first.name] * 17 + [Path(second).name] * 10
+    assert ray.figures.bad_rows == 6  # row 8 and 3 bad lines in the first input, rows 2 and 10 in the second
+
+    edited = [*rows]
+    edited[3] = {**rows[3], "answer": rows[0]["answer"]}  # one answer changed
+    write_jsonl(first, edited[:12])  # ... and the last two rows and the three bad lines deleted
+    _, ray = both()
+    assert ray.superseded == 6 and ray.run_rows == 1  # the changed row audited again; 5 rows retired
+    assert ray.figures.bad_rows == 3 and ray.figures.answers + ray.figures.bad_rows == 22
+    assert len(read_report(tmp_path / "ray")) == 22
+
+
+def test_a_ray_worker_that_cannot_build_the_guard_stops_the_audit(tmp_path: Path, ray_address: str) -> None:
+    from citelock.cli._app import EXIT_INPUT, classify
+    from citelock.errors import InputError
+    from citelock.judges import make_judge
+    from citelock.judges._routing import Routing, save_calibration
+
+    lexical = make_judge("lexical")
+    calibration = tmp_path / "calibration.json"
+    routing = {"pass_at": 0.8, "fail_below": 0.2, "judge": lexical.name, "judge_version": lexical.version}
+    save_calibration(calibration, {"*": Routing.model_validate(routing)})
+    settings = AuditSettings(surface="support", judge="lexical", calibration=str(calibration))
+    guard = settings.build_guard()  # built here, as `citelock audit` does to check its options ...
+    calibration.unlink()  # ... and the file is not where the workers look (another node, a relative path)
+    path = str(write_jsonl(tmp_path / "rows.jsonl", make_rows(6)))
+    with pytest.raises(InputError) as raised:
+        _ray_audit(path, tmp_path / "out", tmp_path / "out.db", settings, ray_address, guard=guard)
+    message = str(raised.value)
+    assert message.startswith("a Ray worker on ") and "could not build the guard" in message
+    assert f"calibration file {calibration}: cannot read it" in message
+    assert classify(raised.value)[0] == EXIT_INPUT  # the CLI's exit code: unusable options, 2
+    assert read_report(tmp_path / "out") == [] and _stored(tmp_path / "out.db") == ([], 0)  # nothing committed
+    assert json.loads((tmp_path / "out" / "_summary.json").read_text())["complete"] is False
+    # without the guard built here, the driver builds one first: the same missing file stops it before Ray
+    with pytest.raises(InputError, match=r"calibration file .*: cannot read it") as driver:
+        _ray_audit(path, tmp_path / "out", tmp_path / "out.db", settings, ray_address)
+    assert "Ray worker" not in str(driver.value)
+
+
+def test_a_ray_worker_that_cannot_reach_the_judge_server_stops_the_audit(
+    tmp_path: Path, ray_address: str, judge_server: _JudgeServer
+) -> None:
+    from citelock.cli._app import EXIT_UNREACHABLE, classify
+
+    settings = AuditSettings(surface="support", judge="llm", judge_base_url=judge_server.url)
+    guard = settings.build_guard()  # the server answers the driver ...
+    judge_server.close()  # ... and is gone when the judge actors build their guards
+    path = str(write_jsonl(tmp_path / "rows.jsonl", make_rows(6)))
+    with pytest.raises(BackendConnectionError) as raised:
+        _ray_audit(path, tmp_path / "out", None, settings, ray_address, guard=guard)
+    assert "a Ray worker on " in str(raised.value) and "could not build the guard" in str(raised.value)
+    assert classify(raised.value)[0] == EXIT_UNREACHABLE  # exit 4
+    assert read_report(tmp_path / "out") == []

@@ -6,6 +6,7 @@ report rows, review-queue entries and results exactly once.
 """
 
 from citelock.audit._local import run_local
+from citelock.audit._report import read_report
 from citelock.audit._rows import (
     AnswerRow,
     AuditItem,
@@ -17,7 +18,7 @@ from citelock.audit._rows import (
     row_schema,
 )
 from citelock.audit._run import ray_engine, run_audit
-from citelock.audit._sink import AuditSink, AuditSummary, PartFigures, read_report
+from citelock.audit._sink import AuditSink, AuditSummary, PartFigures
 from citelock.audit._work import (
     AuditOutcome,
     AuditSettings,

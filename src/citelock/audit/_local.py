@@ -49,7 +49,7 @@ def run_local(
     """Audit ``items`` on this machine and commit every outcome through ``sink``.
 
     Args:
-        items: The input items (:func:`~citelock.audit.read_items`); keys ``sink`` already holds are skipped.
+        items: The input items (:func:`~citelock.audit.read_items`); keys ``sink`` already committed are skipped.
         settings: How each answer is guarded.
         sink: Where outcomes are committed (on this, the driver, process).
         processes: Worker processes (default: every core). 1 runs in this process, without a pool.
@@ -67,8 +67,7 @@ def run_local(
     for name, value in (("processes", workers), ("batch_size", batch_size), ("commit_rows", commit_rows)):
         if value < 1:
             raise InputError(f"{name} must be at least 1, got {value}")
-    done = sink.done_keys()
-    batches = _batches((item for item in items if item.key not in done), batch_size)
+    batches = _batches(iter(sink.todo(items)), batch_size)
     committer = PartCommitter(sink, commit_rows, commit_seconds, on_progress)
     if workers == 1:
         in_process = guard if guard is not None else settings.build_guard()

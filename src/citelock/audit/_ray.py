@@ -36,6 +36,7 @@ needs citelock (and the judge's extras) installed at the same version as the dri
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -88,6 +89,7 @@ def run_ray(
     commit_seconds: float = DEFAULT_COMMIT_SECONDS,
     actors: int | None = None,
     judge_concurrency: int = DEFAULT_JUDGE_CONCURRENCY,
+    guard: Guard | None = None,
 ) -> None:
     """Audit ``items`` on a Ray cluster and commit every outcome through ``sink`` (on this, the driver, process).
 
@@ -105,13 +107,17 @@ def run_ray(
         actors: Size of the judge stage's actor pool; None: one per CPU of the cluster (with a judge server:
             one per two CPUs).
         judge_concurrency: With a judge server, judge calls each actor keeps in flight.
+        guard: The guard this process already built from ``settings`` (the proof that they build, so it is not
+            built twice here); None: one is built here, before any work is sent. Every actor builds its own.
 
     Raises:
         MissingExtraError: Ray is not installed (``pip install "citelock[ray]"``).
         InputError: ``batch_size``, ``commit_rows``, ``actors`` or ``judge_concurrency`` below 1.
         UsageError: an address while this process is already connected to Ray; settings that cannot build a
-            guard.
-        BackendConnectionError: the Ray cluster, or the judge's server, cannot be reached.
+            guard (here, or on a Ray worker: a file the options name that is not on that node ...; the message
+            says where).
+        BackendConnectionError: the Ray cluster, or the judge's server, cannot be reached (from here or from a
+            Ray worker).
         BackendTimeoutError: the judge's server did not answer in time.
         RuntimeFailure: the pipeline failed or returned fewer answers than it was given (nothing is lost: every
             committed answer stays committed, and a rerun continues with the rest).
@@ -126,9 +132,9 @@ def run_ray(
             raise InputError(f"{name} must be a positive integer, got {value!r}")
     if actors is not None and (isinstance(actors, bool) or not isinstance(actors, int) or actors < 1):
         raise InputError(f"actors must be a positive integer or None, got {actors!r}")
-    settings.build_guard()  # a bad combination (or an unreachable judge server) fails here, before any work is sent
-    done = sink.done_keys()
-    todo = (item for item in items if item.key not in done)
+    if guard is None:
+        settings.build_guard()  # a bad combination (or an unreachable judge server) fails here, before work is sent
+    todo = sink.todo(items)
     with _connected(ray, address):
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         plan = _Plan.of(settings, cpus, actors, judge_concurrency)
@@ -343,8 +349,7 @@ def _stream(
     """Run the pipeline and hand every batch that comes back to the committer; returns the answers returned."""
     ds = _pipeline(ray, feed.queue, settings, plan)
     feed.start()
-    returned = 0
-    seen: set[str] = set()  # a block Ray retried may come back twice: each answer counts once
+    returned = 0  # a block Ray retried may come back twice: the committer counts each answer once
     with _quiet_logger("ray.data"), warnings.catch_warnings():
         # A small audit (or the rest of a resumed one) can be fewer batches than actors: Ray warns, nothing is wrong.
         warnings.filterwarnings("ignore", "The minimum number of concurrent actors", UserWarning)
@@ -357,11 +362,7 @@ def _stream(
             except Exception as exc:
                 raise _cause(exc) from None
             for _, data in _batches(block):
-                outcomes = [o for o in map(_decode_outcome, data) if o.key not in seen]
-                if outcomes:
-                    seen.update(o.key for o in outcomes)
-                    returned += len(outcomes)
-                    committer.add(outcomes)
+                returned += committer.add([_decode_outcome(item) for item in data])
 
 
 @contextmanager
@@ -457,14 +458,15 @@ class _AuditActor:
     """Guard and judge stages in one actor (a judge on the CPU): builds its guard once."""
 
     def __init__(self, settings: AuditSettings) -> None:
-        # A guard that cannot be built (a judge server gone since the driver built its own) is raised by the
-        # first call, where Ray hands it to the driver as itself, rather than as an actor that failed to start.
+        # A guard that cannot be built here (a file the options name that is not on this node, a judge server
+        # this node cannot reach) is raised by the first call, where Ray hands it to the driver as itself and
+        # the audit stops, rather than as an actor that failed to start, which Ray would keep restarting.
         self.guard: Guard | None = None
         self.error: Exception | None = None
         try:
             self.guard = settings.build_guard()
         except Exception as exc:
-            self.error = exc
+            self.error = _setup_failure(exc)
 
     def __call__(self, table: Any) -> Any:
         if self.guard is None:
@@ -487,7 +489,10 @@ class _JudgeActor:
     def _guard(self) -> Guard:
         guard: Guard | None = getattr(self.local, "guard", None)
         if guard is None:
-            guard = self.local.guard = self.settings.build_guard()
+            try:
+                guard = self.local.guard = self.settings.build_guard()
+            except Exception as exc:
+                raise _setup_failure(exc) from None
         return guard
 
     def _judge(self, data: bytes) -> AuditOutcome:
@@ -498,6 +503,21 @@ class _JudgeActor:
         for keys, data in _batches(table):
             out.append((keys, [_encode_outcome(o) for o in self.pool.map(self._judge, data)]))
         return _block(out)
+
+
+def _setup_failure(exc: Exception) -> Exception:
+    """The error of a guard a Ray worker could not build, saying so; of the same kind, so of the same exit code."""
+    where = (
+        f"a Ray worker on {socket.gethostname()} could not build the guard (every node needs citelock, the "
+        "judge's extras and the files the options name, at the same paths)"
+    )
+    if isinstance(exc, CitelockError):
+        error = copy.copy(exc)
+        error.args = (f"{where}: {exc}", *exc.args[1:])
+        return error
+    if isinstance(exc, OSError):
+        return InputError(f"{where}: {exc}")
+    return RuntimeFailure(f"{where}: {type(exc).__name__}: {exc}")
 
 
 def _encode_prepared(prepared: Prepared) -> bytes:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from citelock.audit._local import DEFAULT_BATCH, run_local
-from citelock.audit._rows import ReadStats, check_inputs, read_items
-from citelock.audit._sink import DEFAULT_COMMIT_ROWS, AuditSink, AuditSummary, OutputFormat, mask_password
+from citelock.audit._report import OutputFormat
+from citelock.audit._rows import AuditItem, ReadStats, check_inputs, read_items
+from citelock.audit._sink import DEFAULT_COMMIT_ROWS, AuditSink, AuditSummary, mask_password
 from citelock.audit._work import AuditSettings
 from citelock.errors import InputError, MissingExtraError, UsageError
 from citelock.guard import Guard
@@ -67,9 +68,14 @@ def run_audit(
         address: ``ray``: the cluster's address (default: start or join a local one).
         batch_size: Answers per task sent to a worker.
         commit_rows: Answers per committed part (at least).
-        on_start: Called once with the number of rows already committed (0 on a fresh audit).
-        on_progress: Called with the number of rows done after each batch.
-        guard: ``local`` with one process: the guard to use (default: built from ``settings``).
+        on_start: Called once with the number of input rows already committed (0 on a fresh audit).
+        on_progress: Called with the number of input rows done after each batch: audited, or (a prompt log)
+            skipped because their prompt was logged outside ``since``/``until`` (skipped rows need no work, so
+            they count as done; the summary counts them apart as ``outside_window``). With ``on_start``'s count
+            these add up to the rows of the inputs (:func:`~citelock.audit._rows.count_rows`) when the run ends.
+        guard: The guard built from ``settings`` in this process, if one was (``citelock audit`` builds one to
+            check its options): ``local`` with one process uses it; the other engines take it as the proof that
+            the settings build and do not build another here. Default: built from ``settings``.
 
     Returns:
         The summary (also written to ``out/_summary.json``).
@@ -105,41 +111,85 @@ def run_audit(
         "database": _where(db) if store and db is not None else None,
     }
     stats = ReadStats()
-    with AuditSink(out, manifest=manifest, fmt=fmt, db=db, store=store) as sink:
+    sources = [_where(source) for source in answers or inputs]
+    with AuditSink(out, manifest=manifest, fmt=fmt, db=db, store=store, inputs=sources) as sink:
         workers = processes if processes is not None else (os.cpu_count() or 1)
         sink.engine = {"engine": engine, "processes": workers} if engine == "local" else {"engine": engine}
         if on_start is not None:
-            on_start(len(sink.done_keys()))
-        items = read_items(inputs, since=since, until=until, answers=answers, stats=stats)
+            on_start(sink.committed_rows)
+        progress = _Progress(on_progress, stats) if on_progress is not None else None
+        read = _ReadRows(read_items(inputs, since=since, until=until, answers=answers, stats=stats), sources)
         complete = False
         try:
             if run_ray is not None:
                 run_ray(
-                    items,
+                    read,
                     settings,
                     sink,
                     address=address,
                     batch_size=batch_size,
                     commit_rows=commit_rows,
-                    on_progress=on_progress,
+                    on_progress=progress,
+                    guard=guard,
                 )
             else:
                 run_local(
-                    items,
+                    read,
                     settings,
                     sink,
                     processes=workers,
                     batch_size=batch_size,
                     commit_rows=commit_rows,
-                    on_progress=on_progress,
+                    on_progress=progress,
                     guard=guard,
                 )
+            sink.retire(read.seen())  # every input read whole: its rows no longer there leave the report
+            if progress is not None:
+                progress(0)  # the last rows skipped, after the last batch
             complete = True
         finally:  # interrupted or failed too: the summary says how far the audit got
             sink.outside_window = stats.outside_window
             summary = sink.summary(complete=complete)
             sink.write_summary(summary)
     return summary
+
+
+class _Progress:
+    """``on_progress`` told of the rows read and skipped (outside the window) along with the rows audited."""
+
+    def __init__(self, on_progress: Callable[[int], None], stats: ReadStats) -> None:
+        self.on_progress = on_progress
+        self.stats = stats
+        self.skipped = 0
+
+    def __call__(self, done: int) -> None:
+        skipped = self.stats.outside_window - self.skipped  # read on the driver (a thread, with Ray) meanwhile
+        self.skipped += skipped
+        if done or skipped:
+            self.on_progress(done + skipped)
+
+
+class _ReadRows:
+    """The items read, passed on, noting which rows of each input the read saw (for :meth:`AuditSink.retire`)."""
+
+    def __init__(self, items: Iterable[AuditItem], sources: Sequence[str]) -> None:
+        self.items = items
+        self.gaps: dict[str, list[tuple[int, int]]] = {where: [] for where in sources}
+        self.last: dict[str, int] = dict.fromkeys(sources, 0)
+
+    def __iter__(self) -> Iterator[AuditItem]:
+        for item in self.items:
+            where = _where(item.source)
+            last = self.last.setdefault(where, 0)
+            if item.row > last:  # (a file given twice is read twice: its second pass adds nothing here)
+                if item.row > last + 1:
+                    self.gaps.setdefault(where, []).append((last + 1, item.row - 1))
+                self.last[where] = item.row
+            yield item
+
+    def seen(self) -> dict[str, tuple[list[tuple[int, int]], int]]:
+        """Per input: the gaps in the rows read (blank lines; log answers outside the window) and the last row."""
+        return {where: (self.gaps.get(where, []), last) for where, last in self.last.items()}
 
 
 def ray_engine() -> Callable[..., Any]:

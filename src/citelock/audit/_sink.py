@@ -3,7 +3,10 @@
 The out directory holds:
 
 - ``part-000001.jsonl`` (or ``.parquet``) ...: the report rows, one part per committed batch;
-- ``_parts/part-000001.json`` ...: each part's keys and figures (written before its part);
+- ``_parts/part-000001.json`` ...: each part's keys, the input row of each, the rows it supersedes and its
+  figures (written before its part);
+- ``_keys.sqlite``: an index of the committed keys (a cache of ``_parts/``, rebuilt from it when missing,
+  damaged or out of step), so a rerun skips what is done without holding every key in memory;
 - ``_manifest.json``: what is audited (inputs, settings, format, database), so a rerun continues the same audit;
 - ``_summary.json``: the summary of the last run (written at its end, and when it is interrupted);
 - ``_lock``: held while an audit writes here (a second audit of the same directory stops with an error).
@@ -15,13 +18,20 @@ A batch commits in this order: the database first (review-queue entries are idem
 key: :meth:`~citelock.store.ResultStore.append_many`), then the part's keys and figures, then the part itself;
 each file is written under a temporary name, flushed to disk (fsync) and renamed into place, so it is either
 whole or absent. A part present means its batch is done; a crash anywhere before that leaves the batch undone,
-and a rerun redoes it, which adds nothing to the database twice. So a crash, a kill -9 or Ctrl-C loses nothing,
-and every key is reported exactly once.
+and a rerun redoes it, which adds nothing to the database twice. The key index learns of a part after the part
+is in place; a crash between the two is repaired when the directory is next opened. So a crash, a kill -9 or
+Ctrl-C loses nothing, and every key is reported exactly once.
 
-In Parquet the scalar fields (``key``, ``source``, ``row``, ``error``, ``ok``, ``request_id``, ``prompt_sha256``,
-``surface``, ``decision``, ``on_fail``) are columns and the nested ones (``findings``, ``counts``,
-``citations``, ``claims``, ``outcomes``, ``routes``, ``accounting``) are JSON text, so every part has one
-schema; :func:`read_report` turns both formats back into the same rows.
+The report describes the input as it is now: rows are written in input order (the inputs as given, then row
+number), and an input row is reported once. When an input row's content changed since it was committed (an
+edited answer, a fixed bad row, a line inserted above it) it gets a new key and is audited again, and its old
+report row is *superseded*: the new part lists it, :func:`read_report` leaves it out and the audit's figures
+no longer count it (``superseded`` in the summary counts them). Rows a whole read of an input no longer finds
+(deleted lines) are superseded the same way, by a part with no rows, when a run completes. What the old row
+queued and stored stays in the database (its queue entries and results are about that old answer), and the
+cost figures (``judge``, ``queued``) count the work done.
+
+The part files' formats, and reading them back, are in :mod:`citelock.audit._report`.
 """
 
 from __future__ import annotations
@@ -31,35 +41,40 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any
 
+from citelock.audit._index import KeyIndex, Position
+from citelock.audit._report import (
+    MANIFEST,
+    PART,
+    PARTS,
+    OutputFormat,
+    part_rows,
+    pyarrow_module,
+    write_jsonl,
+    write_parquet,
+)
+from citelock.audit._rows import AuditItem
 from citelock.audit._work import AuditOutcome
-from citelock.errors import InputError, MissingExtraError
+from citelock.errors import InputError
 
 __all__ = [
     "DEFAULT_COMMIT_ROWS",
     "DEFAULT_COMMIT_SECONDS",
     "AuditSink",
     "AuditSummary",
-    "OutputFormat",
     "PartCommitter",
     "PartFigures",
     "mask_password",
-    "read_report",
 ]
 
-OutputFormat = Literal["jsonl", "parquet"]
-
-MANIFEST = "_manifest.json"
 SUMMARY = "_summary.json"
-PARTS = "_parts"
 LOCK = "_lock"
-_PART = re.compile(r"part-(\d{6,})\.(jsonl|parquet)")
-_SCALARS = ("key", "source", "row", "error", "ok", "request_id", "prompt_sha256", "surface", "decision", "on_fail")
-_NESTED = ("findings", "counts", "citations", "claims", "outcomes", "routes", "accounting")
+KEYS = "_keys.sqlite"
+_TODO_CHUNK = 256
 _JUDGE_FIELDS = (
     "judge_calls",
     "diagnosis_calls",
@@ -111,14 +126,26 @@ class PartFigures:
 
     def add_outcome(self, outcome: AuditOutcome, *, queued: bool = True) -> None:
         """Count one outcome (``queued``: its findings went to a review queue)."""
-        report = outcome.report
+        if not self.add_report(outcome.report):
+            return
+        result = outcome.result
+        if result is not None:
+            self.queued += len(result.report.findings) if queued else 0
+            accounting = result.accounting.model_dump()
+            for name in _JUDGE_FIELDS:
+                self.judge[name] = self.judge.get(name, 0) + int(accounting.get(name, 0))
+
+    def add_report(self, report: dict[str, Any], *, every_example: bool = False) -> bool:
+        """Count what one report row found (not its cost: see :meth:`add_outcome`); False for a bad row.
+
+        ``every_example``: list a bad row in ``bad_examples`` even past :data:`BAD_ROWS_KEPT`.
+        """
         if report.get("error") is not None:
             self.bad_rows += 1
-            if len(self.bad_examples) < BAD_ROWS_KEPT:
-                self.bad_examples.append([outcome.source, outcome.row, report["error"]])
-            return
+            if every_example or len(self.bad_examples) < BAD_ROWS_KEPT:
+                self.bad_examples.append([report["source"], report["row"], report["error"]])
+            return False
         self.answers += 1
-        result = outcome.result
         decision = report.get("decision")
         self.passed += bool(decision == "pass" if decision is not None else report.get("ok"))
         self.citations += len(report.get("citations") or ())
@@ -127,11 +154,25 @@ class PartFigures:
             self.findings_by_reason[reason] = self.findings_by_reason.get(reason, 0) + count
         if decision is not None:
             self.decisions[decision] = self.decisions.get(decision, 0) + 1
-        if result is not None:
-            self.queued += len(result.report.findings) if queued else 0
-            accounting = result.accounting.model_dump()
-            for name in _JUDGE_FIELDS:
-                self.judge[name] = self.judge.get(name, 0) + int(accounting.get(name, 0))
+        return True
+
+    def subtract(self, gone: PartFigures) -> None:
+        """Take away what superseded rows found (``gone``, from :meth:`add_report`); the cost figures stay."""
+        self.answers -= gone.answers
+        self.bad_rows -= gone.bad_rows
+        self.passed -= gone.passed
+        self.citations -= gone.citations
+        self.findings -= gone.findings
+        for mine, theirs in ((self.findings_by_reason, gone.findings_by_reason), (self.decisions, gone.decisions)):
+            for name, count in theirs.items():
+                left = mine.get(name, 0) - count
+                if left:
+                    mine[name] = left
+                else:
+                    mine.pop(name, None)
+        if gone.bad_examples:
+            dropped = {json.dumps(example) for example in gone.bad_examples}
+            self.bad_examples = [e for e in self.bad_examples if json.dumps(e) not in dropped]
 
     def merge(self, other: PartFigures) -> None:
         """Add ``other``'s figures to these."""
@@ -181,6 +222,8 @@ class AuditSummary:
         complete: Every input row is committed (False when the run was interrupted or failed).
         engine: The engine that ran (``local`` or ``ray``) and its workers.
         database: Where findings were queued and results stored (None: not stored).
+        superseded: Report rows replaced by a newer version of their input row (edited since it was committed)
+            or whose input row is gone, in the whole audit; ``figures`` no longer count them.
     """
 
     out: str
@@ -197,6 +240,7 @@ class AuditSummary:
     complete: bool
     engine: dict[str, Any] = field(default_factory=dict)
     database: str | None = None
+    superseded: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The summary as JSON data (what ``citelock audit --json`` prints and ``_summary.json`` holds)."""
@@ -217,6 +261,7 @@ class AuditSummary:
             "queued": figures.queued,
             "judge": judge,
             "outside_window": self.outside_window,
+            "superseded": self.superseded,
             "bad_row_examples": figures.bad_examples,
             "parts": self.parts,
             "database": self.database,
@@ -241,6 +286,9 @@ class AuditSink:
         fmt: ``jsonl`` or ``parquet``.
         db: The database (SQLite path or URL) for the review queue and the result store; None stores nothing.
         store: Queue findings and store results (a surface policy ran); without it the database is not touched.
+        inputs: The inputs in the order given, as absolute paths (a prompt log audit: its answer files). Rows are
+            written in this order, then by row number; a source not among them comes after them, in the order
+            it is first committed.
 
     Raises:
         InputError: ``out`` is a file, holds another audit, or another audit is writing to it.
@@ -255,29 +303,33 @@ class AuditSink:
         fmt: OutputFormat = "jsonl",
         db: str | None = None,
         store: bool = False,
+        inputs: Sequence[str] = (),
     ) -> None:
         if fmt not in ("jsonl", "parquet"):
             raise InputError(f"the report format must be jsonl or parquet, got {fmt!r}")
         if fmt == "parquet":
-            _pyarrow()
+            pyarrow_module()
         self.out = Path(out).expanduser()
         if self.out.exists() and not self.out.is_dir():
             raise InputError(f"--out {self.out}: a file is there; expected a directory (created if missing)")
         self.format: OutputFormat = fmt
         self.db = db if store else None
+        self._inputs: list[str] = []
+        self._rank: dict[str, int] = {}
+        for where in inputs:
+            self._input_rank(where)
         (self.out / PARTS).mkdir(parents=True, exist_ok=True)
         self._lock: IO[str] | None = _take_lock(self.out / LOCK)
+        self._index: KeyIndex | None = None
         try:
             self._check_manifest({**manifest, "format": fmt})
             self._clean()
+            self._index = KeyIndex(self.out / KEYS)
             self._figures = PartFigures()
-            self._done: set[str] = set()
+            self.superseded = 0
             self._next = 1
-            for number, meta in self._committed():
-                self._figures.merge(PartFigures.from_json(meta["figures"]))
-                self._done.update(meta["keys"])
-                self._next = max(self._next, number + 1)
-            self.resumed = bool(self._done)
+            self._open_parts(self._index)
+            self.resumed = self._next > 1
             self.parts = self._next - 1
             self._queue: Any = None
             self._results: Any = None
@@ -295,25 +347,83 @@ class AuditSink:
         self.outside_window = 0
         self.engine: dict[str, Any] = {}
 
+    def _open_parts(self, index: KeyIndex) -> None:
+        """The committed parts' figures, and the index brought up to date with them (rebuilt if it does not match)."""
+        numbers = self._part_numbers()
+        ingested = index.ingested()
+        if ingested != numbers[: len(ingested)]:
+            index.reset()
+            ingested = []
+        done = set(ingested)
+        for number in numbers:  # one part's metadata in memory at a time
+            meta = self._meta(number)
+            self._figures.merge(PartFigures.from_json(meta["figures"]))
+            self._figures.subtract(PartFigures.from_json(meta.get("superseded_figures") or {}))
+            self.superseded += len(meta.get("superseded") or ())
+            for where in meta.get("inputs") or ():
+                self._input_rank(where)
+            if number not in done:
+                index.ingest(number, meta["keys"], self._positions(number, meta), meta.get("superseded") or ())
+            self._next = max(self._next, number + 1)
+
     # -- the contract ------------------------------------------------------------------------------------------
 
+    @property
+    def committed_rows(self) -> int:
+        """How many report rows are committed and live (not superseded)."""
+        return self._live_index().count()
+
     def done_keys(self) -> set[str]:
-        """Keys already committed (skip them: a rerun continues where the last one stopped)."""
-        return set(self._done)
+        """Keys already committed, all in memory (an engine filters its items with :meth:`todo` instead)."""
+        return set(self._live_index().keys())
+
+    def todo(self, items: Iterable[AuditItem]) -> Iterator[AuditItem]:
+        """The items whose key is not committed (a rerun continues where the last one stopped), streamed.
+
+        The keys are looked up in the on-disk index a few hundred at a time, so memory stays flat.
+        """
+        chunk: list[AuditItem] = []
+        for item in items:
+            chunk.append(item)
+            if len(chunk) >= _TODO_CHUNK:
+                yield from self._fresh(chunk)
+                chunk = []
+        yield from self._fresh(chunk)
+
+    def _fresh(self, items: Sequence[AuditItem]) -> list[AuditItem]:
+        if not items:
+            return []
+        done = self._live_index().live_keys(item.key for item in items)
+        return [item for item in items if item.key not in done]
+
+    def committed(self, keys: Iterable[str]) -> set[str]:
+        """Which of ``keys`` are committed (and not superseded)."""
+        return self._live_index().live_keys(keys)
+
+    def replacing(self, outcomes: Sequence[AuditOutcome]) -> int:
+        """How many of ``outcomes`` are new versions of an input row that already has a committed report row."""
+        return len(self._live_index().holders({self._position(o) for o in outcomes}))
 
     def commit(self, outcomes: Sequence[AuditOutcome]) -> None:
         """Commit one batch exactly once: database first (idempotent), then the part file (atomic).
 
         Outcomes whose key is already committed (or repeated in the batch) are left out, so a key is never
-        reported twice. Rows are written in (source, row) order.
+        reported twice. Rows are written in input order (the inputs as given, then row number). An outcome for
+        an input row that has a committed report row of other content supersedes that row.
         """
+        index = self._live_index()
         fresh: dict[str, AuditOutcome] = {}
         for outcome in outcomes:
-            if outcome.key not in self._done and outcome.key not in fresh:
-                fresh[outcome.key] = outcome
+            fresh.setdefault(outcome.key, outcome)
+        for key in index.live_keys(fresh):
+            del fresh[key]
         if not fresh:
             return
-        batch = sorted(fresh.values(), key=lambda o: (o.source, o.row))
+        batch = sorted(fresh.values(), key=self._order)
+        for outcome in batch:  # a source not among the inputs takes the next rank, in name order
+            self._input_rank(_where(outcome.source))
+        positions = [self._position(o) for o in batch]
+        old = [(key, part) for key, part in index.holders(positions).values()]
         if self._queue is not None and self._results is not None:
             stored = [o for o in batch if o.result is not None]
             if stored:
@@ -322,21 +432,95 @@ class AuditSink:
         figures = PartFigures()
         for outcome in batch:
             figures.add_outcome(outcome, queued=self._queue is not None)
+        self._write_part(batch, positions, figures, old)
+        self._run_rows += len(batch)
+        self._run_answers += figures.answers
+
+    def retire(self, read: dict[str, tuple[list[tuple[int, int]], int]]) -> None:
+        """After a whole read of the inputs: supersede committed rows of input rows that are no longer there.
+
+        Args:
+            read: Per input (absolute path): the gaps in the row numbers read (first, last) and the last row read
+                (0: none). An input row in a gap or after the last was deleted, or is now blank, or (a log
+                audit) falls outside the window.
+        """
+        index = self._live_index()
+        old: list[tuple[str, int]] = []
+        for where, (gaps, last) in read.items():
+            old.extend((key, part) for key, part, _ in index.unread(where, gaps, last))
+        if old:
+            self._write_part([], [], PartFigures(), old)
+
+    def _write_part(
+        self,
+        batch: Sequence[AuditOutcome],
+        positions: Sequence[Position],
+        figures: PartFigures,
+        old: Sequence[tuple[str, int]],
+    ) -> None:
+        """Write one part (its metadata first), then index it: the rows of ``batch``, superseding ``old``."""
+        index = self._live_index()
+        gone = PartFigures()
+        for report in part_rows(self.out, self.format, old):
+            gone.add_report(report, every_example=True)
         number = self._next
-        meta = {"part": number, "rows": len(batch), "keys": [o.key for o in batch], "figures": figures.to_json()}
+        keys = [o.key for o in batch]
+        superseded = [key for key, _ in old]
+        meta = {
+            "part": number,
+            "rows": len(batch),
+            "keys": keys,
+            "inputs": list(self._inputs),
+            "at": [[self._rank[where], row] for where, row in positions],
+            "figures": figures.to_json(),
+            "superseded": superseded,
+            "superseded_figures": gone.to_json(),
+        }
         _write_atomic(self.out / PARTS / f"part-{number:06d}.json", lambda f: _dump_json(meta, f), binary=False)
         data = self.out / f"part-{number:06d}.{self.format}"
         if self.format == "jsonl":
-            _write_atomic(data, lambda f: _write_jsonl(batch, f), binary=False)
+            _write_atomic(data, lambda f: write_jsonl(batch, f), binary=False)
         else:
-            _write_atomic(data, lambda f: _write_parquet(batch, f), binary=True)
+            _write_atomic(data, lambda f: write_parquet(batch, f), binary=True)
         _fsync_dir(self.out)
+        index.ingest(number, keys, positions, superseded)
         self._next += 1
         self.parts = number
-        self._done.update(fresh)
         self._figures.merge(figures)
-        self._run_rows += len(batch)
-        self._run_answers += figures.answers
+        self._figures.subtract(gone)
+        self.superseded += len(old)
+
+    def _positions(self, number: int, meta: dict[str, Any]) -> list[Position]:
+        """The input row of each key of a part: from its metadata, or from its report rows' source and row.
+
+        (Parts written before the metadata kept the positions have only the rows; a relative source is then
+        taken from the current directory, as the engines take it.)
+        """
+        inputs, at = meta.get("inputs"), meta.get("at")
+        if inputs and at is not None:
+            return [(inputs[rank], row) for rank, row in at]
+        rows = {r["key"]: r for r in part_rows(self.out, self.format, [(key, number) for key in meta["keys"]])}
+        return [(_where(rows[key]["source"]), rows[key]["row"]) for key in meta["keys"]]
+
+    def _input_rank(self, where: str) -> int:
+        rank = self._rank.get(where)
+        if rank is None:
+            rank = self._rank[where] = len(self._inputs)
+            self._inputs.append(where)
+        return rank
+
+    def _position(self, outcome: AuditOutcome) -> Position:
+        return (_where(outcome.source), outcome.row)
+
+    def _order(self, outcome: AuditOutcome) -> tuple[int, str, int]:
+        where = _where(outcome.source)
+        rank = self._rank.get(where, len(self._inputs))
+        return (rank, where if rank == len(self._inputs) else "", outcome.row)
+
+    def _live_index(self) -> KeyIndex:
+        if self._index is None:
+            raise InputError(f"--out {self.out}: this audit sink is closed")
+        return self._index
 
     def summary(self, *, complete: bool = False) -> AuditSummary:
         """The summary: the whole audit's figures and this run's throughput."""
@@ -358,6 +542,7 @@ class AuditSink:
             complete=complete,
             engine=dict(self.engine),
             database=mask_password(self.db) if self.db is not None else None,
+            superseded=self.superseded,
         )
 
     def write_summary(self, summary: AuditSummary) -> None:
@@ -366,7 +551,10 @@ class AuditSink:
         _write_atomic(self.out / SUMMARY, lambda f: _dump_json(data, f, indent=2), binary=False)
 
     def close(self) -> None:
-        """Release the out directory's lock."""
+        """Close the key index and release the out directory's lock."""
+        index, self._index = getattr(self, "_index", None), None
+        if index is not None:
+            index.close()
         lock, self._lock = getattr(self, "_lock", None), None
         if lock is not None:
             lock.close()
@@ -405,21 +593,31 @@ class AuditSink:
             if not (self.out / f"{meta.stem}.{self.format}").is_file():
                 meta.unlink()
 
-    def _committed(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        for data in sorted(self.out.glob("part-*")):
-            match = _PART.fullmatch(data.name)
+    def _part_numbers(self) -> list[int]:
+        """The committed parts' numbers, ascending (each checked to have its metadata)."""
+        numbers = []
+        for data in self.out.glob("part-*"):
+            match = PART.fullmatch(data.name)
             if match is None or match.group(2) != self.format:
                 continue
-            meta_path = self.out / PARTS / f"part-{match.group(1)}.json"
-            if not meta_path.is_file():
-                raise InputError(f"--out {self.out}: {data.name} has no {PARTS}/{meta_path.name}: not an audit part")
-            yield int(match.group(1)), json.loads(meta_path.read_text(encoding="utf-8"))
+            if not (self.out / PARTS / f"part-{match.group(1)}.json").is_file():
+                raise InputError(
+                    f"--out {self.out}: {data.name} has no {PARTS}/part-{match.group(1)}.json: not an audit part"
+                )
+            numbers.append(int(match.group(1)))
+        return sorted(numbers)
+
+    def _meta(self, number: int) -> dict[str, Any]:
+        meta: dict[str, Any] = json.loads((self.out / PARTS / f"part-{number:06d}.json").read_text(encoding="utf-8"))
+        return meta
 
 
 class PartCommitter:
     """Outcomes gathered in arrival order and committed through a sink in parts of ``rows`` (or every ``seconds``).
 
-    Both engines commit through one, on the driver, so their parts are cut the same way.
+    Both engines commit through one, on the driver, so their parts are cut the same way. An outcome whose key is
+    committed or already waiting (a block a cluster ran twice) is dropped on arrival, so it is neither committed
+    nor counted twice.
     """
 
     def __init__(self, sink: AuditSink, rows: int, seconds: float, on_progress: Callable[[int], None] | None) -> None:
@@ -428,14 +626,30 @@ class PartCommitter:
         self.seconds = seconds
         self.on_progress = on_progress
         self.pending: list[AuditOutcome] = []
+        self._waiting: set[str] = set()
         self.last = time.monotonic()
 
-    def add(self, outcomes: Sequence[AuditOutcome]) -> None:
-        self.pending.extend(outcomes)
+    def add(self, outcomes: Sequence[AuditOutcome]) -> int:
+        """Take outcomes that came back; returns how many were new.
+
+        ``on_progress`` is told how many input rows are now done that were not before: a new version of a row
+        with a committed report row was counted when the audit started (``committed_rows``), so it is not.
+        """
+        arrived: dict[str, AuditOutcome] = {}
+        for outcome in outcomes:
+            if outcome.key not in self._waiting:
+                arrived.setdefault(outcome.key, outcome)
+        for key in self.sink.committed(arrived):
+            del arrived[key]
+        fresh = list(arrived.values())
+        newly_done = len(fresh) - self.sink.replacing(fresh) if fresh and self.on_progress is not None else 0
+        self.pending.extend(fresh)
+        self._waiting.update(arrived)
         if len(self.pending) >= self.rows or time.monotonic() - self.last >= self.seconds:
             self.flush()
         if self.on_progress is not None:
-            self.on_progress(len(outcomes))
+            self.on_progress(newly_done)
+        return len(fresh)
 
     def salvage(self) -> None:
         """On an interrupt or failure: commit the outcomes that arrived whole (a rerun redoes the rest).
@@ -446,9 +660,11 @@ class PartCommitter:
             self.flush()
 
     def flush(self) -> None:
+        """Commit what is waiting."""
         if self.pending:
             self.sink.commit(self.pending)
             self.pending = []
+            self._waiting.clear()
         self.last = time.monotonic()
 
 
@@ -490,96 +706,11 @@ def _dump_json(data: Any, handle: IO[str], *, indent: int | None = None) -> None
     handle.write("\n")
 
 
-def _row_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, ensure_ascii=False, separators=(",", ":"))
-
-
-def _write_jsonl(batch: Sequence[AuditOutcome], handle: IO[str]) -> None:
-    for outcome in batch:
-        handle.write(_row_json(outcome.report))
-        handle.write("\n")
-
-
-def _pyarrow() -> Any:
-    try:
-        import pyarrow
-    except ImportError:
-        raise MissingExtraError("audit", "pyarrow") from None
-    return pyarrow
-
-
-def _parquet_schema(pa: Any) -> Any:
-    types = {"row": pa.int64(), "ok": pa.bool_()}
-    return pa.schema([(name, types.get(name, pa.string())) for name in (*_SCALARS, *_NESTED)])
-
-
-def _write_parquet(batch: Sequence[AuditOutcome], handle: IO[bytes]) -> None:
-    pa = _pyarrow()
-    import pyarrow.parquet as pq
-
-    columns: dict[str, list[Any]] = {name: [] for name in (*_SCALARS, *_NESTED)}
-    for outcome in batch:
-        report = outcome.report
-        for name in _SCALARS:
-            columns[name].append(report.get(name))
-        for name in _NESTED:
-            value = report.get(name)
-            columns[name].append(None if name not in report else json.dumps(value, ensure_ascii=False))
-    table = pa.Table.from_pydict(columns, schema=_parquet_schema(pa))
-    pq.write_table(table, handle)
-
-
-def read_report(out: str | Path) -> list[dict[str, Any]]:
-    """Every report row of an audit's out directory, in (source, row) order, the same for JSONL and Parquet.
-
-    Fields a run without a surface does not produce are left out of its rows, as in the JSONL. Every row is held
-    in memory: for a large report, read the part files with a dataset reader instead.
-
-    Raises:
-        InputError: ``out`` is not an audit directory.
-    """
-    folder = Path(out).expanduser()
-    manifest = folder / MANIFEST
-    if not manifest.is_file():
-        raise InputError(f"{folder} is not an audit directory (no {MANIFEST})")
-    fmt = json.loads(manifest.read_text(encoding="utf-8")).get("format", "jsonl")
-    rows: list[dict[str, Any]] = []
-    for data in sorted(folder.glob(f"part-*.{fmt}")):
-        if _PART.fullmatch(data.name) is None:
-            continue
-        if fmt == "jsonl":
-            with data.open(encoding="utf-8") as handle:
-                rows.extend(json.loads(line) for line in handle if line.strip())
-        else:
-            rows.extend(_parquet_rows(data))
-    rows.sort(key=lambda r: (r["source"], r["row"]))
-    return rows
-
-
-def _parquet_rows(path: Path) -> Iterator[dict[str, Any]]:
-    _pyarrow()
-    import pyarrow.parquet as pq
-
-    for values in pq.read_table(path).to_pylist():
-        row = {name: values[name] for name in _SCALARS}
-        policy = values.get("outcomes") is not None or values.get("decision") is not None
-        for name in _NESTED:
-            text = values.get(name)
-            if text is None and name in ("outcomes", "routes", "accounting") and not policy:
-                continue
-            row[name] = json.loads(text) if text is not None else None
-        if not policy:
-            for name in ("surface", "decision", "on_fail"):
-                row.pop(name, None)
-        yield _ordered(row)
-
-
-def _ordered(row: dict[str, Any]) -> dict[str, Any]:
-    order = ("key", "source", "row", "error", "ok", "request_id", "prompt_sha256", "findings", "counts")
-    rest = ("citations", "claims", "surface", "decision", "on_fail", "outcomes", "routes", "accounting")
-    return {name: row[name] for name in (*order, *rest) if name in row}
-
-
 def mask_password(db: str) -> str:
     """A database target as shown: a URL's password replaced by ``***``."""
     return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", db)
+
+
+def _where(source: str) -> str:
+    """An input as the manifest names it: its absolute path."""
+    return os.path.abspath(os.path.expanduser(source))
