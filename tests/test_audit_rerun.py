@@ -137,6 +137,12 @@ def test_an_edited_input_supersedes_its_old_report_rows(tmp_path: Path, fmt: str
     assert [r["key"] for i, r in enumerate(report) if i not in (2, 7, 15)] == [
         r["key"] for i, r in enumerate(original[:16]) if i not in (2, 7, 15)
     ]  # the others are the rows committed the first time, not audited again
+    text = CliRunner().invoke(
+        app,
+        ["audit", str(path), "--out", str(tmp_path / "out"), "--db", db, "--format", fmt, "--surface", "support",
+         "--processes", "1", "--quiet"],
+    )  # fmt: skip
+    assert "superseded: 6 report rows replaced by a newer version of their input row" in text.stdout
     _, clean = audit("clean", str(tmp_path / "clean.db"))  # the edited input audited from scratch
     assert _content(report) == _content(read_report(tmp_path / "clean"))
     assert _found(second) == _found(clean)

@@ -141,7 +141,8 @@ def audit(
                 commit_rows=commit_every,
                 on_start=progress.start,
                 on_progress=progress.advance,
-                guard=setup.guard if setup is not None else None,  # used when the pool has one process
+                # the guard the options built: no engine builds another on this process
+                guard=setup.guard if setup is not None else None,
             )
     except KeyboardInterrupt:
         typer.echo(
@@ -223,7 +224,7 @@ class _Progress:
         if self.bar is not None and self.task is not None:
             task = self.bar.tasks[0]
             speed = task.speed
-            rate = f"{speed:,.1f} answers/s" if speed else ""
+            rate = f"{speed:,.1f} rows/s" if speed else ""  # log rows skipped by --since/--until count too
             self.bar.update(self.task, advance=count, rate=rate)
 
 
@@ -267,6 +268,11 @@ def _print_summary(summary: AuditSummary) -> None:
         )
     if summary.outside_window:
         typer.echo(f"skipped: {summary.outside_window:,} answers whose prompt was logged outside --since/--until")
+    if summary.superseded:
+        typer.echo(
+            f"superseded: {summary.superseded:,} report rows replaced by a newer version of their input row "
+            "(edited or deleted since); not counted above"
+        )
     if summary.database is not None:
         typer.echo(f"queued {f.queued:,} findings for review and stored results in {summary.database}")
     typer.echo(f"report: {summary.out} ({summary.parts} {summary.format} parts); summary in {SUMMARY} there")
