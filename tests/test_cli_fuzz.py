@@ -6,27 +6,13 @@ Every case must end with an exit code of the contract, one message, no traceback
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fuzz_cli.py"
+from scripts_loader import load_script
 
-
-def _campaign_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fuzz_cli", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz_cli"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fuzz = _campaign_module()
+fuzz = load_script("fuzz_cli")
 
 SLICE = {
     "answer": 80,

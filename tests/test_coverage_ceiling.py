@@ -3,8 +3,6 @@ with ``citelock eval answers`` on the same data."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -13,18 +11,12 @@ import pytest
 
 from citelock.evals._answers import evaluate_answers, read_expertqa_answers, summarize_answers
 from citelock.guard._policy import SurfacePolicy
-
-_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "coverage_ceiling.py"
+from scripts_loader import load_script
 
 
 @pytest.fixture(scope="module")
 def ceiling() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("coverage_ceiling", _SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["coverage_ceiling"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("coverage_ceiling")
 
 
 def test_oracle_precision_is_the_best_threshold_reaching_the_recall(ceiling: ModuleType) -> None:

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
 from citelock.judges._features import FEATURE_NAMES
-
-_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "judge_ceiling.py"
+from scripts_loader import load_script
 
 
 @pytest.fixture(scope="module")
 def ceiling() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("judge_ceiling", _SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["judge_ceiling"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("judge_ceiling")
 
 
 @pytest.fixture(scope="module")

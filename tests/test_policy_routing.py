@@ -33,16 +33,19 @@ class ShareJudge:
 
 @dataclass
 class ScriptedJudge:
-    """A 'stronger' judge answering a fixed label per claim text (no score), counting its calls."""
+    """A 'stronger' judge answering a fixed label per claim text, or per passage with ``by="passage"`` (no score),
+    recording what it was asked about."""
 
     labels: dict[str, str]
+    by: str = "claim"
     name: str = "strong-test"
     version: str = "7"
     calls: list[str] = field(default_factory=list)
 
     def judge(self, claim: str, passage: str) -> Verdict:
-        self.calls.append(claim)
-        return Verdict(label=self.labels[claim], raw=self.labels[claim], judge=self.name, version=self.version)  # type: ignore[arg-type]
+        asked = passage if self.by == "passage" else claim
+        self.calls.append(asked)
+        return Verdict(label=self.labels[asked], raw=self.labels[asked], judge=self.name, version=self.version)  # type: ignore[arg-type]
 
 
 ROUTING = Routing(pass_at=0.75, fail_below=0.4, judge="share-test", judge_version="1", method="manual")
@@ -171,25 +174,11 @@ def test_a_failing_escalation_is_a_check_error_and_the_claim_stays_in_review() -
     assert result.accounting.errors == 1 and result.decision == "block"
 
 
-@dataclass
-class PassageJudge:
-    """A 'stronger' judge answering a fixed label per cited passage (no score), counting its calls."""
-
-    labels: dict[str, str]
-    name: str = "strong-test"
-    version: str = "7"
-    calls: list[str] = field(default_factory=list)
-
-    def judge(self, claim: str, passage: str) -> Verdict:
-        self.calls.append(passage)
-        return Verdict(label=self.labels[passage], raw="", judge=self.name, version=self.version)  # type: ignore[arg-type]
-
-
 def test_diagnosis_escalates_an_unsure_other_chunk_like_the_citation_itself() -> None:
     # content words revenue, grew, margins, expanded: c1 and c2 each hold half (0.5, review), c3 none (fail)
     claim = "Revenue grew, margins expanded."
     c1, c2, c3 = (chunk.text for chunk in REVENUE_CHUNKS)
-    strong = PassageJudge({c1: "no", c2: "yes", c3: "no"})
+    strong = ScriptedJudge({c1: "no", c2: "yes", c3: "no"}, by="passage")
     result = run(cite(claim, "c1"), policy=HIGH, escalate=strong)
     (finding,) = result.report.findings
     # the stronger judge failed the cited c1; c2, unsure for the first judge, is passed by the stronger one
@@ -199,7 +188,7 @@ def test_diagnosis_escalates_an_unsure_other_chunk_like_the_citation_itself() ->
     assert result.accounting.escalations == 2 and result.accounting.reviews == 1
     assert result.support[0].diagnosis == {"c2": "yes"}
     # the stronger judge fails c2 as well: UNSUPPORTED (c3 scores 0, a clear fail, and is never escalated)
-    strict = PassageJudge({c1: "no", c2: "no", c3: "yes"})
+    strict = ScriptedJudge({c1: "no", c2: "no", c3: "yes"}, by="passage")
     again = run(cite(claim, "c1"), policy=HIGH, escalate=strict)
     (finding,) = again.report.findings
     assert finding.reason is ReasonCode.UNSUPPORTED and "nor does any other assembled chunk" in finding.detail

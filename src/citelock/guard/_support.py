@@ -285,12 +285,13 @@ def judge_support(
             out.cache_hits += memo[key].cached
         return memo[key]
 
-    def strong_verdict_for(strong: Judge, claim: str, placed: PlacedChunk) -> Verdict:
+    def escalated(strong: Judge, claim: str, placed: PlacedChunk) -> tuple[Verdict, Route]:
+        """The stronger judge's verdict (once per claim and chunk) and where its routing sends it."""
         key = (claim, placed.id)
         if key not in strong_memo:
             out.escalations += 1
             strong_memo[key] = _call(strong, claim, index.body(placed))
-        return strong_memo[key]
+        return strong_memo[key], _route(strong_memo[key], escalate_routing)
 
     for target in targets:
         placed = index.by_id.get(target.chunk_id)
@@ -337,8 +338,7 @@ def judge_support(
             out.reviews += 1
             if escalate is not None:
                 try:
-                    strong = strong_verdict_for(escalate, target.claim, placed)
-                    route = _route(strong, escalate_routing)
+                    strong, route = escalated(escalate, target.claim, placed)
                 except _JudgeFailure as exc:
                     out.errors += 1
                     escalation_error = f"the escalation judge {escalate.name} {escalate.version} failed: {exc}"
@@ -407,8 +407,7 @@ def judge_support(
                 if other_route == "review" and escalate is not None:
                     # the same two tiers as the citation itself: an unsure first verdict goes to the stronger judge
                     try:
-                        other_verdict = strong_verdict_for(escalate, target.claim, other)
-                        other_route = _route(other_verdict, escalate_routing)
+                        other_verdict, other_route = escalated(escalate, target.claim, other)
                     except _JudgeFailure as exc:
                         out.errors += 1
                         diagnosis_error = f"the escalation judge, judging against {other.id}: {exc}"
