@@ -157,7 +157,8 @@ class JudgeAccounting(BaseModel):
         cache_hits: Verdicts the judge served from its cache (a judge that counts ``hits`` or ``cache_hits``).
         errors: Judge calls that raised.
         reviews: Judged citations whose score fell between the thresholds (routed to ``review``).
-        escalations: Calls to the stronger judge on those (``guard(..., escalate=...)``).
+        escalations: Calls to the stronger judge (``guard(..., escalate=...)``): on those, and on other chunks
+            the first judge routed to ``review`` during best-evidence diagnosis.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
