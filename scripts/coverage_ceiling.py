@@ -214,7 +214,8 @@ def study(data: Sentences, *, seeds: int, use_minilm: bool) -> list[tuple[str, s
         families.append(("tf-idf+minilm+rules", featurizer(data, embeddings, tfidf=True, rules=True)))
     else:
         families.append(("tf-idf+rules", featurizer(data, None, tfidf=True, rules=True)))
-        rows.append(("minilm", "left out: the research extra is not installed", ""))
+        why = "the research extra is not installed" if use_minilm else "--no-minilm"
+        rows.append(("minilm", f"left out: {why}", ""))
     for name, build in families:
         per_seed = [s[uncited] for s in cross_validated(data, build, seeds)]
         aucs = [roc_auc_score(needs, s) for s in per_seed]
@@ -282,7 +283,8 @@ def main() -> int:
     parser.add_argument("--no-minilm", action="store_true", help="leave out the sentence-embedding rows")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)
-    data = read_sentences(train_judge._data_dir(args.data) / "expertqa" / "val.jsonl")
+    val = train_judge._data_dir(args.data) / "expertqa" / "val.jsonl"
+    data = read_sentences(val)
     uncited = ~data.cited
     print(
         f"ExpertQA val: {len(data.text)} labeled claims, {int(uncited.sum())} uncited "
@@ -297,7 +299,7 @@ def main() -> int:
         f"\nUncited sentences whose annotator gave all their uncited sentences one label: "
         f"{single_label_share(data, uncited):.3f}"
     )
-    complete, alarms = number_alarms(train_judge._data_dir(args.data) / "expertqa" / "val.jsonl")
+    complete, alarms = number_alarms(val)
     print(
         f"\nNUMBER_MISMATCH on {len(alarms)} of {complete} cited Complete claims "
         f"({len(alarms) / complete:.4f}); 'loose' = every missing number occurs in a cited passage once digits "
