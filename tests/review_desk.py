@@ -7,6 +7,8 @@ store and every finding in the review queue. Nothing is hand-made except the ans
 
 from __future__ import annotations
 
+import hashlib
+import re
 import shutil
 import socket
 import threading
@@ -17,13 +19,31 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
 from citelock import Chunk, PromptRecord, assemble, record_from_messages, serialize
 from citelock.guard import Guard, SurfacePolicy
 from citelock.judges import make_judge
 from citelock.records import ReasonCode
 from citelock.review import ReviewDesk, create_account
+from citelock.store import AccountStore
+from citelock.store._accounts import _sessions
 
-__all__ = ["PASSWORDS", "Seeded", "copy_seeded", "live_server", "log_and_guard", "seed_desk"]
+__all__ = [
+    "BASE",
+    "PASSWORDS",
+    "Clock",
+    "Seeded",
+    "copy_seeded",
+    "digest",
+    "live_server",
+    "log_and_guard",
+    "seed_desk",
+    "sign_in",
+    "stored",
+]
 
 PASSWORDS = {"alice": "alice-password-1", "bob": "bob-password-22", "root": "root-password-333"}
 ROLES = {"alice": "reviewer", "bob": "reviewer", "root": "admin"}
@@ -161,3 +181,47 @@ def live_server(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+BASE = "http://desk.test"
+
+
+def sign_in(client: TestClient, name: str, password: str | None = None, *, next_path: str = "/") -> httpx.Response:
+    """Sign in through the login form (its one-use token included); returns the form post's response."""
+    page = client.get("/login")
+    token = re.search(r'name="login_token" value="([^"]+)"', page.text)
+    assert token is not None
+    return client.post(
+        "/login",
+        data={
+            "username": name,
+            "password": password or PASSWORDS[name],
+            "login_token": token.group(1),
+            "next": next_path,
+        },
+        follow_redirects=False,
+    )
+
+
+class Clock:
+    """A clock that moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+def digest(token: str) -> str:
+    """The SHA-256 a session or token is stored under (computed here, not by the store, so the test checks it)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def stored(accounts: AccountStore) -> set[str]:
+    """The digests of every stored session and token."""
+    with accounts.engine.connect() as conn:
+        return {str(d) for d in conn.execute(select(_sessions.c.token_sha256)).scalars()}

@@ -27,9 +27,7 @@ from citelock.review import FIX_LIST_COLUMNS, create_account, create_app
 from citelock.review._security import CONTENT_SECURITY_POLICY
 from citelock.review._throttle import SignInThrottle
 from citelock.store import QueueFilter
-from review_desk import FINANCE, PASSWORDS, Seeded, copy_seeded, live_server, log_and_guard, seed_desk
-
-BASE = "http://desk.test"
+from review_desk import BASE, FINANCE, PASSWORDS, Seeded, copy_seeded, live_server, log_and_guard, seed_desk, sign_in
 
 
 @pytest.fixture(scope="module")
@@ -46,22 +44,6 @@ def seeded(template: Seeded, tmp_path: Path) -> Seeded:
 def client(seeded: Seeded) -> Iterator[TestClient]:
     with TestClient(create_app(seeded.desk), base_url=BASE) as c:
         yield c
-
-
-def sign_in(client: TestClient, name: str, password: str | None = None, *, next_path: str = "/") -> httpx.Response:
-    page = client.get("/login")
-    token = re.search(r'name="login_token" value="([^"]+)"', page.text)
-    assert token is not None
-    return client.post(
-        "/login",
-        data={
-            "username": name,
-            "password": password or PASSWORDS[name],
-            "login_token": token.group(1),
-            "next": next_path,
-        },
-        follow_redirects=False,
-    )
 
 
 def csrf_of(client: TestClient, path: str = "/") -> str:

@@ -7,7 +7,6 @@ The desk's account store reads a test clock, so "31 minutes later" is a step of 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,24 +22,10 @@ from citelock.review import create_app
 from citelock.review._purge import PURGE_INTERVAL
 from citelock.store import AccountStore
 from citelock.store._accounts import _sessions
-from review_desk import Seeded, copy_seeded, seed_desk
-from test_review_app import BASE, sign_in
+from review_desk import BASE, Clock, Seeded, copy_seeded, digest, seed_desk, sign_in, stored
 
 IDLE = timedelta(minutes=30)
 SESSION = "citelock_review_session"
-
-
-class Clock:
-    """A clock that moves only when told."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +53,7 @@ def client(seeded: Seeded, clock: Clock) -> Iterator[TestClient]:
 
 def last_used(accounts: AccountStore, token: str) -> datetime | None:
     """The stored last use of the session whose secret is ``token`` (None: no such row)."""
-    rows = [s for s in _session_rows(accounts) if s["token_sha256"] == _digest(token)]
+    rows = [s for s in _session_rows(accounts) if s["token_sha256"] == digest(token)]
     if not rows:
         return None
     found: datetime = rows[0]["last_used_at"]
@@ -78,10 +63,6 @@ def last_used(accounts: AccountStore, token: str) -> datetime | None:
 def _session_rows(accounts: AccountStore) -> list[dict[str, object]]:
     with accounts.engine.connect() as conn:
         return [dict(r) for r in conn.execute(select(_sessions)).mappings()]
-
-
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 def test_a_session_in_use_slides_past_one_idle_window(client: TestClient, seeded: Seeded, clock: Clock) -> None:
@@ -204,12 +185,6 @@ def test_serve_refuses_an_idle_timeout_under_a_minute(tmp_path: Path) -> None:
 # --- the desk purges ended sessions after sign-ins ------------------------------------------------------------
 
 
-def stored(accounts: AccountStore) -> set[str]:
-    """The digests of every stored session and token."""
-    with accounts.engine.connect() as conn:
-        return {str(d) for d in conn.execute(select(_sessions.c.token_sha256)).scalars()}
-
-
 class Deletes:
     """Counts the DELETE statements an engine runs on the sessions table."""
 
@@ -240,8 +215,8 @@ def test_a_sign_in_purges_ended_sessions_and_tokens_and_keeps_the_rest(
     alice = client.cookies.get("citelock_review_session")
     assert alice
     left = stored(accounts)
-    assert {_digest(t) for t in (expired, idle, old_token)}.isdisjoint(left)
-    assert left == {_digest(t) for t in (kept_token, in_use, alice)}
+    assert {digest(t) for t in (expired, idle, old_token)}.isdisjoint(left)
+    assert left == {digest(t) for t in (kept_token, in_use, alice)}
     assert client.get("/api/v1/me").json()["username"] == "alice"  # the sign-in itself stands
 
 
@@ -257,11 +232,11 @@ def test_the_desk_purges_at_most_once_per_interval(client: TestClient, seeded: S
         for name in ("bob", "root", "alice"):
             assert sign_in(client, name).status_code == 303
         assert deletes.count == 1
-        assert _digest(short) in stored(accounts)
+        assert digest(short) in stored(accounts)
         clock.advance(minutes=7)  # 10 minutes since the last purge: due again
         assert sign_in(client, "bob").status_code == 303
         assert deletes.count == 2
-        assert _digest(short) not in stored(accounts)
+        assert digest(short) not in stored(accounts)
         clock.advance(minutes=-60)  # a clock set back does not postpone purging for an hour
         assert sign_in(client, "bob").status_code == 303
         assert deletes.count == 3
@@ -278,7 +253,7 @@ def test_only_a_sign_in_purges(client: TestClient, seeded: Seeded, clock: Clock)
     failed = sign_in(client, "bob", "wrong password")
     assert failed.status_code == 401
     assert client.get("/", follow_redirects=False).status_code == 303  # alice idled out (her row is ended)
-    assert _digest(expired) in stored(accounts)  # a failed sign-in or a page view does not purge
+    assert digest(expired) in stored(accounts)  # a failed sign-in or a page view does not purge
 
 
 def test_without_a_purge_interval_the_desk_never_purges(seeded: Seeded, clock: Clock) -> None:
@@ -287,7 +262,7 @@ def test_without_a_purge_interval_the_desk_never_purges(seeded: Seeded, clock: C
     clock.advance(hours=1)
     with TestClient(create_app(seeded.desk, purge_interval=None), base_url=BASE) as c:
         assert sign_in(c, "alice").status_code == 303
-    assert _digest(expired) in stored(accounts)
+    assert digest(expired) in stored(accounts)
 
 
 @pytest.mark.parametrize("bad", [timedelta(0), timedelta(minutes=-1)])

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from citelock.cli import app as cli
 from citelock.review._purge import SessionPurge
 from citelock.store import AccountStore, make_engine
-from test_review_idle import Clock, _digest, stored
+from review_desk import Clock, digest, stored
 
 IDLE = timedelta(minutes=30)
 EVERY = timedelta(minutes=10)
@@ -43,10 +43,10 @@ def test_a_failed_purge_is_logged_and_retried_after_the_next_sign_in(
     with caplog.at_level(logging.WARNING, logger="citelock.review"):
         assert purge() is None  # the database refused the write
     assert "purging ended review-desk sessions failed" in caplog.text and "readonly" in caplog.text
-    assert _digest(expired) in stored(writable)
+    assert digest(expired) in stored(writable)
     purge.accounts = writable  # the database writable again: the next sign-in's purge runs at once
     assert purge() == 1
-    assert _digest(expired) not in stored(writable)
+    assert digest(expired) not in stored(writable)
     assert purge() is None  # and then not before the interval has passed
 
 
@@ -72,7 +72,7 @@ def _opener(target: str, barrier: Any, results: Any) -> None:
         accounts = AccountStore(target)
         barrier.wait(timeout=60)
         for _ in range(FRESH_PER_OPENER):
-            results.put(("opened", _digest(accounts.open("alice"))))
+            results.put(("opened", digest(accounts.open("alice"))))
     except BaseException:
         results.put(("error", traceback.format_exc()))
 
@@ -89,8 +89,8 @@ def test_several_processes_purging_at_once_delete_each_ended_row_once(target: st
             ("session", timedelta(days=2)),
             ("token", timedelta(hours=1)),
         ][i % 3]
-        ended.add(_digest(seeder.open("alice", kind=kind, lifetime=lifetime)))  # type: ignore[arg-type]
-    kept = _digest(seeder.open("alice", kind="token", lifetime=None))
+        ended.add(digest(seeder.open("alice", kind=kind, lifetime=lifetime)))  # type: ignore[arg-type]
+    kept = digest(seeder.open("alice", kind="token", lifetime=None))
     seeder.engine.dispose()
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(PURGERS + OPENERS)
@@ -130,12 +130,12 @@ def test_purge_sessions_for_cron(tmp_path: Path) -> None:
     token = accounts.open("alice", kind="token", lifetime=None)
     code, out = run("--db", db)
     assert code == 0 and out.strip() == "deleted 1 session(s) and token(s) (expired)"
-    assert stored(accounts) == {_digest(idle), _digest(token)}
+    assert stored(accounts) == {digest(idle), digest(token)}
     code, out = run("--db", db, "--idle-timeout", "240", "--json")  # idle 3 hours: within 4 hours, kept
     assert code == 0 and json.loads(out) == {"deleted": 0, "idle_timeout_minutes": 240.0}
     code, out = run("--db", db, "--idle-timeout", "30", "--json")
     assert code == 0 and json.loads(out) == {"deleted": 1, "idle_timeout_minutes": 30.0}
-    assert stored(accounts) == {_digest(token)}
+    assert stored(accounts) == {digest(token)}
     assert accounts.credential(expired, kind="session") is None
 
 

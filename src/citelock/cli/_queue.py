@@ -15,6 +15,7 @@ import typer
 
 from citelock.cli._app import EXIT_OK, app
 from citelock.cli._io import fail
+from citelock.cli._report import NARROW
 from citelock.errors import CitelockError
 from citelock.reasons import REASONS, ReasonCode
 from citelock.store import QueueEntry, Resolution, ReviewQueue
@@ -81,10 +82,6 @@ def _short(text: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-_NARROW = 64
-"""Below this many columns ``queue list`` prints lines, not tables (as ``check`` does)."""
-
-
 @queue_app.command("list")
 def list_entries(
     db: DbOption = None,
@@ -119,7 +116,7 @@ def list_entries(
     console.print(f"{total} {status} entr{'y' if total == 1 else 'ies'} in {len(groups)} reason group(s)")
     for code, entries in groups.items():
         info = REASONS[code]
-        if console.width < _NARROW:  # too narrow for five columns: one plain line per entry, wrapped by the terminal
+        if console.width < NARROW:  # too narrow for five columns: one plain line per entry, wrapped by the terminal
             typer.echo(f"{code.value} ({len(entries)}): {info.description}; what to do: {info.fix}")
             for e in entries:
                 chunk = f" [{e.chunk_id}]" if e.chunk_id else ""

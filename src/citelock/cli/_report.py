@@ -25,6 +25,7 @@ from citelock.guard import check as run_guard
 from citelock.records import Answer, Layer, PromptRecord, ReasonCode
 
 __all__ = [
+    "NARROW",
     "REASON_WIDTH",
     "WINDOW_CITATIONS",
     "WINDOW_CLAIMS",
@@ -46,8 +47,8 @@ REASON_WIDTH = max(len(code.value) for code in ReasonCode)
 
 _SPOOL_BYTES = 8 * 1024 * 1024
 _LAYER_ORDER = (Layer.PROVENANCE, Layer.COVERAGE, Layer.NUMBERS)
-_NARROW = 64
-"""Below this many columns the findings are printed as lines, not as a table."""
+NARROW = 64
+"""Below this many columns the findings (and ``queue list``'s entries) are printed as lines, not as tables."""
 _TABLE_ROWS = 500
 """Findings per printed table: a long report is printed as consecutive tables, so memory stays flat."""
 
@@ -188,7 +189,7 @@ def print_table(view: ReportView) -> None:
         highlight=False,
     )
     rows = Elements(view.findings()).values()
-    if out.width < _NARROW:  # too narrow for five columns: one plain line per finding, wrapped by the terminal
+    if out.width < NARROW:  # too narrow for five columns: one plain line per finding, wrapped by the terminal
         for f in rows:
             where = f" [{f['chunk_id']}]" if f["chunk_id"] else ""
             see = f" (see {f['related_chunk_id']})" if f["related_chunk_id"] else ""

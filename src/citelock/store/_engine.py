@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, Table, create_engine, event, insert, text
+from sqlalchemy.dialects import postgresql, sqlite
 
 from citelock.errors import MissingExtraError
 
-__all__ = ["make_engine", "serialized", "to_url"]
+__all__ = ["insert_skipping", "make_engine", "serialized", "to_url"]
 
 
 def to_url(target: str | Path) -> str:
@@ -33,6 +34,19 @@ def to_url(target: str | Path) -> str:
             text = "postgresql+psycopg://" + text[len("postgresql://") :]
         return text
     return f"sqlite:///{Path(text).expanduser()}"
+
+
+def insert_skipping(engine: Engine, table: Table, column: str) -> Any:
+    """An ``INSERT`` into ``table`` that skips a row whose ``column`` value is already stored.
+
+    It is ``ON CONFLICT DO NOTHING``: count what it added with ``RETURNING``, not ``rowcount`` (PostgreSQL drivers
+    report -1 for it).
+    """
+    if engine.dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=[column])
+    if engine.dialect.name == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing(index_elements=[column])
+    return insert(table)  # pragma: no cover - other dialects: a duplicate raises IntegrityError
 
 
 def make_engine(target: str | Path) -> Engine:

@@ -58,14 +58,13 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from citelock.errors import AlreadyResolvedError, InputError, UsageError
 from citelock.guard import GuardResult
 from citelock.reasons import judged_codes
 from citelock.records import Finding, ReasonCode, VerdictLabel
-from citelock.store._engine import make_engine
+from citelock.store._engine import insert_skipping, make_engine
 from citelock.store._tables import ensure_tables, existing_tables, existing_triggers, refuse_triggers
 
 __all__ = [
@@ -260,13 +259,6 @@ class ReviewQueue:
         self.engine = target if isinstance(target, Engine) else make_engine(target)
         ensure_tables(self.engine, _metadata, append_only=_APPEND_ONLY, upgrade=_upgrade)
 
-    def _insert(self) -> Any:
-        if self.engine.dialect.name == "postgresql":
-            return postgresql.insert(_entries).on_conflict_do_nothing(index_elements=["id"])
-        if self.engine.dialect.name == "sqlite":
-            return sqlite.insert(_entries).on_conflict_do_nothing(index_elements=["id"])
-        return insert(_entries)  # pragma: no cover - other dialects: duplicates raise IntegrityError
-
     def add(self, entries: Iterable[QueueEntry]) -> int:
         """Add entries in one transaction; an entry whose id is already queued is kept as it was.
 
@@ -288,10 +280,11 @@ class ReviewQueue:
         if not rows:
             return 0
         added = 0
+        statement = insert_skipping(self.engine, _entries, "id")
         with self.engine.begin() as conn:
             for row in rows:
                 # RETURNING, not rowcount: PostgreSQL drivers report -1 for an INSERT ... ON CONFLICT
-                added += len(conn.execute(self._insert().values(**row).returning(_entries.c.id)).all())
+                added += len(conn.execute(statement.values(**row).returning(_entries.c.id)).all())
         return added
 
     def enqueue(

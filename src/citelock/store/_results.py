@@ -31,10 +31,9 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
 from citelock.errors import UsageError
-from citelock.store._engine import make_engine
+from citelock.store._engine import insert_skipping, make_engine
 from citelock.store._tables import ensure_tables
 
 if TYPE_CHECKING:
@@ -106,17 +105,14 @@ class ResultStore:
         added = 0
         with self.engine.begin() as conn:
             for row in rows:
-                statement = self._insert() if row["result_key"] is not None else insert(_results)
+                statement = (
+                    insert_skipping(self.engine, _results, "result_key")
+                    if row["result_key"] is not None
+                    else insert(_results)
+                )
                 # RETURNING, not rowcount: PostgreSQL drivers report -1 for an INSERT ... ON CONFLICT
                 added += len(conn.execute(statement.values(**row).returning(_results.c.id)).all())
         return added
-
-    def _insert(self) -> Any:
-        if self.engine.dialect.name == "postgresql":
-            return postgresql.insert(_results).on_conflict_do_nothing(index_elements=["result_key"])
-        if self.engine.dialect.name == "sqlite":
-            return sqlite.insert(_results).on_conflict_do_nothing(index_elements=["result_key"])
-        return insert(_results)  # pragma: no cover - other dialects: a duplicate key raises IntegrityError
 
     def __len__(self) -> int:
         """How many results are stored (every appended row, not only the latest per request)."""
