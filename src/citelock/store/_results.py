@@ -103,13 +103,10 @@ class ResultStore:
         if not rows:
             return 0
         added = 0
+        keyed, plain = insert_skipping(self.engine, _results, "result_key"), insert(_results)
         with self.engine.begin() as conn:
             for row in rows:
-                statement = (
-                    insert_skipping(self.engine, _results, "result_key")
-                    if row["result_key"] is not None
-                    else insert(_results)
-                )
+                statement = keyed if row["result_key"] is not None else plain
                 # RETURNING, not rowcount: PostgreSQL drivers report -1 for an INSERT ... ON CONFLICT
                 added += len(conn.execute(statement.values(**row).returning(_results.c.id)).all())
         return added
