@@ -10,9 +10,14 @@ prompt log and the answers file of a log audit.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import socket
+import threading
+import time
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +141,65 @@ def log_with_answers(tmp_path: Path, db: str, days: int = 6) -> tuple[Path, date
     answers.append({"request_id": "not-logged", "answer": "Hello."})
     answers.append({"request_id": "r1", "answer": "Hi.", "user": "x"})  # an unknown field
     return write_jsonl(tmp_path / "answers.jsonl", answers), start
+
+
+class JudgeServer:
+    """A real HTTP server speaking the chat-completions API, with a verdict fixed by each request's messages."""
+
+    def __init__(self) -> None:
+        owner = self
+        self.calls = 0
+        self.down = False
+        self.in_flight = 0
+        self.most_in_flight = 0  # the most judge calls the server was answering at once
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._reply({"object": "list", "data": [{"id": "judge", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if owner.down:  # a server going away: the connection closes without an answer
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                with lock:
+                    owner.calls += 1
+                    owner.in_flight += 1
+                    owner.most_in_flight = max(owner.most_in_flight, owner.in_flight)
+                time.sleep(0.05)  # a model's latency: calls sent together overlap here
+                with lock:
+                    owner.in_flight -= 1
+                digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).digest()
+                verdict = ("yes", "yes", "partial", "no")[digest[0] % 4]
+                message = {"role": "assistant", "content": json.dumps({"verdict": verdict})}
+                self._reply(
+                    {
+                        "id": "c",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "judge",
+                        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                )
+
+            def _reply(self, data: dict[str, Any]) -> None:
+                body = json.dumps(data).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

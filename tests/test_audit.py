@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from audit_rows import bad_lines, log_with_answers, make_row, make_rows, write_jsonl, write_parquet
+from audit_rows import JudgeServer, bad_lines, log_with_answers, make_row, make_rows, write_jsonl, write_parquet
 from citelock.audit import AuditSettings, read_items, read_report, run_audit
 from citelock.audit._sink import MANIFEST, SUMMARY
 from citelock.cli import app
@@ -360,28 +360,10 @@ def test_results_of_an_older_database_keep_and_gain_the_key_column(tmp_path: Pat
 
 
 def test_a_judge_server_that_goes_away_stops_the_audit_before_committing(tmp_path: Path) -> None:
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # /v1/models: the judge asks which model the server runs when it is built
-            body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    settings = AuditSettings(surface="support", judge="llm", judge_base_url=f"http://127.0.0.1:{server.server_port}/v1")
+    server = JudgeServer()  # the judge asks which model the server runs when it is built
+    settings = AuditSettings(surface="support", judge="llm", judge_base_url=server.url)
     guard = settings.build_guard()
-    server.shutdown()
-    server.server_close()
+    server.close()
     path = str(write_jsonl(tmp_path / "rows.jsonl", make_rows(4)))
     from citelock.errors import BackendConnectionError
 

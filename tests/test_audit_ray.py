@@ -8,7 +8,6 @@ the same queue entries and results, and resumption through the sink.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,14 +19,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from audit_rows import bad_lines, make_row, make_rows, write_jsonl
+from audit_rows import JudgeServer, bad_lines, make_row, make_rows, write_jsonl
 from citelock.audit import AuditSettings, AuditSink, read_report, run_audit
 from citelock.cli import app
 from citelock.errors import BackendConnectionError, UsageError
@@ -237,77 +235,15 @@ def test_a_killed_ray_audit_resumes_exactly_once(tmp_path: Path, ray_address: st
 # -- a judge behind an OpenAI-compatible server ------------------------------------------------------------------
 
 
-class _JudgeServer:
-    """A real HTTP server speaking the chat-completions API, with a verdict fixed by each request's messages."""
-
-    def __init__(self) -> None:
-        owner = self
-        self.calls = 0
-        self.down = False
-        self.in_flight = 0
-        self.most_in_flight = 0  # the most judge calls the server was answering at once
-        lock = threading.Lock()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self._reply({"object": "list", "data": [{"id": "judge", "object": "model"}]})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if owner.down:  # a server going away: the connection closes without an answer
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                with lock:
-                    owner.calls += 1
-                    owner.in_flight += 1
-                    owner.most_in_flight = max(owner.most_in_flight, owner.in_flight)
-                time.sleep(0.05)  # a model's latency: calls sent together overlap here
-                with lock:
-                    owner.in_flight -= 1
-                digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).digest()
-                verdict = ("yes", "yes", "partial", "no")[digest[0] % 4]
-                message = {"role": "assistant", "content": json.dumps({"verdict": verdict})}
-                self._reply(
-                    {
-                        "id": "c",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": "judge",
-                        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    }
-                )
-
-            def _reply(self, data: dict[str, Any]) -> None:
-                body = json.dumps(data).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def judge_server() -> Iterator[_JudgeServer]:
-    server = _JudgeServer()
+def judge_server() -> Iterator[JudgeServer]:
+    server = JudgeServer()
     yield server
     server.close()
 
 
 def test_a_judge_server_gets_concurrent_calls_and_the_rows_match_local(
-    tmp_path: Path, ray_address: str, judge_server: _JudgeServer
+    tmp_path: Path, ray_address: str, judge_server: JudgeServer
 ) -> None:
     settings = AuditSettings(surface="support", judge="llm", judge_base_url=judge_server.url)
     path = str(write_jsonl(tmp_path / "rows.jsonl", make_rows(24)))
@@ -325,7 +261,7 @@ def test_a_judge_server_gets_concurrent_calls_and_the_rows_match_local(
 
 
 def test_a_judge_server_that_goes_away_stops_the_ray_audit(
-    tmp_path: Path, ray_address: str, judge_server: _JudgeServer
+    tmp_path: Path, ray_address: str, judge_server: JudgeServer
 ) -> None:
     settings = AuditSettings(surface="support", judge="llm", judge_base_url=judge_server.url)
     path = str(write_jsonl(tmp_path / "rows.jsonl", make_rows(8)))
@@ -447,7 +383,7 @@ def test_a_ray_worker_that_cannot_build_the_guard_stops_the_audit(tmp_path: Path
 
 
 def test_a_ray_worker_that_cannot_reach_the_judge_server_stops_the_audit(
-    tmp_path: Path, ray_address: str, judge_server: _JudgeServer
+    tmp_path: Path, ray_address: str, judge_server: JudgeServer
 ) -> None:
     from citelock.cli._app import EXIT_UNREACHABLE, classify
 
