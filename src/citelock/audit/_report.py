@@ -9,13 +9,13 @@ schema; :func:`read_report` turns both formats back into the same rows, live row
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from citelock.audit._rows import input_path
 from citelock.audit._work import AuditOutcome
 from citelock.errors import InputError, MissingExtraError
 
@@ -114,7 +114,7 @@ def read_report(out: str | Path) -> list[dict[str, Any]]:
 
     def place(entry: tuple[str | None, dict[str, Any]]) -> tuple[int, str, int]:
         where, row = entry
-        rank = ranks.get(where if where is not None else os.path.abspath(os.path.expanduser(row["source"])))
+        rank = ranks.get(where if where is not None else input_path(row["source"]))
         return (rank, "", row["row"]) if rank is not None else (_UNPLACED, row["source"], row["row"])
 
     return [row for _, row in sorted(live.values(), key=place)]

@@ -255,9 +255,14 @@ def _parquet_module() -> Any:
     return pq
 
 
+def input_path(source: str) -> str:
+    """An input file as the audit names it (in keys, the manifest and the report's order): its absolute path."""
+    return os.path.abspath(os.path.expanduser(source))
+
+
 def _file_items(target: str, kind: InputKind) -> Iterator[AuditItem]:
     """The rows of one JSONL or Parquet file, as items keyed by (absolute path, row, content)."""
-    where = os.path.abspath(os.path.expanduser(target))
+    where = input_path(target)
     rows = _jsonl_rows(target) if kind == "jsonl" else _parquet_rows(target)
     for number, payload, digest, error in rows:
         yield AuditItem(
@@ -374,7 +379,7 @@ def _log_items(
     log = PromptLog(target)
     for source in answers:
         kind = input_kind(source)
-        where = os.path.abspath(os.path.expanduser(source))
+        where = input_path(source)
         rows = _jsonl_rows(source) if kind == "jsonl" else _parquet_rows(source)
         for number, payload, digest, error in rows:
             key = _key(where, number, digest)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from citelock.audit._local import DEFAULT_BATCH, run_local
 from citelock.audit._report import OutputFormat
-from citelock.audit._rows import AuditItem, ReadStats, check_inputs, read_items
+from citelock.audit._rows import AuditItem, ReadStats, check_inputs, input_path, read_items
 from citelock.audit._sink import DEFAULT_COMMIT_ROWS, AuditSink, AuditSummary, mask_password
 from citelock.audit._work import AuditSettings
 from citelock.errors import InputError, MissingExtraError, UsageError
@@ -212,6 +212,4 @@ def ray_engine() -> Callable[..., Any]:
 
 def _where(target: str) -> str:
     """An input or database as kept in the manifest: a URL without its password, a file as an absolute path."""
-    if "://" in target:
-        return mask_password(target)
-    return os.path.abspath(os.path.expanduser(target))
+    return mask_password(target) if "://" in target else input_path(target)

@@ -57,7 +57,7 @@ from citelock.audit._report import (
     write_jsonl,
     write_parquet,
 )
-from citelock.audit._rows import AuditItem
+from citelock.audit._rows import AuditItem, input_path
 from citelock.audit._work import AuditOutcome
 from citelock.errors import InputError
 
@@ -421,7 +421,7 @@ class AuditSink:
             return
         batch = sorted(fresh.values(), key=self._order)
         for outcome in batch:  # a source not among the inputs takes the next rank, in name order
-            self._input_rank(_where(outcome.source))
+            self._input_rank(input_path(outcome.source))
         positions = [self._position(o) for o in batch]
         old = [(key, part) for key, part in index.holders(positions).values()]
         if self._queue is not None and self._results is not None:
@@ -500,7 +500,7 @@ class AuditSink:
         if inputs and at is not None:
             return [(inputs[rank], row) for rank, row in at]
         rows = {r["key"]: r for r in part_rows(self.out, self.format, [(key, number) for key in meta["keys"]])}
-        return [(_where(rows[key]["source"]), rows[key]["row"]) for key in meta["keys"]]
+        return [(input_path(rows[key]["source"]), rows[key]["row"]) for key in meta["keys"]]
 
     def _input_rank(self, where: str) -> int:
         rank = self._rank.get(where)
@@ -510,10 +510,10 @@ class AuditSink:
         return rank
 
     def _position(self, outcome: AuditOutcome) -> Position:
-        return (_where(outcome.source), outcome.row)
+        return (input_path(outcome.source), outcome.row)
 
     def _order(self, outcome: AuditOutcome) -> tuple[int, str, int]:
-        where = _where(outcome.source)
+        where = input_path(outcome.source)
         rank = self._rank.get(where, len(self._inputs))
         return (rank, where if rank == len(self._inputs) else "", outcome.row)
 
@@ -709,8 +709,3 @@ def _dump_json(data: Any, handle: IO[str], *, indent: int | None = None) -> None
 def mask_password(db: str) -> str:
     """A database target as shown: a URL's password replaced by ``***``."""
     return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", db)
-
-
-def _where(source: str) -> str:
-    """An input as the manifest names it: its absolute path."""
-    return os.path.abspath(os.path.expanduser(source))
