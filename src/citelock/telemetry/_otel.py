@@ -213,6 +213,12 @@ def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord,
     return result
 
 
+def _logs_enabled(logger: _logs.Logger) -> bool:
+    """``Logger.enabled`` (newer APIs: False lets the no-op path skip building events); APIs without it: True."""
+    enabled = getattr(logger, "enabled", None)
+    return bool(enabled(event_name=EVALUATION_EVENT)) if enabled is not None else True
+
+
 def _log_context(span: Span) -> context.Context:
     evaluated = _EVALUATED.get()
     target = evaluated[0] if evaluated is not None and evaluated[0] is not None else span.get_span_context()
@@ -222,7 +228,7 @@ def _log_context(span: Span) -> context.Context:
 def _emit_events(result: GuardResult | GuardReport, span: Span, response_id: str | None) -> int:
     """The evaluation events of ``result``: as log records (parented to the evaluated span) and/or span events."""
     logger = _logger() if SETTINGS.logs else None
-    to_logs = logger is not None and logger.enabled(event_name=EVALUATION_EVENT)
+    to_logs = logger is not None and _logs_enabled(logger)
     to_span = SETTINGS.span_events and span.is_recording()
     if not to_logs and not to_span:
         return 0
@@ -281,7 +287,7 @@ def emit_review(
     with _tracer().start_as_current_span("citelock.review", context=parent, links=links, attributes=attributes) as span:
         logger = _logger() if SETTINGS.logs else None
         emitted = 0
-        if logger is not None and logger.enabled(event_name=EVALUATION_EVENT):
+        if logger is not None and _logs_enabled(logger):
             logger.emit(
                 event_name=EVALUATION_EVENT,
                 attributes=event,
