@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything the test suite needs on a fresh machine and runs it: a virtualenv with every extra
 # (llama-cpp-python compiles from source: ~5 minutes on 2 cores), Arize Phoenix in its own .venv-phoenix for
-# the telemetry tests, a throwaway PostgreSQL server on 127.0.0.1 for the team-store tests, Debian's chromium for the review desk's browser tests, then lint, strict
-# typing and the whole pytest suite, real local model, real local server and browser tests included. Exits
-# non-zero on any failure.
+# the telemetry tests, a throwaway PostgreSQL server on 127.0.0.1 for the team-store tests, Debian's chromium
+# for the review desk's browser tests, then lint, strict typing and the whole pytest suite, real local model,
+# real local server and browser tests included. Exits non-zero on any failure.
 #
 #   bash scripts/test.sh              # everything
 #   bash scripts/test.sh -k queue     # extra arguments go to pytest
