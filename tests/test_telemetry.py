@@ -232,3 +232,40 @@ print(t.active(), "opentelemetry.trace" in sys.modules)
     env = {**__import__("os").environ, "CITELOCK_TELEMETRY": "off"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_review_desk_outcome_is_emitted_on_the_logged_prompts_trace(captured: Captured, tmp_path) -> None:
+    pytest.importorskip("fastapi", reason='the review desk needs its extra: pip install "citelock[review]"')
+    from citelock.review import ReviewDesk
+    from citelock.store import Credential, PromptLog
+
+    db = str(tmp_path / "desk.db")
+    origin = "00-" + "56" * 16 + "-" + "78" * 8 + "-01"
+    logged = record("req-desk").model_copy(update={"metadata": {"traceparent": origin}})
+    PromptLog(db).append(logged)
+    entry = ReviewQueue(db).enqueue_result(guard().run(logged, ANSWER, store=STORE))[0]
+    reviewer = Credential(username="ana", role="reviewer", kind="token", csrf="x", expires_at=None)
+    ReviewDesk(db).record_outcome(entry.id, reviewer, "escalate", category="ranking")
+    (review,) = [e for e in captured.events() if e["gen_ai.evaluation.name"] == "citelock.review"]
+    assert (review["gen_ai.evaluation.score.label"], review["citelock.reviewer"]) == ("escalate", "ana")
+    (span,) = captured.named("citelock.review")
+    assert f"{span.context.trace_id:032x}" == "56" * 16
+
+
+def test_citelock_audit_emits_for_logged_traffic_on_each_rows_original_trace(captured: Captured, tmp_path) -> None:
+    from audit_rows import make_row, write_jsonl
+
+    from citelock.audit import run_audit
+
+    traces = {i: f"{i + 1:032x}" for i in range(4)}
+    rows = []
+    for i, trace_id in traces.items():
+        row = make_row(i)
+        row["metadata"] = {"traceparent": f"00-{trace_id}-{i + 1:016x}-01"}
+        rows.append(row)
+    summary = run_audit([str(write_jsonl(tmp_path / "rows.jsonl", rows))], out=tmp_path / "out", processes=1)
+    guards = captured.named("citelock.guard")
+    assert len(guards) == summary.run_answers == len(rows)
+    assert sorted(f"{s.context.trace_id:032x}" for s in guards) == sorted(traces.values())
+    answers = [e for e in captured.events() if e["gen_ai.evaluation.name"] == "citelock.answer"]
+    assert len(answers) == len(guards)

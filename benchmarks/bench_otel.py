@@ -1,0 +1,147 @@
+"""What the OpenTelemetry integration adds to the guard path: per answer, 20 citations, p50/p95.
+
+Run: python benchmarks/bench_otel.py [--answers 300] [--rounds 6] [--no-phoenix]
+(needs ``pip install -e ".[dev]"`` for the SDK and exporter; Phoenix from ``.venv-phoenix`` or ``$CITELOCK_PHOENIX``,
+which ``scripts/test.sh`` makes)
+
+One answer = ``Guard(SurfacePolicy(stakes="high"), LexicalJudge()).run(record, answer)``: 20 claims, each citing one
+of 20 assembled chunks with a verbatim span, every citation judged (20 judge calls, so 20 judge spans when traced).
+Modes, each timed on the same answers, interleaved in rounds (blocks of answers per mode per round) so drift on
+a shared machine hits every mode alike:
+
+- ``off``: ``telemetry.configure(enabled=False)``: the guard as without the extra (one flag check).
+- ``API, no provider``: the extra installed, no SDK configured: the OpenTelemetry API's no-op tracer and logger
+  (a non-recording span per guard run; no judge proxies, no events built).
+- ``on: Phoenix``: the SDK, a ``BatchSpanProcessor`` with the OTLP/HTTP exporter to a local Phoenix, evaluations
+  as span events (Phoenix reads spans only): what a Phoenix user configures.
+- ``on: Phoenix + log records``: the same, plus the evaluations as log records through a
+  ``BatchLogRecordProcessor`` (serialized to /dev/null by the console exporter: Phoenix takes no logs).
+
+``added p50`` is the mode's p50 minus ``off``'s p50, from this one run. Goal: under 0.3 ms added at p50 (on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from citelock import Chunk, Guard, SurfacePolicy, assemble, serialize, telemetry
+from citelock.judges import LexicalJudge
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from phoenix_server import phoenix_executable, running_phoenix
+
+CITATIONS = 20
+
+
+def scenario() -> tuple[Any, dict[str, Any]]:
+    chunks = [
+        Chunk(id=f"c{i}", text=f"In {2000 + i} the plant in region {i} shipped {100 + i} turbines to the port of call.")
+        for i in range(CITATIONS)
+    ]
+    record = serialize(assemble("What did the plants ship?", chunks), request_id="bench-otel")
+    claims = [
+        {
+            "text": f"In {2000 + i} the plant in region {i} shipped {100 + i} turbines.",
+            "citations": [{"chunk_id": f"c{i}", "span": f"shipped {100 + i} turbines"}],
+        }
+        for i in range(CITATIONS)
+    ]
+    return record, {"claims": claims}
+
+
+@contextmanager
+def mode_phoenix(base: str, logs: bool) -> Iterator[Callable[[], None]]:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, ConsoleLogRecordExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = Resource.create({"service.name": "bench-otel", "openinference.project.name": "bench-otel"})
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces")))
+    logger_provider = None
+    with open(os.devnull, "w") as sink:
+        if logs:
+            logger_provider = LoggerProvider(resource=resource)
+            logger_provider.add_log_record_processor(BatchLogRecordProcessor(ConsoleLogRecordExporter(out=sink)))
+
+        def apply() -> None:
+            telemetry.configure(
+                tracer_provider=tracer_provider, logger_provider=logger_provider, logs=logs, span_events=True
+            )
+
+        try:
+            yield apply
+        finally:
+            tracer_provider.shutdown()
+            if logger_provider is not None:
+                logger_provider.shutdown()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--answers", type=int, default=300, help="timed answers per mode")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds (answers are split across them)")
+    parser.add_argument("--no-phoenix", action="store_true", help="only the off and no-provider rows")
+    args = parser.parse_args()
+    record, answer = scenario()
+    guard = Guard(SurfacePolicy(name="bench", stakes="high"), LexicalJudge())
+    assert len(guard.run(record, answer).report.citations) == CITATIONS
+
+    with ExitStack() as stack:
+        modes: dict[str, Callable[[], None]] = {
+            "off": lambda: telemetry.configure(enabled=False),
+            "API, no provider": lambda: telemetry.configure(),
+        }
+        if not args.no_phoenix:
+            executable = phoenix_executable()
+            if executable is None:
+                raise SystemExit("no Phoenix: set CITELOCK_PHOENIX or run scripts/test.sh (or pass --no-phoenix)")
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            base = stack.enter_context(running_phoenix(executable, workdir))
+            modes["on: Phoenix (spans + span events)"] = stack.enter_context(mode_phoenix(base, logs=False))
+            modes["on: Phoenix + log records"] = stack.enter_context(mode_phoenix(base, logs=True))
+        times: dict[str, list[float]] = {name: [] for name in modes}
+        block = max(1, args.answers // args.rounds)
+        for apply in modes.values():  # warm-up: imports, caches, exporter connections
+            apply()
+            for _ in range(20):
+                guard.run(record, answer)
+        for _ in range(args.rounds):
+            for name, apply in modes.items():
+                apply()
+                for _ in range(block):
+                    started = time.perf_counter_ns()
+                    guard.run(record, answer)
+                    times[name].append((time.perf_counter_ns() - started) / 1e6)
+        telemetry.configure()
+
+    off = statistics.median(times["off"])
+    print(
+        f"guard path per answer, {CITATIONS} citations, {CITATIONS} judge calls (lexical); "
+        f"{len(times['off'])} answers per mode, {args.rounds} interleaved rounds; load {os.getloadavg()[0]:.2f}"
+    )
+    print(f"{'mode':40} {'p50 ms':>8} {'p95 ms':>8} {'added p50 ms':>13} {'ratio p50':>10}")
+    for name, values in times.items():
+        p50 = statistics.median(values)
+        print(f"{name:40} {p50:8.3f} {percentile(values, 0.95):8.3f} {p50 - off:13.3f} {p50 / off:10.2f}")
+
+
+if __name__ == "__main__":
+    main()
