@@ -16,6 +16,13 @@ a shared machine hits every mode alike:
   as span events (Phoenix reads spans only): what a Phoenix user configures.
 - ``on: Phoenix + log records``: the same, plus the evaluations as log records through a
   ``BatchLogRecordProcessor`` (serialized to /dev/null by the console exporter: Phoenix takes no logs).
+- ``on: Phoenix + a span per judge call``: ``judge_spans="all"``. By default (``auto``) the lexical judge's calls
+  get no span (microseconds each, in process: a span would cost more than the call); a judge that calls a model
+  gets one per call.
+
+Spans are 1 guard span per answer (+20 judge spans in the last row), events 21 per answer (20 citations, the
+answer). The exporter works in its own thread, so on a loaded machine its work competes for the GIL and the CPUs
+with the timed thread and with the local Phoenix ingesting: the "on" rows include that contention.
 
 ``added p50`` is the mode's p50 minus ``off``'s p50, from this one run. Goal: under 0.3 ms added at p50 (on).
 """
@@ -59,7 +66,7 @@ def scenario() -> tuple[Any, dict[str, Any]]:
 
 
 @contextmanager
-def mode_phoenix(base: str, logs: bool) -> Iterator[Callable[[], None]]:
+def mode_phoenix(base: str, logs: bool, judge_spans: telemetry.JudgeSpans = "auto") -> Iterator[Callable[[], None]]:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, ConsoleLogRecordExporter
@@ -78,7 +85,11 @@ def mode_phoenix(base: str, logs: bool) -> Iterator[Callable[[], None]]:
 
         def apply() -> None:
             telemetry.configure(
-                tracer_provider=tracer_provider, logger_provider=logger_provider, logs=logs, span_events=True
+                tracer_provider=tracer_provider,
+                logger_provider=logger_provider,
+                logs=logs,
+                span_events=True,
+                judge_spans=judge_spans,
             )
 
         try:
@@ -117,6 +128,9 @@ def main() -> None:
             base = stack.enter_context(running_phoenix(executable, workdir))
             modes["on: Phoenix (spans + span events)"] = stack.enter_context(mode_phoenix(base, logs=False))
             modes["on: Phoenix + log records"] = stack.enter_context(mode_phoenix(base, logs=True))
+            modes["on: Phoenix + a span per judge call"] = stack.enter_context(
+                mode_phoenix(base, logs=False, judge_spans="all")
+            )
         times: dict[str, list[float]] = {name: [] for name in modes}
         block = max(1, args.answers // args.rounds)
         for apply in modes.values():  # warm-up: imports, caches, exporter connections

@@ -269,3 +269,18 @@ def test_citelock_audit_emits_for_logged_traffic_on_each_rows_original_trace(cap
     assert sorted(f"{s.context.trace_id:032x}" for s in guards) == sorted(traces.values())
     answers = [e for e in captured.events() if e["gen_ai.evaluation.name"] == "citelock.answer"]
     assert len(answers) == len(guards)
+
+
+def test_in_process_judges_get_no_span_unless_asked(captured: Captured) -> None:
+    from citelock.guard import Guard, SurfacePolicy
+    from citelock.judges import LexicalJudge
+
+    lexical = Guard(SurfacePolicy(name="finance", stakes="high"), LexicalJudge())
+    result = lexical.run(record(), ANSWER, store=STORE)
+    assert result.accounting.judge_calls > 0 and captured.named("citelock.judge") == []
+    telemetry.configure(tracer_provider=captured.tracer_provider, judge_spans="all")
+    result = lexical.run(record(), ANSWER, store=STORE)
+    calls = result.accounting.judge_calls + result.accounting.diagnosis_calls
+    assert len(captured.named("citelock.judge")) == calls
+    with pytest.raises(UsageError, match="judge_spans"):
+        telemetry.configure(judge_spans="some")  # type: ignore[arg-type]

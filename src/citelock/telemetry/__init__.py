@@ -15,6 +15,7 @@ and its evaluation events through the Logs API, following the GenAI semantic con
 
 from citelock.telemetry._events import EVALUATION_EVENT, SEMCONV_VERSION, evaluation_events, review_event
 from citelock.telemetry._hook import (
+    JudgeSpans,
     active,
     configure,
     emit,
@@ -25,6 +26,7 @@ from citelock.telemetry._hook import (
 
 __all__ = [
     "EVALUATION_EVENT",
+    "JudgeSpans",
     "SEMCONV_VERSION",
     "active",
     "configure",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from citelock.guard._policy import GuardResult
 
 __all__ = [
+    "JudgeSpans",
     "Settings",
     "active",
     "answer_trace",
@@ -37,6 +38,10 @@ __all__ = [
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+JudgeSpans = Literal["auto", "all", "none"]
+"""Which support-judge calls get a span: ``auto`` those of judges that call a model (not the shipped in-process
+``lexical`` and ``offline`` judges, whose calls take microseconds: a span would cost more than the call),
+``all``, or ``none``."""
 _T = TypeVar("_T")
 
 
@@ -47,6 +52,7 @@ class Settings:
     enabled: bool = True
     logs: bool = True
     span_events: bool = False
+    judge_spans: JudgeSpans = "auto"
     tracer_provider: Any = None
     logger_provider: Any = None
 
@@ -88,6 +94,7 @@ def configure(
     enabled: bool = True,
     logs: bool = True,
     span_events: bool = False,
+    judge_spans: JudgeSpans = "auto",
     tracer_provider: Any = None,
     logger_provider: Any = None,
 ) -> None:
@@ -98,15 +105,20 @@ def configure(
         logs: Emit each ``gen_ai.evaluation.result`` through the Logs API, as the conventions recommend.
         span_events: Also add each one as a span event on the guard span (for backends that read only spans,
             such as Arize Phoenix).
+        judge_spans: Which judge calls get a ``citelock.judge`` span (see :data:`JudgeSpans`).
         tracer_provider: An OpenTelemetry ``TracerProvider`` to use instead of the global one.
         logger_provider: An OpenTelemetry ``LoggerProvider`` to use instead of the global one.
 
     Raises:
-        UsageError: neither logs nor span events while enabled (nothing would carry the evaluations).
+        UsageError: neither logs nor span events while enabled (nothing would carry the evaluations); an unknown
+            ``judge_spans``.
     """
     if enabled and not logs and not span_events:
         raise UsageError("configure(logs=False, span_events=False) leaves the evaluations nowhere; keep one on")
+    if judge_spans not in ("auto", "all", "none"):
+        raise UsageError(f"judge_spans must be 'auto', 'all' or 'none', got {judge_spans!r}")
     SETTINGS.enabled, SETTINGS.logs, SETTINGS.span_events = enabled, logs, span_events
+    SETTINGS.judge_spans = judge_spans
     SETTINGS.tracer_provider, SETTINGS.logger_provider = tracer_provider, logger_provider
     impl = implementation()
     if impl is not None:

@@ -174,13 +174,23 @@ class _TracedJudge:
         return getattr(self._inner, name)
 
 
+_IN_PROCESS = ("citelock.judges._lexical", "citelock.judges._offline")  # microseconds a call: no span in "auto"
+
+
+def _traced(judge: Any) -> bool:
+    if judge is None or SETTINGS.judge_spans == "none":
+        return False
+    return SETTINGS.judge_spans == "all" or type(judge).__module__ not in _IN_PROCESS
+
+
 def _with_traced_judges(guard: Any) -> Any:
-    if guard.judge is None and guard.escalate is None:
+    judge, escalate = _traced(guard.judge), _traced(guard.escalate)
+    if not judge and not escalate:
         return guard
     twin = copy.copy(guard)
-    if guard.judge is not None:
+    if judge:
         twin.judge = _TracedJudge(guard.judge, "judge")
-    if guard.escalate is not None:
+    if escalate:
         twin.escalate = _TracedJudge(guard.escalate, "escalate")
     return twin
 
