@@ -254,7 +254,6 @@ def test_review_desk_outcome_is_emitted_on_the_logged_prompts_trace(captured: Ca
 
 def test_citelock_audit_emits_for_logged_traffic_on_each_rows_original_trace(captured: Captured, tmp_path) -> None:
     from audit_rows import make_row, write_jsonl
-
     from citelock.audit import run_audit
 
     traces = {i: f"{i + 1:032x}" for i in range(4)}
