@@ -137,7 +137,24 @@ def test_citelock_answer_spans_and_events_parented_to_the_generation(captured: C
     assert {e["_span_id"] for e in events} == {generation.context.span_id}
     # the logged prompt carries the trace it was answered in, for a later audit
     logged = client.log.get(result.request_id)  # type: ignore[union-attr]
-    assert logged.metadata["traceparent"].split("-")[1] == f"{app.get_span_context().trace_id:032x}"
+    assert logged.metadata["traceparent"].split("-")[1:3] == [
+        f"{answer_span.context.trace_id:032x}",
+        f"{answer_span.context.span_id:016x}",
+    ]
+
+
+def test_aanswer_nests_its_steps_the_same_way(captured: Captured, tmp_path) -> None:
+    import asyncio
+
+    client = citelock.Citelock(FakeBackend([{"claims": [ANSWER["claims"][0]]}]))
+    chunks = [Chunk(id="c1", text="Revenue grew 12% in 2024.")]
+    with captured.tracer_provider.get_tracer("app").start_as_current_span("app.request"):
+        asyncio.run(client.aanswer("How did revenue do?", chunks))
+    by_name = {s.name.split(" ")[0]: s for s in captured.spans.get_finished_spans()}
+    answer_span = by_name["citelock.answer"]
+    for step in ("citelock.assemble", "chat", "citelock.guard"):
+        assert by_name[step].parent is not None and by_name[step].parent.span_id == answer_span.context.span_id
+    assert {e["_span_id"] for e in captured.events()} == {by_name["chat"].context.span_id}
 
 
 def test_an_audit_outside_any_trace_lands_on_the_original_trace(captured: Captured) -> None:

@@ -56,6 +56,7 @@ _log = logging.getLogger("citelock.telemetry")
 # The span (context) and response id the guard runs in this block evaluate: set by Citelock.answer around its
 # generation, or by the caller (telemetry.evaluating).
 _EVALUATED: ContextVar[tuple[SpanContext | None, str | None] | None] = ContextVar("citelock_evaluated", default=None)
+_ANSWER: ContextVar[SpanContext | None] = ContextVar("citelock_answer", default=None)
 _cache: dict[str, Any] = {}
 
 
@@ -112,8 +113,8 @@ def _origin(metadata: Mapping[str, Any], override: str | None = None) -> SpanCon
 
 
 def trace_metadata() -> dict[str, str]:
-    """``{"traceparent": ...}`` of the current span (empty when none is valid)."""
-    ctx = trace.get_current_span().get_span_context()
+    """``{"traceparent": ...}`` of the ``citelock.answer`` span in progress, else of the current span (or empty)."""
+    ctx = _ANSWER.get() or trace.get_current_span().get_span_context()
     return {"traceparent": _traceparent(ctx)} if ctx.is_valid else {}
 
 
@@ -392,6 +393,10 @@ def answer_trace(question: str) -> Iterator[_AnswerTrace]:
         with _tracer().start_as_current_span(
             "citelock.answer", attributes={"gen_ai.operation.name": "citelock.answer"}
         ) as span:
-            yield _AnswerTrace(span)
+            answer = _ANSWER.set(span.get_span_context())
+            try:
+                yield _AnswerTrace(span)
+            finally:
+                _ANSWER.reset(answer)
     finally:
         _EVALUATED.reset(token)
