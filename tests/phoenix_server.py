@@ -20,7 +20,7 @@ from citelock.runtime._server import free_port
 __all__ = ["phoenix_executable", "running_phoenix"]
 
 REPO = Path(__file__).resolve().parents[1]
-START_TIMEOUT_S = 180.0
+START_TIMEOUT_S = 300.0
 
 
 def phoenix_executable() -> Path | None:
