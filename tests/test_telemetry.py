@@ -300,3 +300,26 @@ def test_in_process_judges_get_no_span_unless_asked(captured: Captured) -> None:
     assert len(captured.named("citelock.judge")) == calls
     with pytest.raises(UsageError, match="judge_spans"):
         telemetry.configure(judge_spans="some")  # type: ignore[arg-type]
+
+
+def test_evaluating_parents_the_events_to_the_callers_generation(captured: Captured) -> None:
+    tracer = captured.tracer_provider.get_tracer("app")
+    with tracer.start_as_current_span("chat gpt-x") as generation:
+        pass  # the caller's own openai call, already finished
+    with telemetry.evaluating(span=generation, response_id="chatcmpl-42"):
+        guard().run(record(), ANSWER, store=STORE)
+    events = captured.events()
+    assert {e["_span_id"] for e in events} == {generation.get_span_context().span_id}
+    assert {e["gen_ai.response.id"] for e in events} == {"chatcmpl-42"}
+    guard().run(record(), ANSWER, store=STORE)  # outside the block: back to the guard span and the request id
+    later = captured.events()[len(events) :]
+    assert {e["gen_ai.response.id"] for e in later} == {"req-otel"}
+
+
+def test_unparseable_answer_is_an_error_on_the_guard_span(captured: Captured) -> None:
+    with pytest.raises(citelock.ParseError):
+        guard().run(record(), {"claims": "not a list"})
+    (span,) = captured.named("citelock.guard")
+    assert span.attributes["error.type"] == "ParseError"
+    assert span.status.status_code.name == "ERROR"
+    assert captured.events() == []

@@ -217,7 +217,11 @@ def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord,
     name = f"citelock.guard {surface}" if surface else "citelock.guard"
     with _tracer().start_as_current_span(name, context=parent, links=links, attributes=attributes) as span:
         recording = span.is_recording()
-        result = run(_with_traced_judges(guard) if recording else guard, record, answer, store=store)
+        try:
+            result = run(_with_traced_judges(guard) if recording else guard, record, answer, store=store)
+        except Exception as exc:  # recorded on the span by the SDK; error.type per the conventions
+            span.set_attribute("error.type", type(exc).__name__)
+            raise
         if recording:
             span.set_attributes(_result_attributes(result))
         _emit_events(result, span, None)
