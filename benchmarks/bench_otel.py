@@ -81,6 +81,9 @@ def mode_phoenix(base: str, logs: bool, judge_spans: telemetry.JudgeSpans = "aut
         def shutdown(self) -> None:
             pass
 
+        def force_flush(self, timeout_millis: int = 30_000) -> bool:
+            return True
+
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
