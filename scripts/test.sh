@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything the test suite needs on a fresh machine and runs it: a virtualenv with every extra
-# (llama-cpp-python compiles from source: ~5 minutes on 2 cores), a throwaway PostgreSQL server on
-# 127.0.0.1 for the team-store tests, Debian's chromium for the review desk's browser tests, then lint, strict
-# typing and the whole pytest suite, real local model, real local server and browser tests included. Exits
-# non-zero on any failure.
+# (llama-cpp-python compiles from source: ~5 minutes on 2 cores), Arize Phoenix in its own .venv-phoenix for
+# the telemetry tests, a throwaway PostgreSQL server on 127.0.0.1 for the team-store tests, Debian's chromium
+# for the review desk's browser tests, then lint, strict typing and the whole pytest suite, real local model,
+# real local server and browser tests included. Exits non-zero on any failure.
 #
 #   bash scripts/test.sh              # everything
 #   bash scripts/test.sh -k queue     # extra arguments go to pytest
@@ -18,6 +18,15 @@ fi
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -e ".[local,gemma,openai,instructor,server,postgres,audit,ray,eval,research,bench,review,dev]"
+
+# Arize Phoenix for the telemetry tests, in its own virtualenv (it pins many packages the project's venv must not
+# share); the tests start its server on 127.0.0.1 with its storage in a temp dir.
+if [ ! -x .venv-phoenix/bin/phoenix ]; then
+  "$PYTHON" -m venv .venv-phoenix
+  .venv-phoenix/bin/python -m pip install --quiet --upgrade pip
+  .venv-phoenix/bin/python -m pip install --quiet "arize-phoenix>=20.26,<21"
+fi
+export CITELOCK_PHOENIX="${CITELOCK_PHOENIX:-$PWD/.venv-phoenix/bin/phoenix}"
 
 # Debian's chromium for the review desk's browser tests (Playwright drives it; it never downloads a browser).
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.runtime",),
     ("citelock.backends",),
     ("citelock.judges",),
-    ("citelock.guard",),
+    ("citelock.guard", "citelock.telemetry"),  # telemetry: the guard run's spans and events (Guard.run calls it)
     ("citelock.store",),
     ("citelock.render",),
     ("citelock.pipeline",),
@@ -175,7 +175,19 @@ def test_the_layer_checker_catches_an_upward_import() -> None:
 
 
 @pytest.mark.parametrize(
-    "heavy", ["sqlalchemy", "numpy", "openai", "instructor", "llama_cpp", "outlines", "httpx", "ray", "pyarrow"]
+    "heavy",
+    [
+        "sqlalchemy",
+        "numpy",
+        "openai",
+        "instructor",
+        "llama_cpp",
+        "outlines",
+        "httpx",
+        "ray",
+        "pyarrow",
+        "opentelemetry",
+    ],
 )
 def test_import_citelock_loads_no_heavy_dependency(heavy: str) -> None:
     code = f"import sys, citelock; print({heavy!r} in sys.modules)"

@@ -38,6 +38,7 @@ from citelock.prompt._templates import PromptTemplate
 from citelock.records import Answer, Chunk, Context, DroppedChunk, Finding, Generation, GuardReport, PromptRecord
 from citelock.render import RenderStyle, render_answer, require_style
 from citelock.store import PromptLog, ResultStore, ReviewQueue
+from citelock.telemetry._hook import answer_trace, trace_metadata
 
 __all__ = [
     "GUARDED_ANSWER_SCHEMA_VERSION",
@@ -198,7 +199,7 @@ def _prepare(
         started = perf_counter()
         schema = fit_schema(context, policy, backend.limits, options)
         build_ms = (perf_counter() - started) * 1000
-    meta = dict(metadata or {})
+    meta = {**trace_metadata(), **(metadata or {})}  # the trace it was answered in, for later audits
     meta.setdefault("backend", backend.name)
     meta["span_policy"] = schema.policy if schema is not None else None
     if schema is not None and schema.downgrade_reason:
@@ -432,9 +433,11 @@ class Citelock:
         """
         style = self._style(render)
         backend = self.backend
-        prep = self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata)
-        generation = backend.generate(prep.record, prep.schema, max_tokens=prep.max_tokens)
-        return self._finish(prep, generation, style, store)
+        with answer_trace(question) as trace:  # spans per step when the otel extra is installed
+            prep = trace.assemble(self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata)
+            with trace.generating(prep.record, backend) as done:
+                generation = done(backend.generate(prep.record, prep.schema, max_tokens=prep.max_tokens))
+            return self._finish(prep, generation, style, store)
 
     async def aanswer(
         self,
@@ -457,15 +460,19 @@ class Citelock:
         """
         style = self._style(render)
         backend = await asyncio.to_thread(lambda: self.backend)
-        prep = await asyncio.to_thread(
-            self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata
-        )
-        agenerate = getattr(backend, "agenerate", None)
-        if agenerate is not None and inspect.iscoroutinefunction(agenerate):
-            generation = await agenerate(prep.record, prep.schema, max_tokens=prep.max_tokens)
-        else:
-            generation = await asyncio.to_thread(backend.generate, prep.record, prep.schema, max_tokens=prep.max_tokens)
-        return await asyncio.to_thread(self._finish, prep, generation, style, store)
+        with answer_trace(question) as trace:
+            prep = await asyncio.to_thread(
+                trace.assemble, self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata
+            )
+            agenerate = getattr(backend, "agenerate", None)
+            with trace.generating(prep.record, backend) as done:
+                if agenerate is not None and inspect.iscoroutinefunction(agenerate):
+                    generation = done(await agenerate(prep.record, prep.schema, max_tokens=prep.max_tokens))
+                else:
+                    generation = done(
+                        await asyncio.to_thread(backend.generate, prep.record, prep.schema, max_tokens=prep.max_tokens)
+                    )
+            return await asyncio.to_thread(self._finish, prep, generation, style, store)
 
     def _style(self, render: RenderStyle | None) -> RenderStyle:
         style = render if render is not None else self.render

@@ -18,6 +18,7 @@ from citelock.judges import Judge, default_judge
 from citelock.judges._routing import Routing, shipped_routing
 from citelock.prompt._parse import parse_answer
 from citelock.records import Answer, PromptRecord
+from citelock.telemetry._hook import instrumented
 
 __all__ = ["Guard"]
 
@@ -84,6 +85,7 @@ class Guard:
         judge = f"{self.judge.name} {self.judge.version}" if self.judge is not None else None
         return f"Guard(surface={surface!r}, judge={judge!r})"
 
+    @instrumented  # OpenTelemetry spans and evaluation events when the otel extra is installed
     def run(
         self,
         record: PromptRecord,

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 
-from citelock.errors import AlreadyResolvedError, InputError, NotPermittedError
+from citelock.errors import AlreadyResolvedError, InputError, NotPermittedError, StoreIntegrityError
 from citelock.metrics._compute import MetricsReport, metrics_from_store
 from citelock.review._views import EntryView, PromptView, entry_view, prompt_view
 from citelock.store import (
@@ -32,6 +32,7 @@ from citelock.store import (
     make_engine,
 )
 from citelock.store._queue import EscalationCategory, Outcome
+from citelock.telemetry import active, emit_review
 
 __all__ = ["ReviewDesk"]
 
@@ -121,8 +122,10 @@ class ReviewDesk:
         chunk_id = chunk_id.strip() if chunk_id and chunk_id.strip() else None
         if revision is None:
             try:
-                return self.queue.resolve(
-                    entry_id, outcome, note=note, category=category, chunk_id=chunk_id, reviewer=user.username
+                return self._emitted(
+                    self.queue.resolve(
+                        entry_id, outcome, note=note, category=category, chunk_id=chunk_id, reviewer=user.username
+                    )
                 )
             except AlreadyResolvedError:
                 winner = self.queue.resolution(entry_id)
@@ -148,15 +151,28 @@ class ReviewDesk:
                 f"the current outcome of entry {current.entry_id} was recorded by {owner}: "
                 "a reviewer re-reviews only their own outcomes (an admin may re-review any)"
             )
-        return self.queue.rereview(
-            entry_id,
-            outcome,
-            reviewer=user.username,
-            note=note,
-            category=category,
-            chunk_id=chunk_id,
-            revision=revision,
+        return self._emitted(
+            self.queue.rereview(
+                entry_id,
+                outcome,
+                reviewer=user.username,
+                note=note,
+                category=category,
+                chunk_id=chunk_id,
+                revision=revision,
+            )
         )
+
+    def _emitted(self, resolution: Resolution) -> Resolution:
+        """With the otel extra: the outcome as a HUMAN evaluation on the trace the logged prompt carries."""
+        if active():
+            entry = self.queue.get(resolution.entry_id)
+            try:
+                record = self.log.get(entry.request_id)
+            except (KeyError, StoreIntegrityError):  # not logged here, or tampered: the event is not linked
+                record = None
+            emit_review(entry, resolution.outcome, reviewer=resolution.reviewer, note=resolution.note, record=record)
+        return resolution
 
     def metrics(self, *, surface: str | None = None) -> tuple[MetricsReport, datetime]:
         """What ``citelock metrics`` computes on this database (the same function, the same numbers).

@@ -1,0 +1,182 @@
+"""What the OpenTelemetry integration adds to the guard path: per answer, 20 citations, p50/p95.
+
+Run: python benchmarks/bench_otel.py [--answers 300] [--rounds 6] [--no-phoenix]
+(needs ``pip install -e ".[dev]"`` for the SDK and exporter; Phoenix from ``.venv-phoenix`` or ``$CITELOCK_PHOENIX``,
+which ``scripts/test.sh`` makes)
+
+One answer = ``Guard(SurfacePolicy(stakes="high"), LexicalJudge()).run(record, answer)``: 20 claims, each citing one
+of 20 assembled chunks with a verbatim span, every citation judged (20 judge calls, so 20 judge spans when traced).
+Modes, each timed on the same answers, interleaved in rounds (blocks of answers per mode per round) so drift on
+a shared machine hits every mode alike:
+
+- ``off``: ``telemetry.configure(enabled=False)``: the guard as without the extra (one flag check).
+- ``API, no provider``: the extra installed, no SDK configured: the OpenTelemetry API's no-op tracer and logger
+  (a non-recording span per guard run; no judge proxies, no events built).
+- ``on: Phoenix``: the SDK, a ``BatchSpanProcessor`` with the OTLP/HTTP exporter to a local Phoenix, evaluations
+  as span events (Phoenix reads spans only): what a Phoenix user configures.
+- ``on: Phoenix + log records``: the same, plus the evaluations as log records through a
+  ``BatchLogRecordProcessor`` to an exporter that discards them (Phoenix takes no logs).
+- ``on: Phoenix + a span per judge call``: ``judge_spans="all"``. By default (``auto``) the lexical judge's calls
+  get no span (microseconds each, in process: a span would cost more than the call); a judge that calls a model
+  gets one per call.
+
+Spans are 1 guard span per answer (+20 judge spans in the last row), events 21 per answer (20 citations, the
+answer). The exporter works in its own thread, so on a loaded machine its work competes for the GIL and the CPUs
+with the timed thread and with the local Phoenix ingesting: the "on" rows include that contention.
+
+Two clocks per answer: wall time, and the CPU time of the thread that runs the guard (``time.thread_time``: what
+the integration costs the request thread itself; the exporter's thread and other processes do not count, so it
+is the steadier figure on a loaded machine). ``added`` is the mode's p50 minus ``off``'s p50, from this one run.
+Goal: under 0.3 ms added at p50 (on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from citelock import Chunk, Guard, SurfacePolicy, assemble, serialize, telemetry
+from citelock.judges import LexicalJudge
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from phoenix_server import phoenix_executable, running_phoenix
+
+CITATIONS = 20
+
+
+def scenario() -> tuple[Any, dict[str, Any]]:
+    chunks = [
+        Chunk(id=f"c{i}", text=f"In {2000 + i} the plant in region {i} shipped {100 + i} turbines to the port of call.")
+        for i in range(CITATIONS)
+    ]
+    record = serialize(assemble("What did the plants ship?", chunks), request_id="bench-otel")
+    claims = [
+        {
+            "text": f"In {2000 + i} the plant in region {i} shipped {100 + i} turbines.",
+            "citations": [{"chunk_id": f"c{i}", "span": f"shipped {100 + i} turbines"}],
+        }
+        for i in range(CITATIONS)
+    ]
+    return record, {"claims": claims}
+
+
+@contextmanager
+def mode_phoenix(base: str, logs: bool, judge_spans: telemetry.JudgeSpans = "auto") -> Iterator[Callable[[], None]]:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
+
+    class Discard(LogRecordExporter):  # Phoenix takes no logs: the SDK's work up to the exporter, nothing after
+        def export(self, batch: Any) -> LogRecordExportResult:
+            return LogRecordExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 30_000) -> bool:
+            return True
+
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = Resource.create({"service.name": "bench-otel", "openinference.project.name": "bench-otel"})
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces")))
+    logger_provider = None
+    if logs:
+        logger_provider = LoggerProvider(resource=resource)
+        logger_provider.add_log_record_processor(BatchLogRecordProcessor(Discard()))
+
+    def apply() -> None:
+        telemetry.configure(
+            tracer_provider=tracer_provider,
+            logger_provider=logger_provider,
+            logs=logs,
+            span_events=True,
+            judge_spans=judge_spans,
+        )
+
+    try:
+        yield apply
+    finally:
+        tracer_provider.shutdown()
+        if logger_provider is not None:
+            logger_provider.shutdown()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--answers", type=int, default=300, help="timed answers per mode")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds (answers are split across them)")
+    parser.add_argument("--no-phoenix", action="store_true", help="only the off and no-provider rows")
+    args = parser.parse_args()
+    record, answer = scenario()
+    guard = Guard(SurfacePolicy(name="bench", stakes="high"), LexicalJudge())
+    assert len(guard.run(record, answer).report.citations) == CITATIONS
+
+    with ExitStack() as stack:
+        modes: dict[str, Callable[[], None]] = {
+            "off": lambda: telemetry.configure(enabled=False),
+            "API, no provider": lambda: telemetry.configure(),
+        }
+        if not args.no_phoenix:
+            executable = phoenix_executable()
+            if executable is None:
+                raise SystemExit("no Phoenix: set CITELOCK_PHOENIX or run scripts/test.sh (or pass --no-phoenix)")
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            base = stack.enter_context(running_phoenix(executable, workdir))
+            modes["on: Phoenix (spans + span events)"] = stack.enter_context(mode_phoenix(base, logs=False))
+            modes["on: Phoenix + log records"] = stack.enter_context(mode_phoenix(base, logs=True))
+            modes["on: Phoenix + a span per judge call"] = stack.enter_context(
+                mode_phoenix(base, logs=False, judge_spans="all")
+            )
+        times: dict[str, list[float]] = {name: [] for name in modes}
+        cpu: dict[str, list[float]] = {name: [] for name in modes}
+        block = max(1, args.answers // args.rounds)
+        for apply in modes.values():  # warm-up: imports, caches, exporter connections
+            apply()
+            for _ in range(20):
+                guard.run(record, answer)
+        for _ in range(args.rounds):
+            for name, apply in modes.items():
+                apply()
+                for _ in range(block):
+                    started, started_cpu = time.perf_counter_ns(), time.thread_time_ns()
+                    guard.run(record, answer)
+                    cpu[name].append((time.thread_time_ns() - started_cpu) / 1e6)
+                    times[name].append((time.perf_counter_ns() - started) / 1e6)
+        telemetry.configure()
+
+    off, off_cpu = statistics.median(times["off"]), statistics.median(cpu["off"])
+    print(
+        f"guard path per answer, {CITATIONS} citations, {CITATIONS} judge calls (lexical); "
+        f"{len(times['off'])} answers per mode, {args.rounds} interleaved rounds; load {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{'mode':38} {'wall p50':>9} {'wall p95':>9} {'added':>7} {'ratio':>6} "
+        f"{'cpu p50':>8} {'cpu p95':>8} {'added':>7} {'ratio':>6}   (ms)"
+    )
+    for name in modes:
+        p50, c50 = statistics.median(times[name]), statistics.median(cpu[name])
+        print(
+            f"{name:38} {p50:9.3f} {percentile(times[name], 0.95):9.3f} {p50 - off:7.3f} {p50 / off:6.2f} "
+            f"{c50:8.3f} {percentile(cpu[name], 0.95):8.3f} {c50 - off_cpu:7.3f} {c50 / off_cpu:6.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

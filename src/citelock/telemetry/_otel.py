@@ -1,0 +1,406 @@
+"""citelock's spans and evaluation events on the OpenTelemetry API (imported only when the API is installed).
+
+Spans (children of whatever span is current; names and attributes after the GenAI conventions where they define
+the step, under ``citelock.`` where they do not):
+
+- ``citelock.answer`` (one :meth:`citelock.Citelock.answer` call) with its steps: ``citelock.assemble``
+  (``gen_ai.retrieval.documents``: the assembled chunks), ``chat {model}`` (kind CLIENT: ``gen_ai.request.model``,
+  ``gen_ai.usage.input_tokens`` / ``output_tokens``, ``gen_ai.response.finish_reasons``, ``gen_ai.response.id``),
+  then the guard span;
+- ``citelock.guard {surface}`` (every :meth:`citelock.Guard.run`), with one ``citelock.judge {name}`` span per
+  support-judge call (the judge is proxied on a copy of the guard; the caller's object is not touched).
+
+Events: one ``gen_ai.evaluation.result`` per citation, per uncited claim and per answer
+(:func:`citelock.telemetry._events.evaluation_events`), through the Logs API, parented to the generation span
+being evaluated when there is one, else to the guard span; optionally also as span events on the guard span.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from opentelemetry import _logs, context, trace
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags, Tracer
+
+from citelock._version import __version__
+from citelock.records import GuardReport, PromptRecord, Verdict
+from citelock.telemetry._events import EVALUATION_EVENT, SEMCONV_VERSION, Attributes, evaluation_events, review_event
+from citelock.telemetry._hook import SETTINGS
+
+if TYPE_CHECKING:
+    from citelock.guard._policy import GuardResult
+
+__all__ = [
+    "answer_trace",
+    "emit_result",
+    "emit_review",
+    "evaluating",
+    "guard_run",
+    "parse_traceparent",
+    "reset",
+    "trace_metadata",
+]
+
+_T = TypeVar("_T")
+_SCOPE = "citelock"
+_SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+_log = logging.getLogger("citelock.telemetry")
+
+# The span (context) and response id the guard runs in this block evaluate: set by Citelock.answer around its
+# generation, or by the caller (telemetry.evaluating).
+_EVALUATED: ContextVar[tuple[SpanContext | None, str | None] | None] = ContextVar("citelock_evaluated", default=None)
+_ANSWER: ContextVar[SpanContext | None] = ContextVar("citelock_answer", default=None)
+_cache: dict[str, Any] = {}
+
+
+def reset() -> None:
+    """Forget the cached tracer and logger (after :func:`citelock.telemetry.configure`)."""
+    _cache.clear()
+
+
+def _tracer() -> Tracer:
+    tracer = _cache.get("tracer")
+    if tracer is None:
+        provider = SETTINGS.tracer_provider
+        getter = provider.get_tracer if provider is not None else trace.get_tracer
+        tracer = _cache["tracer"] = getter(_SCOPE, __version__, schema_url=_SCHEMA_URL)
+    return tracer
+
+
+def _logger() -> _logs.Logger:
+    logger = _cache.get("logger")
+    if logger is None:
+        provider = SETTINGS.logger_provider
+        getter = provider.get_logger if provider is not None else _logs.get_logger
+        logger = _cache["logger"] = getter(_SCOPE, __version__, schema_url=_SCHEMA_URL)
+    return logger
+
+
+def parse_traceparent(value: str) -> SpanContext | None:
+    """The span context of a W3C ``traceparent`` (``00-<32 hex>-<16 hex>-<2 hex>``), None when malformed."""
+    parts = value.strip().split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    try:
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
+    except ValueError:
+        return None
+    if not trace_id or not span_id:
+        return None
+    return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags & 0xFF))
+
+
+def _traceparent(ctx: SpanContext) -> str:
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+def _origin(metadata: Mapping[str, Any], override: str | None = None) -> SpanContext | None:
+    """The original span a logged prompt was answered in (``traceparent``, or ``trace_id`` + ``span_id``)."""
+    value = override or metadata.get("traceparent")
+    if isinstance(value, str):
+        return parse_traceparent(value)
+    trace_id, span_id = metadata.get("trace_id"), metadata.get("span_id")
+    if isinstance(trace_id, str) and isinstance(span_id, str):
+        return parse_traceparent(f"00-{trace_id.rjust(32, '0')}-{span_id.rjust(16, '0')}-01")
+    return None
+
+
+def trace_metadata() -> dict[str, str]:
+    """``{"traceparent": ...}`` of the ``citelock.answer`` span in progress, else of the current span (or empty)."""
+    ctx = _ANSWER.get() or trace.get_current_span().get_span_context()
+    return {"traceparent": _traceparent(ctx)} if ctx.is_valid else {}
+
+
+def _placement(origin: SpanContext | None) -> tuple[context.Context | None, list[Link]]:
+    """Where a span about a logged prompt goes.
+
+    Under the current span (linked to the original when that is another trace), else under the original span
+    (an audit replaying logged traffic outside any trace).
+    """
+    current = trace.get_current_span().get_span_context()
+    if origin is None:
+        return None, []
+    if current.is_valid:
+        return None, ([Link(origin)] if origin.trace_id != current.trace_id else [])
+    return trace.set_span_in_context(NonRecordingSpan(origin)), []
+
+
+@contextmanager
+def evaluating(span: Any, response_id: str | None) -> Iterator[None]:
+    """Guard runs in this block evaluate ``span`` (a Span or SpanContext) and ``response_id``."""
+    ctx = span.get_span_context() if isinstance(span, Span) else span
+    token = _EVALUATED.set((ctx if isinstance(ctx, SpanContext) else None, response_id))
+    try:
+        yield
+    finally:
+        _EVALUATED.reset(token)
+
+
+class _TracedJudge:
+    """A judge whose every call is a ``citelock.judge`` span (the verdict's label, score and cache hit on it)."""
+
+    def __init__(self, inner: Any, role: str) -> None:
+        self._inner = inner
+        self._role = role
+        self.name: str = inner.name
+        self.version: str = inner.version
+
+    def judge(self, claim: str, passage: str) -> Verdict:
+        attributes = {
+            "gen_ai.operation.name": "citelock.judge",
+            "gen_ai.request.model": f"{self.name} {self.version}",
+            "citelock.judge.role": self._role,
+        }
+        with _tracer().start_as_current_span(f"citelock.judge {self.name}", attributes=attributes) as span:
+            try:
+                verdict: Verdict = self._inner.judge(claim, passage)
+            except Exception as exc:
+                span.set_attribute("error.type", type(exc).__name__)
+                raise
+            if isinstance(verdict, Verdict):
+                span.set_attribute("citelock.judge.label", verdict.label)
+                span.set_attribute("citelock.judge.cached", verdict.cached)
+                if verdict.score is not None:
+                    span.set_attribute("citelock.judge.score", float(verdict.score))
+            return verdict
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+_IN_PROCESS = ("citelock.judges._lexical", "citelock.judges._offline")  # microseconds a call: no span in "auto"
+
+
+def _traced(judge: Any) -> bool:
+    if judge is None or SETTINGS.judge_spans == "none":
+        return False
+    return SETTINGS.judge_spans == "all" or type(judge).__module__ not in _IN_PROCESS
+
+
+def _with_traced_judges(guard: Any) -> Any:
+    judge, escalate = _traced(guard.judge), _traced(guard.escalate)
+    if not judge and not escalate:
+        return guard
+    twin = copy.copy(guard)
+    if judge:
+        twin.judge = _TracedJudge(guard.judge, "judge")
+    if escalate:
+        twin.escalate = _TracedJudge(guard.escalate, "escalate")
+    return twin
+
+
+def _result_attributes(result: GuardResult) -> Attributes:
+    acc = result.accounting
+    return {
+        "citelock.decision": result.decision,
+        "citelock.findings": len(result.report.findings),
+        "citelock.citations": acc.citations,
+        "citelock.judge_calls": acc.judge_calls + acc.diagnosis_calls + acc.escalations,
+        "citelock.reasons": ",".join(sorted({f.reason.value for f in result.report.findings})),
+    }
+
+
+def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, store: Any) -> Any:
+    """:meth:`citelock.Guard.run` inside a ``citelock.guard`` span, then its evaluation events."""
+    surface = guard.policy.name if guard.policy is not None else None
+    parent, links = _placement(_origin(record.metadata))
+    attributes: Attributes = {"gen_ai.operation.name": "citelock.guard", "citelock.request_id": record.request_id}
+    if surface:
+        attributes["citelock.surface"] = surface
+    name = f"citelock.guard {surface}" if surface else "citelock.guard"
+    with _tracer().start_as_current_span(name, context=parent, links=links, attributes=attributes) as span:
+        recording = span.is_recording()
+        try:
+            result = run(_with_traced_judges(guard) if recording else guard, record, answer, store=store)
+        except Exception as exc:  # recorded on the span by the SDK; error.type per the conventions
+            span.set_attribute("error.type", type(exc).__name__)
+            raise
+        if recording:
+            span.set_attributes(_result_attributes(result))
+        _emit_events(result, span, None)
+    return result
+
+
+def _logs_enabled(logger: _logs.Logger) -> bool:
+    """``Logger.enabled`` (newer APIs: False lets the no-op path skip building events); APIs without it: True."""
+    enabled = getattr(logger, "enabled", None)
+    return bool(enabled(event_name=EVALUATION_EVENT)) if enabled is not None else True
+
+
+def _log_context(span: Span) -> context.Context:
+    evaluated = _EVALUATED.get()
+    target = evaluated[0] if evaluated is not None and evaluated[0] is not None else span.get_span_context()
+    return trace.set_span_in_context(NonRecordingSpan(target))
+
+
+def _emit_events(result: GuardResult | GuardReport, span: Span, response_id: str | None) -> int:
+    """The evaluation events of ``result``: as log records (parented to the evaluated span) and/or span events."""
+    logger = _logger() if SETTINGS.logs else None
+    to_logs = logger is not None and _logs_enabled(logger)
+    to_span = SETTINGS.span_events and span.is_recording()
+    if not to_logs and not to_span:
+        return 0
+    evaluated = _EVALUATED.get()
+    response = response_id or (evaluated[1] if evaluated is not None else None)
+    try:
+        events = evaluation_events(result, response_id=response)
+    except Exception:  # a telemetry bug must never fail a guard run; it is logged, not hidden
+        _log.exception("citelock could not build the evaluation events of request %s", _request_id(result))
+        return 0
+    ctx = _log_context(span)
+    for event in events:
+        if to_logs and logger is not None:
+            logger.emit(
+                event_name=EVALUATION_EVENT,
+                attributes=event,
+                context=ctx,
+                severity_number=SeverityNumber.INFO,
+            )
+        if to_span:
+            span.add_event(EVALUATION_EVENT, event)
+    return len(events)
+
+
+def _request_id(result: GuardResult | GuardReport) -> str:
+    return result.request_id if isinstance(result, GuardReport) else result.report.request_id
+
+
+def emit_result(
+    result: GuardResult | GuardReport,
+    *,
+    record: PromptRecord | None,
+    response_id: str | None,
+    traceparent: str | None,
+) -> int:
+    """The events of a result computed elsewhere, in a ``citelock.evaluate`` span placed by the original trace."""
+    origin = _origin(record.metadata if record is not None else {}, traceparent)
+    parent, links = _placement(origin)
+    attributes: Attributes = {"gen_ai.operation.name": "citelock.evaluate", "citelock.request_id": _request_id(result)}
+    with _tracer().start_as_current_span(
+        "citelock.evaluate", context=parent, links=links, attributes=attributes
+    ) as span:
+        return _emit_events(result, span, response_id)
+
+
+def emit_review(
+    entry: Mapping[str, Any], outcome: str, *, reviewer: str | None, note: str | None, record: PromptRecord | None
+) -> int:
+    """A reviewer's outcome as a HUMAN evaluation, in a ``citelock.review`` span on the original trace."""
+    event = review_event(entry, outcome, reviewer=reviewer, note=note)
+    parent, links = _placement(_origin(record.metadata) if record is not None else None)
+    attributes: Attributes = {
+        "gen_ai.operation.name": "citelock.review",
+        "citelock.request_id": str(entry["request_id"]),
+    }
+    with _tracer().start_as_current_span("citelock.review", context=parent, links=links, attributes=attributes) as span:
+        logger = _logger() if SETTINGS.logs else None
+        emitted = 0
+        if logger is not None and _logs_enabled(logger):
+            logger.emit(
+                event_name=EVALUATION_EVENT,
+                attributes=event,
+                context=trace.set_span_in_context(span),
+                severity_number=SeverityNumber.INFO,
+            )
+            emitted = 1
+        if SETTINGS.span_events and span.is_recording():
+            span.add_event(EVALUATION_EVENT, event)
+            emitted = 1
+        return emitted
+
+
+def _documents(record: PromptRecord) -> str:
+    docs: list[dict[str, Any]] = []
+    for placed in record.chunks:
+        doc: dict[str, Any] = {"id": placed.chunk.id}
+        score = placed.chunk.metadata.get("score")
+        if isinstance(score, int | float) and not isinstance(score, bool):
+            doc["score"] = float(score)
+        if placed.chunk.rank is not None:
+            doc["rank"] = placed.chunk.rank
+        doc["status"] = placed.status
+        docs.append(doc)
+    return json.dumps(docs, separators=(",", ":"))
+
+
+class _AnswerTrace:
+    """The steps of one ``Citelock.answer`` call, each a child span of ``citelock.answer``."""
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+    def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
+        with _tracer().start_as_current_span(
+            "citelock.assemble", attributes={"gen_ai.operation.name": "citelock.assemble"}
+        ) as span:
+            prepared = fn(*args)
+            record = getattr(prepared, "record", None)
+            if isinstance(record, PromptRecord) and span.is_recording():
+                span.set_attribute("gen_ai.retrieval.documents", _documents(record))
+                span.set_attribute("citelock.request_id", record.request_id)
+                span.set_attribute("citelock.template", f"{record.template.name}.v{record.template.version}")
+                self.span.set_attribute("citelock.request_id", record.request_id)
+            return prepared
+
+    @contextmanager
+    def generating(self, record: PromptRecord, backend: Any) -> Iterator[Callable[[_T], _T]]:
+        model = getattr(backend, "model", None)
+        attributes: Attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": str(backend.name)}
+        if isinstance(model, str):
+            attributes["gen_ai.request.model"] = model
+        name = f"chat {model}" if isinstance(model, str) else "chat"
+        with _tracer().start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes) as span:
+
+            def done(generation: _T) -> _T:
+                _generation_attributes(span, record, generation)
+                return generation
+
+            try:
+                yield done
+            except Exception as exc:
+                span.set_attribute("error.type", type(exc).__name__)
+                raise
+        # the guard that follows evaluates this generation
+        _EVALUATED.set((span.get_span_context(), record.request_id))
+
+
+def _generation_attributes(span: Span, record: PromptRecord, generation: Any) -> None:
+    if not span.is_recording():
+        return
+    values: dict[str, Any] = {
+        "gen_ai.response.id": record.request_id,
+        "gen_ai.response.model": getattr(generation, "model", None),
+        "gen_ai.usage.input_tokens": getattr(generation, "prompt_tokens", None),
+        "gen_ai.usage.output_tokens": getattr(generation, "completion_tokens", None),
+        "citelock.enforced": getattr(generation, "enforced", None),
+    }
+    finish = getattr(generation, "finish_reason", None)
+    if finish:
+        values["gen_ai.response.finish_reasons"] = [finish]
+    span.set_attributes({k: v for k, v in values.items() if v is not None})
+    if values["gen_ai.response.model"] and "gen_ai.request.model" not in getattr(span, "attributes", {}):
+        span.update_name(f"chat {values['gen_ai.response.model']}")
+
+
+@contextmanager
+def answer_trace(question: str) -> Iterator[_AnswerTrace]:
+    """The ``citelock.answer`` span; what the guard evaluates is reset when it ends."""
+    token = _EVALUATED.set(None)
+    try:
+        with _tracer().start_as_current_span(
+            "citelock.answer", attributes={"gen_ai.operation.name": "citelock.answer"}
+        ) as span:
+            answer = _ANSWER.set(span.get_span_context())
+            try:
+                yield _AnswerTrace(span)
+            finally:
+                _ANSWER.reset(answer)
+    finally:
+        _EVALUATED.reset(token)
