@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from citelock import Chunk, InputError, ReasonCode, Verdict
+from citelock import InputError, ReasonCode
 from citelock.cli import app
 from citelock.evals._desk_fit import DeskLabel, fit_weighted_routing, weighted_rates
 from citelock.guard import STRATA, AuditPlan, Guard, GuardResult, Stratum, SurfacePolicy, audit_draw, stratum_of
-from citelock.judges._routing import Routing, load_calibration
+from citelock.judges._routing import load_calibration
 from citelock.metrics._false_pass import (
     clearable_n,
     estimate_rate,
@@ -31,51 +30,22 @@ from citelock.metrics._false_pass import (
     wilson_interval,
 )
 from citelock.store import ResultStore, ReviewQueue
+from false_pass_sim import CHUNKS, PASS_AT, ROUTING, TruthJudge, claim_texts, traffic
 from test_support_fakes import make_record
 
 runner = CliRunner()
 
-PASS_AT, FAIL_BELOW = 0.9, 0.5
-ROUTING = Routing(
-    pass_at=PASS_AT,
-    fail_below=FAIL_BELOW,
-    judge="truth-test",
-    judge_version="1",
-    target_false_pass=0.05,
-    target_false_fail=0.2,
-    method="manual",
-    score_deciles=tuple(i / 10 for i in range(1, 10)),
-)
 PLAN = AuditPlan(near_pass_rate=0.3, pass_rate=0.1, near_band=0.05, review_rate=0.2, fail_rate=0.2, seed=3)
 
 
 # --------------------------------------------------------------------------------------------- the simulation
 
 
-def _traffic(rng: np.random.Generator, n: int, fp: float) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` labeled pairs (True: supported) and a synthetic judge's scores on them.
-
-    A not-supported pair gets a passing score with probability ``fp`` (mostly just above the threshold), else a
-    review or fail score; a supported pair passes 75%, is reviewed 10%, fails 15%.
-    """
-    yes = rng.random(n) < 0.7
-    u = rng.random(n)
-    near = rng.uniform(PASS_AT, PASS_AT + 0.05, n)
-    far = rng.uniform(PASS_AT + 0.05, 1.0, n)
-    review = rng.uniform(FAIL_BELOW, PASS_AT, n)
-    fail = rng.uniform(0.0, FAIL_BELOW, n)
-    not_yes_score = np.where(
-        u < fp, np.where(rng.random(n) < 0.7, near, far), np.where(u < fp + (1 - fp) * 0.2, review, fail)
-    )
-    yes_score = np.where(u < 0.75, np.where(rng.random(n) < 0.3, near, far), np.where(u < 0.85, review, fail))
-    return yes, np.where(yes, yes_score, not_yes_score)
-
-
 def _week(
     rng: np.random.Generator, run: int, week: int, fp: float, n: int = 5000
 ) -> tuple[dict[Stratum, int], dict[Stratum, list[bool]], float]:
     """One week of a surface: strata populations, the audit sample's truth labels, and the week's true rate."""
-    yes, scores = _traffic(rng, n, fp)
+    yes, scores = traffic(rng, n, fp)
     population: dict[Stratum, int] = dict.fromkeys(STRATA, 0)
     labels: dict[Stratum, list[bool]] = {s: [] for s in STRATA}
     for i in range(n):
@@ -190,28 +160,10 @@ def test_the_weighted_refit_meets_its_target_on_the_weighted_fit_labels() -> Non
 # ------------------------------------------------------------------------------- end to end on the real stores
 
 
-@dataclass
-class TruthJudge:
-    """A synthetic judge over labeled pairs: each claim's score is looked up (set by the test)."""
-
-    scores: dict[str, float]
-    name: str = "truth-test"
-    version: str = "1"
-
-    def judge(self, claim: str, passage: str) -> Verdict:
-        score = self.scores[claim]
-        label = "yes" if score >= PASS_AT else "partial" if score >= FAIL_BELOW else "no"
-        return Verdict(label=label, raw=f"{score:.3f}", judge=self.name, version=self.version, score=score)
-
-
-CHUNKS = [Chunk(id="c1", text="The turbine was serviced in March and again in June.")]
-
-
-def _guard_traffic(plan: AuditPlan, n: int = 120, fp: float = 0.3) -> tuple[list[GuardResult], dict[str, bool]]:
+def _guardtraffic(plan: AuditPlan, n: int = 120, fp: float = 0.3) -> tuple[list[GuardResult], dict[str, bool]]:
     rng = np.random.default_rng(7)
-    yes, scores = _traffic(rng, n, fp)
-    # no digits in the claims: the number pre-check would fail them before the judge
-    claims = [f"Claim {''.join(chr(97 + int(d)) for d in str(i))} about the turbine." for i in range(n)]
+    yes, scores = traffic(rng, n, fp)
+    claims = claim_texts(n)
     truth = dict(zip(claims, (bool(y) for y in yes), strict=True))
     judge = TruthJudge(dict(zip(claims, (float(s) for s in scores), strict=True)))
     guard = Guard(SurfacePolicy(name="ops", stakes="low", routing=ROUTING, on_fail="mark", audit=plan), judge)
@@ -226,8 +178,8 @@ def _guard_traffic(plan: AuditPlan, n: int = 120, fp: float = 0.3) -> tuple[list
 
 
 def test_audit_samples_are_recorded_deterministically_and_block_nothing() -> None:
-    results, _ = _guard_traffic(PLAN)
-    again, _ = _guard_traffic(PLAN)
+    results, _ = _guardtraffic(PLAN)
+    again, _ = _guardtraffic(PLAN)
     assert [r.audit for r in results] == [r.audit for r in again]  # reruns and audits agree
     for r in results:
         assert r.audit is not None and r.audit.routing == "surface" and not r.audit.shipped_default
@@ -271,7 +223,7 @@ def _store(target: str, results: list[GuardResult], truth: dict[str, bool]) -> t
 
 def test_a_census_audit_in_the_store_recovers_the_exact_false_pass_rate(target: str) -> None:
     census = AuditPlan(near_pass_rate=1, pass_rate=1, review_rate=1, fail_rate=1, near_band=0.05)
-    results, truth = _guard_traffic(census)
+    results, truth = _guardtraffic(census)
     queue, labeled = _store(target, results, truth)
     assert labeled == sum(len(r.audit.samples) for r in results if r.audit)
     passed = {c.claim for r in results for c in r.claims if r.support and r.support[0].route == "pass"}
@@ -295,7 +247,7 @@ def test_a_census_audit_in_the_store_recovers_the_exact_false_pass_rate(target: 
 def test_metrics_check_exits_1_on_a_false_pass_alarm_and_the_desk_refit_is_pinned(tmp_path: Path) -> None:
     db = str(tmp_path / "desk.db")
     census = AuditPlan(near_pass_rate=1, pass_rate=1, review_rate=1, fail_rate=1, near_band=0.05)
-    results, truth = _guard_traffic(census, n=300, fp=0.3)
+    results, truth = _guardtraffic(census, n=300, fp=0.3)
     _store(db, results, truth)
     out = runner.invoke(app, ["metrics", "--db", db, "--json", "--check", "--min-labels", "5"])
     assert out.exit_code == 1, out.output
@@ -316,7 +268,7 @@ def test_metrics_check_exits_1_on_a_false_pass_alarm_and_the_desk_refit_is_pinne
 
 
 def test_live_rates_say_too_few_labels_and_no_audit() -> None:
-    results, _ = _guard_traffic(PLAN, n=20)
+    results, _ = _guardtraffic(PLAN, n=20)
     (status,) = live_rates(results, [])
     assert status.window[0].status == "too_few_labels" and "too few labels" in status.window[0].formatted()
     plain = [r.model_copy(update={"audit": None}) for r in results]

@@ -328,7 +328,8 @@ def metrics_page(
             bars_chart(sorted(outcomes.items()), "Review outcomes", css="bar-outcome"),
         ],
         "statuses": statuses,
-        "judge_charts": [live_rate_chart(s) for s in statuses],
+        # a chart only for surfaces with an audit plan (the others have no estimate to draw)
+        "judge_charts": [live_rate_chart(s) for s in statuses if any(r.status != "no_audit" for r in s.window)],
         "by_surface": by_surface,
         "by_week": by_week,
     }
@@ -345,7 +346,7 @@ def audit_page(
     desk = desk_of(request)
     items = desk.queue.items(reason=ReasonCode.AUDIT_SAMPLE, surface=surface or None)
     open_items = [e for e, r in items if r is None]
-    labeled = [(e, r) for e, r in items if r is not None]
+    labeled = [(e, r) for e, r in items if r is not None]  # newest label first
     tally: dict[tuple[str, str], list[int]] = {}
     for entry, resolution in items:
         stratum = entry.audit.stratum if entry.audit is not None else "?"
@@ -359,7 +360,7 @@ def audit_page(
         "surfaces": desk.facets().surfaces,
         "open_items": open_items[:PAGE_SIZE],
         "open_count": len(open_items),
-        "labeled": labeled[-PAGE_SIZE:][::-1],
+        "labeled": sorted(labeled, key=lambda er: er[1].resolved_at, reverse=True)[:PAGE_SIZE],
         "tally": sorted(tally.items()),
         "statuses": statuses,
         "computed": computed,
