@@ -275,3 +275,24 @@ def test_live_rates_say_too_few_labels_and_no_audit() -> None:
     (none,) = live_rates(plain, [])
     assert none.window[0].status == "no_audit"
     assert math.isfinite(none.window[0].effective_n)
+
+
+def test_the_cli_says_at_start_when_a_high_stakes_surface_runs_the_shipped_default(tmp_path: Path) -> None:
+    prompt = {
+        "messages": [
+            {"role": "system", "content": "Answer from the context."},
+            {"role": "user", "content": "Context:\n[c-1] The turbine was serviced in March.\nQuestion: When?"},
+        ],
+        "chunks": [{"id": "c-1", "text": "The turbine was serviced in March."}],
+        "question": "When?",
+    }
+    answer = {"claims": [{"text": "The turbine was serviced in March.", "citations": [{"chunk_id": "c-1"}]}]}
+    (tmp_path / "p.json").write_text(json.dumps(prompt), encoding="utf-8")
+    (tmp_path / "a.json").write_text(json.dumps(answer), encoding="utf-8")
+    args = ["check", "--prompt", str(tmp_path / "p.json"), "--answer", str(tmp_path / "a.json"), "--judge", "lexical"]
+    high = runner.invoke(app, [*args, "--stakes", "high", "--surface", "legal"])
+    assert high.exit_code in (0, 1), high.output
+    (notice,) = [line for line in high.stderr.splitlines() if line.startswith("notice:")]
+    assert "'legal' is high-stakes" in notice and "--from-store" in notice
+    low = runner.invoke(app, [*args, "--stakes", "low", "--surface", "faq"])
+    assert "notice:" not in low.stderr
