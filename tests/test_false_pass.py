@@ -160,7 +160,7 @@ def test_the_weighted_refit_meets_its_target_on_the_weighted_fit_labels() -> Non
 # ------------------------------------------------------------------------------- end to end on the real stores
 
 
-def _guardtraffic(plan: AuditPlan, n: int = 120, fp: float = 0.3) -> tuple[list[GuardResult], dict[str, bool]]:
+def _guard_traffic(plan: AuditPlan, n: int = 120, fp: float = 0.3) -> tuple[list[GuardResult], dict[str, bool]]:
     rng = np.random.default_rng(7)
     yes, scores = traffic(rng, n, fp)
     claims = claim_texts(n)
@@ -178,8 +178,8 @@ def _guardtraffic(plan: AuditPlan, n: int = 120, fp: float = 0.3) -> tuple[list[
 
 
 def test_audit_samples_are_recorded_deterministically_and_block_nothing() -> None:
-    results, _ = _guardtraffic(PLAN)
-    again, _ = _guardtraffic(PLAN)
+    results, _ = _guard_traffic(PLAN)
+    again, _ = _guard_traffic(PLAN)
     assert [r.audit for r in results] == [r.audit for r in again]  # reruns and audits agree
     for r in results:
         assert r.audit is not None and r.audit.routing == "surface" and not r.audit.shipped_default
@@ -223,7 +223,7 @@ def _store(target: str, results: list[GuardResult], truth: dict[str, bool]) -> t
 
 def test_a_census_audit_in_the_store_recovers_the_exact_false_pass_rate(target: str) -> None:
     census = AuditPlan(near_pass_rate=1, pass_rate=1, review_rate=1, fail_rate=1, near_band=0.05)
-    results, truth = _guardtraffic(census)
+    results, truth = _guard_traffic(census)
     queue, labeled = _store(target, results, truth)
     assert labeled == sum(len(r.audit.samples) for r in results if r.audit)
     passed = {c.claim for r in results for c in r.claims if r.support and r.support[0].route == "pass"}
@@ -247,7 +247,7 @@ def test_a_census_audit_in_the_store_recovers_the_exact_false_pass_rate(target: 
 def test_metrics_check_exits_1_on_a_false_pass_alarm_and_the_desk_refit_is_pinned(tmp_path: Path) -> None:
     db = str(tmp_path / "desk.db")
     census = AuditPlan(near_pass_rate=1, pass_rate=1, review_rate=1, fail_rate=1, near_band=0.05)
-    results, truth = _guardtraffic(census, n=300, fp=0.3)
+    results, truth = _guard_traffic(census, n=300, fp=0.3)
     _store(db, results, truth)
     out = runner.invoke(app, ["metrics", "--db", db, "--json", "--check", "--min-labels", "5"])
     assert out.exit_code == 1, out.output
@@ -268,7 +268,7 @@ def test_metrics_check_exits_1_on_a_false_pass_alarm_and_the_desk_refit_is_pinne
 
 
 def test_live_rates_say_too_few_labels_and_no_audit() -> None:
-    results, _ = _guardtraffic(PLAN, n=20)
+    results, _ = _guard_traffic(PLAN, n=20)
     (status,) = live_rates(results, [])
     assert status.window[0].status == "too_few_labels" and "too few labels" in status.window[0].formatted()
     plain = [r.model_copy(update={"audit": None}) for r in results]
@@ -296,3 +296,18 @@ def test_the_cli_says_at_start_when_a_high_stakes_surface_runs_the_shipped_defau
     assert "'legal' is high-stakes" in notice and "--from-store" in notice
     low = runner.invoke(app, [*args, "--stakes", "low", "--surface", "faq"])
     assert "notice:" not in low.stderr
+
+
+def test_drift_and_pass_up_repair_down_raise_their_alarms() -> None:
+    results, _ = _guard_traffic(PLAN, n=60)
+    trend = {"ops": [("2026-W01", 0.60, 50, 0.40, 30), ("2026-W02", 0.72, 50, 0.20, 30)]}
+    (status,) = live_rates(results, [], trend=trend)
+    kinds = {a.kind for a in status.alarms}
+    assert "pass_up_repair_down" in kinds
+    # the synthetic scores bunch above 0.9 and below 0.5: far from the routing's uniform reference deciles
+    assert status.psi is not None and status.psi > 0.25 and "drift" in kinds
+    steady = {"ops": [("2026-W01", 0.60, 50, 0.40, 30), ("2026-W02", 0.72, 50, 0.38, 30)]}
+    few = {"ops": [("2026-W01", 0.60, 5, 0.40, 3), ("2026-W02", 0.90, 5, 0.0, 3)]}
+    for quiet in (steady, few):
+        (s,) = live_rates(results, [], trend=quiet)
+        assert "pass_up_repair_down" not in {a.kind for a in s.alarms}
