@@ -395,7 +395,8 @@ def live_rates(
         )
         recent = ordered[-window:]
         pooled = _pooled([weeks[w] for w in recent])
-        label = f"last {len(recent)} weeks ({recent[0]}..{recent[-1]})" if recent else "none"
+        weeks_word = "week" if len(recent) == 1 else "weeks"
+        label = f"last {len(recent)} {weeks_word} ({recent[0]}..{recent[-1]})" if recent else "none"
         pooled_rates = tuple(
             _rate(pooled, name, surface, label, min_labels) for name in ("false_pass_rate", "false_fail_rate")
         )
