@@ -22,6 +22,7 @@ from citelock import InputError, PromptRecord, ReasonCode, assemble, serialize
 from citelock.cli import app as cli
 from citelock.evals._datasets import read_labels
 from citelock.metrics import metrics_from_store
+from citelock.metrics._false_pass import live_rates_from_store, statuses_json
 from citelock.reasons import REASONS
 from citelock.review import FIX_LIST_COLUMNS, create_account, create_app
 from citelock.review._security import CONTENT_SECURITY_POLICY
@@ -406,7 +407,8 @@ def test_the_openapi_description_is_for_signed_in_accounts(client: TestClient) -
 def test_metrics_are_what_citelock_metrics_computes(client: TestClient, seeded: Seeded) -> None:
     sign_in(client, "alice")
     api = client.get("/api/v1/metrics").json()
-    assert api == metrics_from_store(seeded.db).to_json()
+    judge = statuses_json(live_rates_from_store(seeded.db))  # the judge's live rates and alarms, as the CLI
+    assert api == {**metrics_from_store(seeded.db).to_json(), "judge": judge}
     cli_run = CliRunner().invoke(cli, ["metrics", "--db", seeded.db, "--json"])
     assert cli_run.exit_code == 0 and json.loads(cli_run.stdout) == api
     page = client.get("/metrics").text

@@ -48,6 +48,7 @@ class ReasonCode(StrEnum):
     UNCERTAIN_SUPPORT = "UNCERTAIN_SUPPORT"
     NUMBER_MISMATCH = "NUMBER_MISMATCH"
     CHECK_ERROR = "CHECK_ERROR"
+    AUDIT_SAMPLE = "AUDIT_SAMPLE"
 
 
 class Layer(StrEnum):
@@ -175,6 +176,13 @@ REASONS: Mapping[ReasonCode, ReasonInfo] = MappingProxyType(
             "support",
             "the judge's score fell between the surface's two thresholds and no stronger judge settled it",
             "a person decides in the review queue (accept = supported), or configure a judge to escalate to",
+            judged=True,
+        ),
+        ReasonCode.AUDIT_SAMPLE: _info(
+            _S,
+            "support",
+            "not a failure: a judged citation drawn for a person to label (the answer was served as decided)",
+            "label it: accept = the passage supports the claim, reject = it does not (the judge's live error rates)",
             judged=True,
         ),
         ReasonCode.CHECK_ERROR: _info(

@@ -205,9 +205,28 @@ def calibrate_command(
         Path | None, typer.Option("--write", help="with --fit: write the routing to this calibration file")
     ] = None,
     surface: Annotated[str, typer.Option("--surface", help="surface name for --write / --routing")] = "*",
+    from_store: Annotated[
+        str | None,
+        typer.Option("--from-store", help="with --fit --surface: refit from the review desk's audit labels in DB"),
+    ] = None,
 ) -> None:
     """Calibrate a support judge on human-labeled data, or hand-label pairs (``calibrate label``)."""
     positional = list(args or [])
+    if from_store is not None:
+        if positional:
+            fail("--from-store reads the labels from the database: give no FILE")
+        from citelock.cli._calibrate_store import calibrate_from_store
+
+        calibrate_from_store(
+            from_store,
+            surface=text_option("--surface", surface),
+            fit=fit,
+            write=write,
+            target_false_pass=target_false_pass if target_false_pass != 0.05 else None,
+            target_false_fail=target_false_fail if target_false_fail != 0.2 else None,
+            as_json=as_json,
+        )
+        raise typer.Exit(EXIT_OK)
     if positional and positional[0] == "label":
         if len(positional) != 2 or out is None:
             fail("usage: citelock calibrate label PAIRS.jsonl --out LABELS.jsonl")

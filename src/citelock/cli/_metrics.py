@@ -8,13 +8,14 @@ from typing import Annotated
 
 import typer
 
-from citelock.cli._app import app, using_database
+from citelock.cli._app import EXIT_FINDINGS, app, using_database
 from citelock.cli._io import fail, shown, text_option
 from citelock.cli._queue import DbOption, resolve_db
 from citelock.cli._report import REASON_WIDTH
 from citelock.cli._report import console as rich_console
 from citelock.errors import UsageError
 from citelock.metrics._compute import ALL, MetricsReport, metrics_from_store
+from citelock.metrics._false_pass import SurfaceStatus, live_rates_from_store, statuses_json
 
 __all__ = ["metrics"]
 
@@ -28,6 +29,14 @@ def metrics(
         Path | None, typer.Option("--png", help="also write a PNG dashboard here (needs the eval extra)")
     ] = None,
     by_week: Annotated[bool, typer.Option("--by-week", help="also print a table per surface and ISO week")] = False,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="exit 1 when a surface raises an alarm (false pass, drift, pass up/repair down)"),
+    ] = False,
+    window: Annotated[int, typer.Option("--window", min=1, help="weeks pooled for the judge's alarms")] = 4,
+    min_labels: Annotated[
+        int, typer.Option("--min-labels", min=1, help="fewest labels of a class behind a rate that clears or alarms")
+    ] = 30,
 ) -> None:
     """Citation metrics overall, per surface and per ISO week, each printed beside its definition.
 
@@ -41,6 +50,7 @@ def metrics(
     try:
         with using_database(target):
             report = metrics_from_store(target, surface=surface)
+            statuses = live_rates_from_store(target, surface=surface, window=window, min_labels=min_labels)
     except UsageError as exc:
         fail(f"cannot read metrics from {shown(target)}: {exc}")
     if png is not None:
@@ -51,11 +61,35 @@ def metrics(
         except UsageError as exc:
             fail(str(exc))
     if as_json:
-        typer.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        typer.echo(json.dumps({**report.to_json(), "judge": statuses_json(statuses)}, ensure_ascii=False, indent=2))
+    else:
+        _print(report, by_week=by_week)
+        _print_judge(statuses, by_week=by_week)
+        if png is not None:
+            typer.echo(f"chart written to {shown(png)}")
+    if check and any(s.alarms for s in statuses):
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def _print_judge(statuses: list[SurfaceStatus], *, by_week: bool) -> None:
+    """The judge's live false-pass and false-fail rates per surface (and week), then the alarms."""
+    if not statuses:
         return
-    _print(report, by_week=by_week)
-    if png is not None:
-        typer.echo(f"chart written to {shown(png)}")
+    typer.echo("")
+    typer.echo(
+        "judge audit (live rates from labeled AUDIT_SAMPLE entries, inverse-probability weighted; "
+        "95% Wilson interval on Kish's effective n):"
+    )
+    for status in statuses:
+        flag = " [shipped default routing on a high-stakes surface]" if status.shipped_default else ""
+        typer.echo(f"  surface {status.surface}{flag}")
+        rows = [*status.window, *(status.weekly if by_week else ())]
+        for rate in rows:
+            typer.echo(f"    {rate.name.replace('_', ' ')} ({rate.week}): {rate.formatted()}")
+        if status.psi is not None:
+            typer.echo(f"    score drift vs calibration set: PSI {status.psi:.3f} (alarm above 0.25)")
+        for alarm in status.alarms:
+            typer.echo(f"    ALARM {alarm.kind}: {alarm.message}")
 
 
 _NARROW = 80

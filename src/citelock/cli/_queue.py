@@ -32,7 +32,9 @@ DbOption = Annotated[
     typer.Option("--db", help="SQLite path or PostgreSQL URL (default: $CITELOCK_DB or ./.citelock/citelock.db)"),
 ]
 EntryIdArg = Annotated[str, typer.Argument(metavar="ID", help="entry id or a unique prefix (4+ characters)")]
-OutcomeOption = Annotated[str, typer.Option("--outcome", help="accept | repair | escalate")]
+OutcomeOption = Annotated[
+    str, typer.Option("--outcome", help="accept | repair | escalate (an AUDIT_SAMPLE: accept | reject)")
+]
 CategoryOption = Annotated[
     str | None, typer.Option("--category", help="chunking | truncation | ranking (escalate only)")
 ]

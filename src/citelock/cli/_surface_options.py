@@ -30,6 +30,7 @@ from citelock.audit._work import AuditSettings
 from citelock.cli._io import fail, is_stdin, read_json, reading, shown
 from citelock.errors import UsageError
 from citelock.guard import Guard, SurfacePolicy
+from citelock.guard._audit import shipped_default_notice
 from citelock.judges import DEFAULT_JUDGE, JUDGE_NAMES, Judge, make_judge
 from citelock.judges._routing import Routing, load_surface_routing
 from citelock.store import CachedJudge
@@ -223,6 +224,8 @@ def surface_setup(options: SurfaceOptions) -> SurfaceSetup | None:
         guard = Guard(policy, built, escalate=stronger)  # a routing made for another judge fails here
     except UsageError as exc:
         fail(str(exc))
+    if policy.stakes == "high" and policy.routing is None and built is not None:
+        typer.echo(f"notice: {shipped_default_notice(policy.name, built.name)}", err=True)
     return SurfaceSetup(policy, built, stronger, guard)
 
 

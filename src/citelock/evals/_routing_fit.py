@@ -197,4 +197,5 @@ def fit_routing(
         method=ROUTING_METHODS[0] if delta is None else ROUTING_METHODS[1],
         n_calibration=int(s.size),
         source=source,
+        score_deciles=tuple(float(q) for q in np.quantile(s, np.linspace(0.1, 0.9, 9))) if s.size else (),
     )

@@ -4,6 +4,7 @@ One entry point, :class:`Guard`: ``Guard(policy, judge).run(record, answer) -> G
 and writes nothing; :func:`check` is the free checks' report alone (``Guard().run(...).report``).
 """
 
+from citelock.guard._audit import STRATA, AuditPlan, AuditRecord, AuditSample, Stratum, audit_draw, stratum_of
 from citelock.guard._coverage import check_coverage
 from citelock.guard._guard import Guard
 from citelock.guard._numbers import extract_numbers, missing_numbers
@@ -31,6 +32,10 @@ from citelock.guard._support import (
 from citelock.prompt._index import PromptIndex, check_citation
 
 __all__ = [
+    "STRATA",
+    "AuditPlan",
+    "AuditRecord",
+    "AuditSample",
     "ClaimAction",
     "ClaimOutcome",
     "Decision",
@@ -44,7 +49,9 @@ __all__ = [
     "SupportRun",
     "SupportStatus",
     "SupportTarget",
+    "Stratum",
     "SurfacePolicy",
+    "audit_draw",
     "check",
     "check_citation",
     "check_coverage",
@@ -54,4 +61,5 @@ __all__ = [
     "missing_numbers",
     "require_routing_for",
     "resolve_routing",
+    "stratum_of",
 ]

@@ -36,6 +36,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from citelock.errors import UsageError
+from citelock.guard._audit import AuditPlan, AuditRecord, build_audit
 from citelock.guard._run import check
 from citelock.guard._support import SupportCheck, SupportTarget, judge_support, require_routing_for
 from citelock.judges import Judge
@@ -98,6 +99,8 @@ class SurfacePolicy(BaseModel):
         serve_unverified: Serve a claim whose citation is in review (``UNCERTAIN_SUPPORT``) as is, the finding
             queued. False treats it like a failing claim for serving (``on_fail`` applies) while it is queued as
             review, not as a failure. Defaults to True for low stakes, False for high stakes.
+        audit: Draw audit samples of the judged citations for people to label (see
+            :class:`citelock.guard.AuditPlan`); None draws none.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -111,6 +114,7 @@ class SurfacePolicy(BaseModel):
     routing: Routing | None = None
     on_fail: OnFail = "block"
     serve_unverified: bool = True
+    audit: AuditPlan | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -219,6 +223,8 @@ class GuardResult(BaseModel):
             policy).
         accounting: Judge calls made and saved.
         claims: One :class:`ClaimOutcome` per claim of the answer: served, dropped or marked, and why.
+        audit: The audit samples drawn and the strata they were drawn from, and the shipped-default flag of a
+            high-stakes surface (see :class:`citelock.guard.AuditRecord`); None when there is neither.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -232,6 +238,7 @@ class GuardResult(BaseModel):
     support: tuple[SupportCheck, ...] = ()
     accounting: JudgeAccounting = Field(default_factory=JudgeAccounting)
     claims: tuple[ClaimOutcome, ...] = ()
+    audit: AuditRecord | None = None
 
     @property
     def ok(self) -> bool:
@@ -403,7 +410,19 @@ def run_policy(
                 "layers": (*report.layers, Layer.SUPPORT),
             }
         )
-    return _finish(record, policy, parsed, report, tuple(checks), accounting)
+    result = _finish(record, policy, parsed, report, tuple(checks), accounting)
+    texts = {(t.claim_index, t.citation_index): (t.claim, index.body(index.by_id[t.chunk_id])) for t in targets}
+    audit = build_audit(
+        surface=policy.name,
+        stakes=policy.stakes,
+        plan=policy.audit,
+        routing=routing,
+        own_routing=policy.routing is not None,
+        request_id=record.request_id,
+        checks=result.support,
+        texts=texts,
+    )
+    return result if audit is None else result.model_copy(update={"audit": audit})
 
 
 def _errored_report(record: PromptRecord, exc: Exception) -> GuardReport:

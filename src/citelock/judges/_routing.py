@@ -54,6 +54,8 @@ class Routing(BaseModel):
         method: How the thresholds were chosen (e.g. ``"conformal-risk-control"``, ``"manual"``).
         n_calibration: Labeled items the thresholds were fitted on.
         source: What data they were fitted on (a file name and split, free text).
+        score_deciles: The calibration scores' deciles (nine cut points), the reference the live score drift
+            is measured against (``citelock metrics``); empty in a routing that did not record them.
     """
 
     # ``pass_at`` is ``inf`` when too few labeled items allowed any pass: written as "Infinity" in JSON
@@ -69,6 +71,7 @@ class Routing(BaseModel):
     method: str = "manual"
     n_calibration: int = Field(default=0, ge=0)
     source: str = ""
+    score_deciles: tuple[float, ...] = ()
 
     @model_validator(mode="after")
     def _ordered(self) -> Routing:

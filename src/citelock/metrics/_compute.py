@@ -47,7 +47,7 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "saved_by_sampling": "surviving citations a low-stakes surface's sample left unjudged",
     "cache_hits": "verdicts served from the judge's cache",
     "queue_volume": "review-queue entries with this reason code",
-    "queue_repair_rate": "queue entries resolved as repair / resolved entries",
+    "queue_repair_rate": "queue entries resolved as repair / resolved entries (audit samples left out)",
     "support_rate_by_rank": "judged pairs citing a chunk at this retrieval rank that were supported / judged "
     "pairs at that rank",
     "support_rate_by_strategy": "judged pairs citing a chunk of this chunking strategy that were supported / "
@@ -224,7 +224,7 @@ def _add_result(t: _Tally, result: GuardResult) -> None:
 
 def _add_queue_item(t: _Tally, entry: QueueEntry, resolution: Resolution | None) -> None:
     t.queue[entry.reason.value] += 1
-    if resolution is not None:
+    if resolution is not None and entry.reason != ReasonCode.AUDIT_SAMPLE:  # an audit label is not a repair
         t.resolved += 1
         t.repaired += resolution.outcome == "repair"
 

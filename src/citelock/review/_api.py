@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse, StreamingResponse
 
+from citelock.metrics._false_pass import statuses_json
 from citelock.reasons import REASONS, ReasonCode
 from citelock.review._export import fix_list_csv, fix_list_jsonl, labels_jsonl
 from citelock.review._views import ChunkView, PromptState
@@ -191,8 +192,10 @@ def metrics(
     request: Request, user: Annotated[Credential, Depends(api_user)], surface: str | None = None
 ) -> JSONResponse:
     """Every metric of every scope with its definition: what ``citelock metrics --json`` prints."""
-    report, _ = desk_of(request).metrics(surface=surface or None)
-    return JSONResponse(report.to_json())
+    desk = desk_of(request)
+    report, _ = desk.metrics(surface=surface or None)
+    statuses, _ = desk.judge_status(surface=surface or None)
+    return JSONResponse({**report.to_json(), "judge": statuses_json(statuses)})
 
 
 def _stream(lines: Iterator[str], media_type: str, filename: str) -> StreamingResponse:

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from citelock.metrics._compute import ALL, MetricsReport
+from citelock.metrics._false_pass import SurfaceStatus
 
-__all__ = ["HEADLINE", "Chart", "Label", "Rect", "bars_chart", "rates_chart", "scope_groups"]
+__all__ = ["HEADLINE", "Chart", "Label", "Rect", "bars_chart", "live_rate_chart", "rates_chart", "scope_groups"]
 
 HEADLINE = ("citation_precision", "citation_recall", "faithfulness", "pass_rate")
 """The four rates drawn per surface and per week."""
@@ -136,3 +137,51 @@ def scope_groups(
     by_surface = [("all", ALL, ALL), *((s, s, ALL) for s in report.surfaces)]
     by_week = [(w, ALL, w) for w in report.weeks[-weeks:]]
     return by_surface, by_week
+
+
+def live_rate_chart(status: SurfaceStatus, *, weeks: int = 12) -> Chart:
+    """The surface's weekly false-pass estimates as bars with their 95% interval, and the target as a line.
+
+    A week without labels draws no bar and is labelled ``n/a``. The scale tops at the larger of 20% and the
+    highest upper bound, so a target of a few percent stays visible.
+    """
+    rates = [r for r in status.weekly if r.name == "false_pass_rate"][-weeks:]
+    bar_w, gap = 22.0, 14.0
+    top = max([0.2, *(r.high for r in rates if r.high is not None)])
+    width = _LEFT + max(1, len(rates)) * (bar_w + gap) + 10
+    base = _TOP + _PLOT_H
+    rects: list[Rect] = []
+    labels: list[Label] = []
+    for i, rate in enumerate(rates):
+        x = _LEFT + i * (bar_w + gap) + gap / 2
+        tip = f"false pass rate {rate.week}: {rate.formatted()}"
+        if rate.value is not None and rate.low is not None and rate.high is not None:
+            h = rate.value / top * _PLOT_H
+            css = "bar-alarm" if rate.status == "above_target" else "bar-0"
+            rects.append(Rect(x=x, y=base - h, width=bar_w, height=h, css=css, title=tip))
+            y_low, y_high = base - rate.low / top * _PLOT_H, base - rate.high / top * _PLOT_H
+            rects.append(Rect(x=x + bar_w / 2 - 1, y=y_high, width=2, height=y_low - y_high, css="whisker", title=tip))
+        labels.append(
+            Label(
+                x=x + bar_w / 2,
+                y=base - 4 - (0 if rate.high is None else rate.high / top * _PLOT_H),
+                text=_percent(rate.value),
+                css="chart-value",
+            )
+        )
+        labels.append(Label(x=x + bar_w / 2, y=base + 16, text=rate.week[-3:], css="chart-axis"))
+    target = next((r.target for r in rates if r.target is not None), None)
+    grid: list[tuple[float, str]] = [(base, "0%"), (base - _PLOT_H, _percent(top))]
+    if target is not None:
+        grid.append((base - target / top * _PLOT_H, f"target {target:.0%}"))
+    for y, text in grid:
+        labels.append(Label(x=_LEFT - 6, y=y + 4, text=text, anchor="end", css="chart-axis"))
+    return Chart(
+        title=f"Live false-pass rate on {status.surface} (weighted audit labels, 95% Wilson interval)",
+        width=width,
+        height=_TOP + _PLOT_H + _BOTTOM,
+        rects=tuple(rects),
+        labels=tuple(labels),
+        legend=(("bar-0", "at or under target"), ("bar-alarm", "upper bound above target")),
+        gridlines=tuple(grid),
+    )

@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 
 from citelock.errors import AlreadyResolvedError, InputError, NotPermittedError, StoreIntegrityError
 from citelock.metrics._compute import MetricsReport, metrics_from_store
+from citelock.metrics._false_pass import SurfaceStatus, live_rates_from_store
 from citelock.review._views import EntryView, PromptView, entry_view, prompt_view
 from citelock.store import (
     AccountStore,
@@ -185,6 +186,15 @@ class ReviewDesk:
         """
         return self._cached(
             ("metrics", surface), self.metrics_ttl, lambda: metrics_from_store(self.engine, surface=surface)
+        )
+
+    def judge_status(self, *, surface: str | None = None) -> tuple[list[SurfaceStatus], datetime]:
+        """The judge's live false-pass / false-fail rates and alarms per surface (as ``citelock metrics``).
+
+        Reused for :attr:`metrics_ttl` seconds, like :meth:`metrics`.
+        """
+        return self._cached(
+            ("judge", surface), self.metrics_ttl, lambda: live_rates_from_store(self.engine, surface=surface)
         )
 
     def facets(self) -> QueueFacets:

@@ -16,7 +16,8 @@ from starlette.responses import RedirectResponse, Response
 
 from citelock.errors import AlreadyResolvedError, InputError, NotPermittedError, StoreIntegrityError
 from citelock.reasons import REASONS
-from citelock.review._charts import bars_chart, rates_chart, scope_groups
+from citelock.records import ReasonCode
+from citelock.review._charts import bars_chart, live_rate_chart, rates_chart, scope_groups
 from citelock.review._passwords import authenticate
 from citelock.review._purge import SessionPurge
 from citelock.review._security import LOGIN_COOKIE, SESSION_COOKIE, csrf_ok, new_login_token, safe_next, same_origin
@@ -247,7 +248,7 @@ def record_outcome(
     status: Annotated[str, Form()] = "",
     reviewer: Annotated[str, Form()] = "",
 ) -> Response:
-    """Record accept / repair / escalate as the signed-in account; then on to the next entry of the list."""
+    """Record accept / repair / escalate (accept / reject on an audit sample) as the signed-in account; then on."""
     desk = desk_of(request)
     where = QueueFilter.parse(reason=reason, surface=surface, week=week, status=status, reviewer=reviewer)
     form = {"outcome": outcome, "note": note, "category": category, "chunk_id": chunk_id}
@@ -311,6 +312,7 @@ def metrics_page(
     """What ``citelock metrics`` computes, per surface and per week, as charts and tables."""
     desk = desk_of(request)
     report, computed = desk.metrics(surface=surface or None)
+    statuses, _ = desk.judge_status(surface=surface or None)
     by_surface, by_week = scope_groups(report)
     volume = [(v.key or "", int(v.numerator)) for v in report.scope() if v.name == "queue_volume"]
     outcomes = desk.browser.outcome_counts(QueueFilter(surface=surface or None, status="all"))
@@ -325,10 +327,45 @@ def metrics_page(
             bars_chart(volume, "Review queue volume by reason"),
             bars_chart(sorted(outcomes.items()), "Review outcomes", css="bar-outcome"),
         ],
+        "statuses": statuses,
+        # a chart only for surfaces with an audit plan (the others have no estimate to draw)
+        "judge_charts": [live_rate_chart(s) for s in statuses if any(r.status != "no_audit" for r in s.window)],
         "by_surface": by_surface,
         "by_week": by_week,
     }
     return render(request, "metrics.html", context)
+
+
+@router.get("/audit")
+def audit_page(
+    request: Request,
+    user: Annotated[Credential, Depends(page_user)],
+    surface: FilterQuery = None,
+) -> Response:
+    """Audit samples of judged citations, open first: a reviewer's accept (supported) or reject is the label."""
+    desk = desk_of(request)
+    items = desk.queue.items(reason=ReasonCode.AUDIT_SAMPLE, surface=surface or None)
+    open_items = [e for e, r in items if r is None]
+    labeled = [(e, r) for e, r in items if r is not None]  # newest label first
+    tally: dict[tuple[str, str], list[int]] = {}
+    for entry, resolution in items:
+        stratum = entry.audit.stratum if entry.audit is not None else "?"
+        row = tally.setdefault((entry.surface, stratum), [0, 0, 0])
+        row[0] += 1
+        if resolution is not None:
+            row[1 if resolution.outcome == "accept" else 2] += 1
+    statuses, computed = desk.judge_status(surface=surface or None)
+    context = {
+        "surface": surface or "",
+        "surfaces": desk.facets().surfaces,
+        "open_items": open_items[:PAGE_SIZE],
+        "open_count": len(open_items),
+        "labeled": sorted(labeled, key=lambda er: er[1].resolved_at, reverse=True)[:PAGE_SIZE],
+        "tally": sorted(tally.items()),
+        "statuses": statuses,
+        "computed": computed,
+    }
+    return render(request, "audit.html", context)
 
 
 @router.get("/export")

@@ -89,7 +89,10 @@ templates = Jinja2Templates(env=_environment())
 def render(request: Request, name: str, context: dict[str, Any], *, status_code: int = 200) -> Response:
     """Render a page template with the signed-in user (if any) and the CSRF token in its context."""
     user: Credential | None = getattr(request.state, "user", None)
-    base = {"user": user, "csrf": user.csrf if user is not None else "", "now": datetime.now(UTC)}
+    base: dict[str, Any] = {"user": user, "csrf": user.csrf if user else "", "now": datetime.now(UTC), "alarms": ()}
+    if user is not None:  # the banner: every alarm of every surface (computed at most once a minute)
+        statuses, _ = desk_of(request).judge_status()
+        base["alarms"] = tuple(a for s in statuses for a in s.alarms)
     return templates.TemplateResponse(request, name, {**base, **context}, status_code=status_code)
 
 

@@ -61,9 +61,9 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from citelock.errors import AlreadyResolvedError, InputError, UsageError
-from citelock.guard import GuardResult
+from citelock.guard import AuditSample, GuardResult
 from citelock.reasons import judged_codes
-from citelock.records import Finding, ReasonCode, VerdictLabel
+from citelock.records import Finding, Layer, ReasonCode, VerdictLabel
 from citelock.store._engine import insert_skipping, make_engine
 from citelock.store._tables import ensure_tables, existing_tables, existing_triggers, refuse_triggers
 
@@ -77,7 +77,9 @@ __all__ = [
     "queue_entry_schema",
 ]
 
-Outcome = Literal["accept", "repair", "escalate"]
+Outcome = Literal["accept", "repair", "escalate", "reject"]
+"""``reject`` is only for ``AUDIT_SAMPLE`` entries (the passage does not support the claim); an audit entry takes
+``accept`` (it does) or ``reject``."""
 EscalationCategory = Literal["chunking", "truncation", "ranking"]
 
 _JUDGED_REASONS = judged_codes()
@@ -100,6 +102,8 @@ class QueueEntry(Finding):
         created_at: When it was queued (UTC).
         week: ISO week the answer counts in (the guard passes the prompt's week; default: ``created_at``'s).
         surface: The surface the answer was served on.
+        audit: For an ``AUDIT_SAMPLE`` entry: the sample as the guard drew it (route, score, stratum and the
+            probability it was drawn with). None on every other entry.
 
     Every other field is the finding's (reason, layer, the pointer to the logged prompt, claim, cited chunk,
     span, passage, every layer's verdict, the judge's raw answer and version); ``claim_index`` -1 means the
@@ -111,6 +115,7 @@ class QueueEntry(Finding):
     created_at: datetime
     week: str
     surface: str
+    audit: AuditSample | None = None
 
     @property
     def calibratable(self) -> bool:
@@ -333,6 +338,7 @@ class ReviewQueue:
                 QueueEntry.from_finding(f, surface=result.surface, created_at=moment, week=result.week)
                 for f in result.report.findings
             )
+            entries.extend(audit_entries(result, created_at=moment))
         self.add(entries)
         return entries
 
@@ -482,6 +488,7 @@ class ReviewQueue:
         """
         _check_outcome(outcome, note, category, chunk_id)
         full = self.resolve_id(entry_id)
+        self._check_audit_outcome(full, outcome)
         event = Resolution(
             entry_id=full,
             outcome=outcome,
@@ -542,6 +549,7 @@ class ReviewQueue:
             raise InputError("a re-review needs the reviewer's name (it supersedes someone's outcome)")
         _check_outcome(outcome, note, category, chunk_id)
         full = self.resolve_id(entry_id)
+        self._check_audit_outcome(full, outcome)
         current = self.resolution(full)
         if current is None:
             raise InputError(f"entry {full} is still open: give it its first outcome with resolve, not a re-review")
@@ -566,6 +574,22 @@ class ReviewQueue:
                 f"entry {full} was re-reviewed meanwhile ({_describe(latest)}); look at it again before re-reviewing"
             )
         return event
+
+    def _check_audit_outcome(self, entry_id: str, outcome: Outcome) -> None:
+        """An audit entry takes accept or reject (its label); every other entry takes anything but reject."""
+        with self.engine.connect() as conn:
+            reason = conn.execute(select(_entries.c.reason).where(_entries.c.id == entry_id)).scalar_one()
+        audit = reason == ReasonCode.AUDIT_SAMPLE.value
+        if audit and outcome not in ("accept", "reject"):
+            raise InputError(
+                f"entry {entry_id} is an audit sample: label it accept (the passage supports the claim) or reject "
+                f"(it does not), got {outcome!r}"
+            )
+        if not audit and outcome == "reject":
+            raise InputError(
+                f"entry {entry_id} is a {reason} finding: reject is only for AUDIT_SAMPLE entries; "
+                "use accept, repair or escalate"
+            )
 
     def _append_event(self, event: Resolution) -> bool:
         """Append an outcome event; False when that (entry, revision) already exists."""
@@ -659,9 +683,38 @@ def _reason(value: ReasonCode | str) -> ReasonCode:
         ) from None
 
 
+def audit_entries(result: GuardResult, *, created_at: datetime) -> list[QueueEntry]:
+    """The ``AUDIT_SAMPLE`` entries of a result's audit samples (none without an audit plan)."""
+    if result.audit is None or result.surface is None:
+        return []
+    out = []
+    for sample in result.audit.samples:
+        score = "n/a" if sample.score is None else f"{sample.score:.3f}"
+        finding = Finding(
+            request_id=result.report.request_id,
+            prompt_sha256=result.report.prompt_sha256,
+            reason=ReasonCode.AUDIT_SAMPLE,
+            layer=Layer.SUPPORT,
+            claim_index=sample.claim_index,
+            claim=sample.claim,
+            citation_index=sample.citation_index,
+            chunk_id=sample.chunk_id,
+            passage=sample.passage,
+            detail=f"audit sample ({sample.stratum}, drawn with probability {sample.probability:g}): the judge "
+            f"routed it to {sample.route} (score {score}); the answer was served as the surface decided",
+            verdicts={"support": sample.route},
+            judge_version=sample.version,
+        )
+        entry = QueueEntry.from_finding(finding, surface=result.surface, created_at=created_at, week=result.week)
+        out.append(entry.model_copy(update={"audit": sample}))
+    return out
+
+
 def _check_outcome(outcome: str, note: str | None, category: str | None, chunk_id: str | None) -> None:
     if outcome not in get_args(Outcome):
-        raise InputError(f"outcome must be accept, repair or escalate, got {outcome!r}")
+        raise InputError(
+            f"outcome must be accept, repair or escalate (or reject, an audit sample's label), got {outcome!r}"
+        )
     if category is not None and category not in get_args(EscalationCategory):
         raise InputError(f"category must be chunking, truncation or ranking, got {category!r}")
     if outcome == "repair" and not (note and note.strip()):
