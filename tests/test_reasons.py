@@ -35,7 +35,13 @@ R = ReasonCode
 # a refactor of the table cannot change who belongs where without changing this test.
 PINNED_FAMILIES: dict[str, set[ReasonCode]] = {
     "id": {R.ID_NOT_IN_PROMPT, R.STALE_ID, R.FABRICATED_ID},
-    "span": {R.SPAN_TRUNCATED, R.SPAN_NOT_IN_CHUNK, R.SPAN_ONLY_IN_QUESTION, R.SPAN_IN_OTHER_CHUNK},
+    "span": {
+        R.SPAN_TRUNCATED,
+        R.SPAN_NOT_IN_CHUNK,
+        R.SPAN_ONLY_IN_QUESTION,
+        R.SPAN_ONLY_IN_HISTORY,
+        R.SPAN_IN_OTHER_CHUNK,
+    },
     "coverage": {R.UNCITED_CLAIM},
     "number": {R.NUMBER_MISMATCH},
     "support": {R.UNSUPPORTED, R.PARTIAL_SUPPORT, R.WRONG_CHUNK, R.UNCERTAIN_SUPPORT},
