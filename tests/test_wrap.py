@@ -293,3 +293,17 @@ def test_a_model_left_out_is_asked_of_the_server(tmp_path: Path) -> None:
     client = wrapped(server, tmp_path)
     response = client.chat.completions.create(messages=conversation(), chunks=CHUNKS)
     assert server.bodies[1]["model"] == "served-model" and response.citelock.model == "served-model"
+
+
+def test_content_raw_keeps_the_models_output_and_metadata_is_recorded(tmp_path: Path) -> None:
+    output = cited("kb-1", "It returns at 18:40.", "It returns at 18:40.")
+    server = Server(completion(output))
+    client = wrapped(server, tmp_path, content="raw")
+    response = client.chat.completions.create(
+        model="m", messages=conversation(), chunks=CHUNKS, citelock_metadata={"user": "u-7"}
+    )
+    assert response.choices[0].message.content == output == response.citelock_output
+    assert "citelock_metadata" not in server.bodies[0]
+    assert client.citelock.log.get(response.citelock.request_id).metadata["user"] == "u-7"
+    with pytest.raises(UsageError, match="content must be"):
+        citelock.wrap(scripted_client(Server()), content="html")  # type: ignore[arg-type]

@@ -70,3 +70,12 @@ def test_bad_input_is_refused() -> None:
     other = citelock.answer_model(CHUNKS[:1], options=OPTS)
     with pytest.raises(InputError, match="expected an instance"):
         shape.answer(other.model.model_validate(_cited("s1", "The plant opened in 1998.")))
+
+
+def test_response_format_is_the_one_the_server_takes() -> None:
+    openai_shape = citelock.answer_model(CHUNKS, options=OPTS)
+    assert openai_shape.response_format["type"] == "json_schema"
+    assert openai_shape.response_format["json_schema"]["strict"] is True
+    llama = citelock.answer_model(CHUNKS, server="llama-cpp-python", options=OPTS)
+    assert llama.response_format["type"] == "json_object"  # llama-cpp-python refuses json_schema
+    assert llama.response_format["schema"] == llama.json_schema
