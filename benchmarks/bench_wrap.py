@@ -38,6 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 import citelock
+from citelock._wrap._request import prepare
 from citelock.constraint._schema import clear_schema_cache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +77,7 @@ def server_url(given: str | None) -> Iterator[str]:
         yield server.base_url
 
 
-def measure(url: str, count: int, reps: int, own_reps: int, db: Path) -> dict[str, tuple[float, float]]:
+def measure(url: str, count: int, policy: str, reps: int, own_reps: int, db: Path) -> dict[str, tuple[float, float]]:
     plain = openai.OpenAI(base_url=url, api_key="local", max_retries=0, timeout=600)
     chunks = chunks_of(count)
     messages = messages_for(chunks)
@@ -85,7 +86,8 @@ def measure(url: str, count: int, reps: int, own_reps: int, db: Path) -> dict[st
         started = time.perf_counter()
         plain.chat.completions.create(model="local", messages=messages, max_tokens=64, temperature=0.0)
         raw.append((time.perf_counter() - started) * 1000)
-    client = citelock.wrap(plain, server="llama-cpp-python", log=db, options=OPTS, policy="substring")
+    client = citelock.wrap(plain, server="llama-cpp-python", log=db, options=OPTS, policy=policy)
+    settings: dict[str, Any] = {"policy": policy, "options": OPTS}
     wrapped: list[float] = []
     replies: list[Any] = []
     transport = client.backend.transport
@@ -102,40 +104,49 @@ def measure(url: str, count: int, reps: int, own_reps: int, db: Path) -> dict[st
         started = time.perf_counter()
         client.chat.completions.create(model="local", messages=messages, chunks=chunks, temperature=0.0)
         wrapped.append((time.perf_counter() - started) * 1000)
-    own: list[float] = []
-    prepare_ms: list[float] = []
+    parts: dict[str, list[float]] = {"own": [], "prepare": [], "log": [], "finish": []}
+    log = client.citelock.log
+    assert log is not None
     for n in range(own_reps):
         reply = copy.deepcopy(replies[n % len(replies)])
         clear_schema_cache()
         started = time.perf_counter()
-        prepared = client._prepare({"model": "local", "messages": messages, "chunks": chunks}, None)
-        middle = time.perf_counter()
+        prepared = prepare(client.backend, {"model": "local", "messages": messages, "chunks": chunks}, **settings)
+        built = time.perf_counter()
+        log.append(prepared.record)
+        logged = time.perf_counter()
         client._finish(prepared, reply, reply.choices[0], 0.0)
         ended = time.perf_counter()
-        own.append((ended - started) * 1000)
-        prepare_ms.append((middle - started) * 1000)
-    return {"raw": pct(raw), "wrapped": pct(wrapped), "own": pct(own), "prepare": pct(prepare_ms)}
+        for key, ms in (("own", ended - started), ("prepare", built - started), ("log", logged - built)):
+            parts[key].append(ms * 1000)
+        parts["finish"].append((ended - logged) * 1000)
+    return {"raw": pct(raw), "wrapped": pct(wrapped), **{key: pct(values) for key, values in parts.items()}}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", help="a running server's /v1 URL (default: start the bundled model's server)")
     parser.add_argument("--sizes", default="10,100", help="chunk counts (default 10,100)")
+    parser.add_argument("--policies", default="substring,sentence", help="span policies (default substring,sentence)")
     parser.add_argument("--reps", type=int, default=5, help="server calls per size for raw and for wrapped")
     parser.add_argument("--own-reps", type=int, default=200, help="replayed calls per size for the wrapper's cost")
     args = parser.parse_args()
     table = Table(title="citelock.wrap: the wrapper's own cost beside the raw SDK call (ms, p50 / p95)")
-    for column in ("chunks", "raw SDK call", "wrapped call", "own cost", "of which prepare+log", "own / raw"):
+    columns = ("policy", "chunks", "raw SDK", "wrapped", "own cost", "locate+constrain", "log", "guard+render")
+    for column in (*columns, "own / raw"):
         table.add_column(column, justify="right")
+    keys = ("raw", "wrapped", "own", "prepare", "log", "finish")
     with tempfile.TemporaryDirectory() as tmp, server_url(args.base_url) as url:
-        for count in (int(s) for s in args.sizes.split(",")):
-            got = measure(url, count, args.reps, args.own_reps, Path(tmp) / f"log-{count}.db")
-            cells = [f"{got[k][0]:.2f} / {got[k][1]:.2f}" for k in ("raw", "wrapped", "own", "prepare")]
-            table.add_row(str(count), *cells, f"{got['own'][0] / got['raw'][0]:.4f}")
-    Console().print(table)
+        for policy in args.policies.split(","):
+            for count in (int(s) for s in args.sizes.split(",")):
+                db = Path(tmp) / f"log-{policy}-{count}.db"
+                got = measure(url, count, policy, args.reps, args.own_reps, db)
+                cells = [f"{got[k][0]:.2f} / {got[k][1]:.2f}" for k in keys]
+                table.add_row(policy, str(count), *cells, f"{got['own'][0] / got['raw'][0]:.4f}")
+    Console(width=200).print(table)
     print(
         "raw: the plain client's call (max_tokens=64); wrapped: the same call through citelock.wrap, decoded under "
-        "the substring grammar; own: locate + constrain + log + verify + parse + guard + render per call, on "
+        "the policy's grammar; own: locate + constrain + log + verify + parse + guard + render per call, on "
         "replayed real responses with the schema cache cleared (goal: p50 < 2 ms at 10 chunks)"
     )
 
