@@ -108,7 +108,13 @@ def test_a_chunk_cut_short_in_the_callers_message_is_truncated_and_constrained_t
     assert {pc.id: pc.status for pc in record.chunks} == {"kb-1": "truncated", "kb-2": "complete"}
     grammar = server.bodies[0]["grammar"]
     assert "It returns at 18:40." not in grammar  # the lost tail cannot be quoted
-    assert not response.citelock.generation.enforced or response.citelock.findings == ()
+    assert response.citelock.generation.enforced and response.citelock.ok  # the span is in what survived
+    lost = Server(completion(cited("kb-1", "It returns at 18:40.")))  # a server that ignored the constraint
+    again = wrapped(lost, tmp_path).chat.completions.create(
+        model="m", messages=messages, chunks=CHUNKS, citelock_policy="sentence"
+    )
+    assert not again.citelock.generation.enforced
+    assert [f.reason for f in again.citelock.findings] == [ReasonCode.SPAN_TRUNCATED]
 
 
 def _ignoring_server(reply: str) -> tuple[ThreadingHTTPServer, str, list[dict[str, Any]]]:
