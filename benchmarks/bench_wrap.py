@@ -46,9 +46,9 @@ OPTS = citelock.SchemaOptions(max_claims=1, max_citations=1, max_text_chars=40, 
 
 
 def chunks_of(count: int) -> list[dict[str, str]]:
-    """``count`` chunks of about 120 characters from the example corpus (cycled, each with its own id)."""
+    """``count`` chunks of about 90 characters from the example corpus (cycled, each with its own id)."""
     texts = [json.loads(line)["text"] for line in (ROOT / "examples" / "corpus.jsonl").read_text().splitlines()]
-    return [{"id": f"doc-{k}", "text": f"{texts[k % len(texts)][:110]} (ref {k})."} for k in range(count)]
+    return [{"id": f"doc-{k}", "text": f"{texts[k % len(texts)][:80]} (ref {k})."} for k in range(count)]
 
 
 def messages_for(chunks: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -73,7 +73,7 @@ def server_url(given: str | None) -> Iterator[str]:
         return
     from citelock.runtime._server import ManagedServer
 
-    with ManagedServer(n_ctx=4096) as server:
+    with ManagedServer(n_ctx=8192) as server:
         yield server.base_url
 
 
