@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.store",),
     ("citelock.render",),
     ("citelock.pipeline",),
+    ("citelock._wrap",),
     ("citelock.adapters",),
     ("citelock.metrics",),
     ("citelock.audit",),

@@ -6,6 +6,7 @@ EXPECTED = [
     "ABSTENTION_TEXT",
     "AlreadyResolvedError",
     "Answer",
+    "AnswerModel",
     "AuditSettings",
     "AuditSummary",
     "Backend",
@@ -78,6 +79,7 @@ EXPECTED = [
     "aanswer",
     "answer",
     "answer_async",
+    "answer_model",
     "assemble",
     "build_schema",
     "check",
@@ -94,6 +96,7 @@ EXPECTED = [
     "run_audit",
     "serialize",
     "split_sentences",
+    "wrap",
 ]
 
 

@@ -35,7 +35,13 @@ R = ReasonCode
 # a refactor of the table cannot change who belongs where without changing this test.
 PINNED_FAMILIES: dict[str, set[ReasonCode]] = {
     "id": {R.ID_NOT_IN_PROMPT, R.STALE_ID, R.FABRICATED_ID},
-    "span": {R.SPAN_TRUNCATED, R.SPAN_NOT_IN_CHUNK, R.SPAN_ONLY_IN_QUESTION, R.SPAN_IN_OTHER_CHUNK},
+    "span": {
+        R.SPAN_TRUNCATED,
+        R.SPAN_NOT_IN_CHUNK,
+        R.SPAN_ONLY_IN_QUESTION,
+        R.SPAN_ONLY_IN_HISTORY,
+        R.SPAN_IN_OTHER_CHUNK,
+    },
     "coverage": {R.UNCITED_CLAIM},
     "number": {R.NUMBER_MISMATCH},
     # AUDIT_SAMPLE is not a failure: a judged citation drawn for a person to label (its accept is a "yes" sample)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from citelock._version import __version__
 
 if TYPE_CHECKING:
+    from citelock._wrap import AnswerModel, answer_model, wrap
     from citelock.audit import AuditSettings, AuditSummary, run_audit
     from citelock.backends import Backend, FakeBackend
     from citelock.constraint._schema import (
@@ -185,6 +186,9 @@ _EXPORTS: dict[str, str] = {
     "AuditSettings": "citelock.audit",
     "AuditSummary": "citelock.audit",
     "run_audit": "citelock.audit",
+    "AnswerModel": "citelock._wrap",
+    "answer_model": "citelock._wrap",
+    "wrap": "citelock._wrap",
 }
 
 
@@ -205,6 +209,7 @@ __all__ = [
     "ABSTENTION_TEXT",
     "AlreadyResolvedError",
     "Answer",
+    "AnswerModel",
     "AuditSettings",
     "AuditSummary",
     "Backend",
@@ -277,6 +282,7 @@ __all__ = [
     "aanswer",
     "answer",
     "answer_async",
+    "answer_model",
     "assemble",
     "build_schema",
     "check",
@@ -293,4 +299,5 @@ __all__ = [
     "run_audit",
     "serialize",
     "split_sentences",
+    "wrap",
 ]

@@ -33,9 +33,19 @@ from citelock.guard import ClaimOutcome, Decision, Guard, GuardResult, JudgeAcco
 from citelock.judges import Judge
 from citelock.prompt._assemble import assemble
 from citelock.prompt._parse import parse_answer
-from citelock.prompt._serialize import serialize
+from citelock.prompt._serialize import serialize, with_history
 from citelock.prompt._templates import PromptTemplate
-from citelock.records import Answer, Chunk, Context, DroppedChunk, Finding, Generation, GuardReport, PromptRecord
+from citelock.records import (
+    Answer,
+    Chunk,
+    Context,
+    DroppedChunk,
+    Finding,
+    Generation,
+    GuardReport,
+    Message,
+    PromptRecord,
+)
 from citelock.render import RenderStyle, render_answer, require_style
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 from citelock.telemetry._hook import answer_trace, trace_metadata
@@ -189,6 +199,7 @@ def _prepare(
     options: SchemaOptions | None,
     request_id: str | None,
     metadata: Mapping[str, Any] | None,
+    history: Iterable[Message | Mapping[str, Any]] | None = None,
 ) -> _Prepared:
     constrains = backend.limits.constrains
     tmpl = template if template is not None else ("answer_structured" if constrains else "answer_naive")
@@ -205,6 +216,8 @@ def _prepare(
     if schema is not None and schema.downgrade_reason:
         meta["downgrade_reason"] = schema.downgrade_reason
     record = serialize(context, template=tmpl, request_id=request_id, metadata=meta)
+    if history is not None:
+        record = with_history(record, history)  # [system, *history, user]: the whole conversation as sent
     if log is not None:
         (log if isinstance(log, PromptLog) else PromptLog(log)).append(record)
     if max_tokens is None:
@@ -405,6 +418,7 @@ class Citelock:
         max_tokens: int | None = None,
         render: RenderStyle | None = None,
         store: Collection[str] | None = None,
+        history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> GuardedAnswer:
         """Answer ``question`` from ``chunks`` with citations constrained by construction and checked by the guard.
 
@@ -417,13 +431,17 @@ class Citelock:
             max_tokens: Token budget for generation; defaults to the schema's longest possible answer.
             render: This request's render style (default: the client's).
             store: Ids of the whole chunk store for this request (default: the client's).
+            history: Earlier turns of the conversation, oldest first, in the OpenAI shape
+                (``{"role": "user" | "assistant", "content": ...}``): sent between the system prompt and this
+                turn, and logged with it. Evidence is only this turn's ``chunks``: a span found only in an
+                earlier turn is ``SPAN_ONLY_IN_HISTORY``, an id only an earlier turn carries is ``STALE_ID``.
 
         Returns:
             A :class:`GuardedAnswer`. ``ok`` is True when the decision is ``pass`` (served whole and clean);
             ``served`` is False when the guard blocked it; ``removed`` / ``marked`` say what was repaired.
 
         Raises:
-            InputError: malformed chunks, an empty question, duplicate ids.
+            InputError: malformed chunks or history, an empty question, duplicate ids.
             BudgetExceededError: the prompt does not fit ``max_chars``.
             UsageError: no span policy fits the backend (assemble fewer chunks).
             ConstraintViolationError: a backend that claimed to constrain produced output outside the schema.
@@ -434,7 +452,9 @@ class Citelock:
         style = self._style(render)
         backend = self.backend
         with answer_trace(question) as trace:  # spans per step when the otel extra is installed
-            prep = trace.assemble(self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata)
+            prep = trace.assemble(
+                self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
+            )
             with trace.generating(prep.record, backend) as done:
                 generation = done(backend.generate(prep.record, prep.schema, max_tokens=prep.max_tokens))
             return self._finish(prep, generation, style, store)
@@ -450,6 +470,7 @@ class Citelock:
         max_tokens: int | None = None,
         render: RenderStyle | None = None,
         store: Collection[str] | None = None,
+        history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> GuardedAnswer:
         """The async :meth:`answer` (same arguments, same result).
 
@@ -462,7 +483,7 @@ class Citelock:
         backend = await asyncio.to_thread(lambda: self.backend)
         with answer_trace(question) as trace:
             prep = await asyncio.to_thread(
-                trace.assemble, self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata
+                trace.assemble, self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
             )
             agenerate = getattr(backend, "agenerate", None)
             with trace.generating(prep.record, backend) as done:
@@ -488,11 +509,13 @@ class Citelock:
         max_tokens: int | None,
         request_id: str | None,
         metadata: Mapping[str, Any] | None,
+        history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> _Prepared:
         return _prepare(
             question, chunks, backend, policy if policy is not None else self.policy, log=self.log,
             template=self.template, max_chars=self.max_chars, on_overflow=self.on_overflow,
             max_tokens=max_tokens, options=self.options, request_id=request_id, metadata=metadata,
+            history=history,
         )  # fmt: skip
 
     def _finish(

@@ -40,6 +40,7 @@ class ReasonCode(StrEnum):
     SPAN_TRUNCATED = "SPAN_TRUNCATED"
     SPAN_NOT_IN_CHUNK = "SPAN_NOT_IN_CHUNK"
     SPAN_ONLY_IN_QUESTION = "SPAN_ONLY_IN_QUESTION"
+    SPAN_ONLY_IN_HISTORY = "SPAN_ONLY_IN_HISTORY"
     SPAN_IN_OTHER_CHUNK = "SPAN_IN_OTHER_CHUNK"
     UNCITED_CLAIM = "UNCITED_CLAIM"
     UNSUPPORTED = "UNSUPPORTED"
@@ -105,7 +106,7 @@ REASONS: Mapping[ReasonCode, ReasonInfo] = MappingProxyType(
         ReasonCode.STALE_ID: _info(
             _P,
             "id",
-            "a real chunk-store id that was not assembled into this prompt",
+            "a real id not assembled into this prompt: in the chunk store, or carried by an earlier turn of the chat",
             "re-answer from this prompt; if the answer needs that chunk, raise the budget or fix the ranking",
         ),
         ReasonCode.FABRICATED_ID: _info(
@@ -131,6 +132,12 @@ REASONS: Mapping[ReasonCode, ReasonInfo] = MappingProxyType(
             "span",
             "the span occurs in the prompt only outside the context (e.g. the question)",
             "the model quoted the question, not a source: re-answer citing a passage",
+        ),
+        ReasonCode.SPAN_ONLY_IN_HISTORY: _info(
+            _P,
+            "span",
+            "the span occurs in the prompt only in earlier turns of the conversation, not in this turn's chunks",
+            "the model quoted the conversation, not evidence: re-answer citing a passage retrieved for this turn",
         ),
         ReasonCode.SPAN_IN_OTHER_CHUNK: _info(
             _P,

@@ -267,6 +267,23 @@ class OpenAIBackend(TransportUser):
         )
         if schema is None:
             return payload, None, ()
+        fields, sent, removed = self.constraint_fields(schema)
+        payload.update(fields)
+        return payload, sent, removed
+
+    def constraint_fields(
+        self, schema: CitationSchema
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, tuple[str, ...]]:
+        """The request fields that carry ``schema`` to this server: ``(fields, schema as sent, constraints removed)``.
+
+        ``fields`` are what this backend's delivery adds to a request (``response_format``, ``tools`` and
+        ``tool_choice``, or a server extension such as ``grammar``, ``json_schema``, ``structured_outputs``,
+        ``ebnf``); the schema as sent is None for a grammar delivery.
+
+        Raises:
+            UsageError: the schema breaks a limit of this server (fit it with :func:`citelock.fit_schema` and
+                this backend's ``limits`` first).
+        """
         problem = self.limits.violation(schema)
         if problem is not None:
             raise UsageError(
@@ -274,12 +291,10 @@ class OpenAIBackend(TransportUser):
                 "(citelock.fit_schema(context, policy, backend.limits) downgrades it)"
             )
         if self._delivery.grammar is not None:
-            payload.update(self._delivery.render(grammar=schema.grammar_in(self._delivery.grammar)))
-            return payload, None, ()
+            return self._delivery.render(grammar=schema.grammar_in(self._delivery.grammar)), None, ()
         adapted, removed = self.profile.adapt(schema.json_schema)
         sent = adapted if self.adapt else dict(schema.json_schema)
-        payload.update(self._delivery.render(sent, SCHEMA_NAME))
-        return payload, sent, removed
+        return self._delivery.render(sent, SCHEMA_NAME), sent, removed
 
     def generate(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> OpenAIGeneration:
         """Send ``record`` (messages exactly as logged) with ``schema``; verify the output after the fact.
@@ -314,6 +329,30 @@ class OpenAIBackend(TransportUser):
         response, choice = await self.transport.acomplete(payload, citelock_request_id=record.request_id)
         latency = time.perf_counter() - started
         return self._generation(record, schema, payload, sent, removed, response, choice, latency, max_tokens)
+
+    def read_response(
+        self,
+        record: PromptRecord,
+        schema: CitationSchema | None,
+        request: dict[str, Any],
+        sent: dict[str, Any] | None,
+        removed: tuple[str, ...],
+        response: Any,
+        choice: Any,
+        *,
+        latency: float,
+        max_tokens: int,
+    ) -> OpenAIGeneration:
+        """The generation a response to ``request`` carries, verified against ``schema`` after the fact.
+
+        For a caller that sent the request itself (the wrapped client): ``request`` is what was passed to
+        ``chat.completions.create`` (its ``model`` names the model), ``sent`` and ``removed`` come from
+        :meth:`constraint_fields`.
+
+        Raises:
+            TruncatedOutputError: the output stopped at ``max_tokens`` before the JSON was complete.
+        """
+        return self._generation(record, schema, request, sent, removed, response, choice, latency, max_tokens)
 
     def _generation(
         self,

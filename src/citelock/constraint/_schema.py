@@ -703,10 +703,13 @@ def fit_schema(
             continue
         problem = limits.violation(schema)
         if problem is None:
-            return replace(
+            fitted = replace(
                 schema,
                 requested_policy=policy,
                 downgrade_reason="; ".join(reasons) if reasons else None,
             )
+            if "gbnf" in schema.__dict__:  # the limit check built the GBNF grammar: the fitted schema keeps it
+                fitted.__dict__["gbnf"] = schema.__dict__["gbnf"]
+            return fitted
         reasons.append(problem)
     raise UsageError(f"no span policy fits this backend's limits ({'; '.join(reasons)}); assemble fewer chunks")

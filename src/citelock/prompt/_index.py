@@ -8,12 +8,14 @@ Both sides are normalized identically (see :func:`citelock.normalize`). The orde
 order of the diagnosis: in the cited chunk (pass) → in the cut-off tail of a truncated chunk
 (``SPAN_TRUNCATED``; also a citation without a span of a chunk whose whole body was cut while its id header
 stayed) → in another assembled chunk (``SPAN_IN_OTHER_CHUNK``) → in the prompt outside every chunk body, e.g. the
-question (``SPAN_ONLY_IN_QUESTION``) → only across the boundary between two chunks, or nowhere
+question (``SPAN_ONLY_IN_QUESTION``) or only in earlier turns of the conversation (``SPAN_ONLY_IN_HISTORY``)
+→ only across the boundary between two chunks, or nowhere
 (``SPAN_NOT_IN_CHUNK``; :func:`describe` names the two chunks a straddling span runs across).
 """
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ class _Memo:
     full_texts: dict[str, str] = field(default_factory=dict)
     layouts: dict[int, _Layout] | None = None
     order: dict[str, int] = field(default_factory=dict)
+    history: frozenset[int] | None = None
 
 
 _MAX_MEMO_NEEDLES = 4096
@@ -147,6 +150,31 @@ class PromptIndex:
                 best = found
         return best
 
+    def history(self) -> frozenset[int]:
+        """The messages that are earlier turns of the conversation: evidence of nothing.
+
+        A ``user`` or ``assistant`` message before the last ``user`` message (the current turn) that holds no
+        chunk body: earlier questions, earlier answers, few-shot examples. The system prompt is not history.
+        """
+        if self.memo.history is None:
+            messages = self.record.messages
+            last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+            holding = {pc.placement.message for pc in self.by_id.values() if pc.placement is not None}
+            self.memo.history = frozenset(
+                i
+                for i, m in enumerate(messages[: max(last_user, 0)])
+                if m.role in ("user", "assistant") and i not in holding
+            )
+        return self.memo.history
+
+    def id_in_history(self, chunk_id: str) -> bool:
+        """The id occurs as a whole token in an earlier turn of the conversation (a chunk that turn cited)."""
+        needle = normalize(chunk_id)
+        if not needle:
+            return False
+        pattern = re.compile(rf"(?<![\w-]){re.escape(needle)}(?![\w-])")
+        return any(pattern.search(self.record.normalized[i]) is not None for i in self.history())
+
     def chunks_overlapping(self, message: int, norm_start: int, norm_end: int) -> list[PlacedChunk]:
         """The chunks whose body as sent overlaps ``[norm_start, norm_end)`` of ``message``, in prompt order."""
         layout = self._layouts().get(message)
@@ -221,9 +249,11 @@ def check_citation(
 
     placed = index.by_id.get(citation.chunk_id)
     if placed is None:
-        if store is None:
-            return result(False, ReasonCode.ID_NOT_IN_PROMPT)
-        return result(False, ReasonCode.STALE_ID if citation.chunk_id in store else ReasonCode.FABRICATED_ID)
+        if store is not None:
+            return result(False, ReasonCode.STALE_ID if citation.chunk_id in store else ReasonCode.FABRICATED_ID)
+        if index.id_in_history(citation.chunk_id):
+            return result(False, ReasonCode.STALE_ID)  # an id an earlier turn carried, not retrieved for this one
+        return result(False, ReasonCode.ID_NOT_IN_PROMPT)
     if citation.span is None:
         if placed.status == "truncated" and not index.body(placed):
             return result(False, ReasonCode.SPAN_TRUNCATED)  # only the id header was sent, no body at all
@@ -239,8 +269,11 @@ def check_citation(
     if other is not None:
         return result(False, ReasonCode.SPAN_IN_OTHER_CHUNK, related_chunk_id=other.id)
     occurrences = index.occurrences(span)
-    if any(not index.chunks_overlapping(message, start, end) for message, start, end in occurrences):
-        return result(False, ReasonCode.SPAN_ONLY_IN_QUESTION)
+    outside = [message for message, start, end in occurrences if not index.chunks_overlapping(message, start, end)]
+    if outside:
+        history = index.history()
+        only_history = all(message in history for message in outside)
+        return result(False, ReasonCode.SPAN_ONLY_IN_HISTORY if only_history else ReasonCode.SPAN_ONLY_IN_QUESTION)
     if occurrences:  # every occurrence runs across a chunk boundary: not verbatim in any one chunk
         straddled = index.chunks_overlapping(*occurrences[0])
         neighbour = next((pc.id for pc in straddled if pc.id != citation.chunk_id), None)

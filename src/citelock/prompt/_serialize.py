@@ -31,7 +31,7 @@ from citelock.records import (
 )
 from citelock.text._normalize import norm_offset, normalize, normalize_all, normalize_with_anchors, raw_offset
 
-__all__ = ["MIN_TRUNCATED_PREFIX", "messages_sha256", "record_from_messages", "serialize"]
+__all__ = ["MIN_TRUNCATED_PREFIX", "messages_sha256", "record_from_messages", "serialize", "with_history"]
 
 MIN_TRUNCATED_PREFIX = 24
 """A truncated chunk is recognised only if at least this many normalized characters of it survive."""
@@ -180,7 +180,14 @@ def serialize(
     )
 
 
-def _coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[Message, ...]:
+def _coerce_messages(
+    messages: Iterable[Message | Mapping[str, Any]], *, empty_ok: bool = False, what: str = "messages"
+) -> tuple[Message, ...]:
+    """Messages given as records or ``{"role", "content"}`` dicts, as :class:`Message` records.
+
+    Raises:
+        InputError: a malformed message (names which one and why), or none at all unless ``empty_ok``.
+    """
     out = []
     for index, item in enumerate(messages):
         try:
@@ -189,12 +196,54 @@ def _coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[M
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
             raise InputError(
-                f"messages[{index}] is not a message: {where}: {err['msg']}; "
-                'expected {"role": "...", "content": "..."}'
+                f'{what}[{index}] is not a message: {where}: {err["msg"]}; expected {{"role": "...", "content": "..."}}'
             ) from None
-    if not out:
-        raise InputError("messages is empty; expected the prompt's messages exactly as sent")
+    if not out and not empty_ok:
+        raise InputError(f"{what} is empty; expected the prompt's messages exactly as sent")
     return tuple(out)
+
+
+def with_history(record: PromptRecord, history: Iterable[Message | Mapping[str, Any]]) -> PromptRecord:
+    """``record`` (a system message, then the user turn) with earlier turns of the conversation between them.
+
+    The messages sent are ``[system, *history, user]``; every placement moves with the user turn, so the chunk
+    bodies and the question stay exactly where :func:`serialize` put them (a chunk text an earlier turn repeats
+    is never taken for this turn's evidence).
+
+    Raises:
+        InputError: a malformed history message, or a history holding a ``system`` message (the template's is
+            the one system prompt).
+    """
+    earlier = _coerce_messages(history, empty_ok=True, what="history")
+    if not earlier:
+        return record
+    for index, message in enumerate(earlier):
+        if message.role not in ("user", "assistant"):
+            raise InputError(
+                f"history[{index}] has role {message.role!r}; expected the conversation's earlier 'user' and "
+                "'assistant' turns (the template supplies the system prompt)"
+            )
+    if len(record.messages) != 2:
+        raise InputError(f"history needs a [system, user] prompt, got {len(record.messages)} messages")
+    shift = len(earlier)
+    norm = _Normalized(earlier)
+    messages = (record.messages[0], *earlier, record.messages[1])
+
+    def moved(placement: Placement | None) -> Placement | None:
+        if placement is None or placement.message == 0:
+            return placement
+        return placement.model_copy(update={"message": placement.message + shift})
+
+    return record.model_copy(
+        update={
+            "messages": messages,
+            "normalized": (record.normalized[0], *norm.texts, record.normalized[1]),
+            "offset_maps": (record.offset_maps[0], *norm.anchors, record.offset_maps[1]),
+            "sha256": messages_sha256(messages),
+            "question_placement": moved(record.question_placement),
+            "chunks": tuple(pc.model_copy(update={"placement": moved(pc.placement)}) for pc in record.chunks),
+        }
+    )
 
 
 _Where = tuple[int, int, int]

@@ -33,7 +33,7 @@ from citelock.errors import (
 )
 from citelock.runtime._profiles import UNNAMED_KIND, Output, ServerProfile, get_profile, said_kind
 
-__all__ = ["OpenAITransport", "TransportUser", "map_openai_error", "output_text"]
+__all__ = ["CREATE_FIELDS", "OpenAITransport", "TransportUser", "map_openai_error", "output_text"]
 
 _SCHEMA_WORDS = ("response_format", "json_schema", "schema", "tool", "grammar", "strict")
 _OPENAI_URL = "https://api.openai.com/v1"
@@ -42,7 +42,7 @@ _ASYNC_ONLY = (
     "this holds an openai.AsyncOpenAI client, which only async code can use: call it from async code "
     "(citelock.answer_async), or pass an openai.OpenAI client"
 )
-_CREATE_FIELDS = frozenset(
+CREATE_FIELDS = frozenset(
     {
         "messages",
         "model",
@@ -57,6 +57,7 @@ _CREATE_FIELDS = frozenset(
         "stop",
     }
 )
+"""The ``chat.completions.create`` keywords citelock sends as keywords; any other field travels in ``extra_body``."""
 
 
 class OpenAITransport:
@@ -238,20 +239,37 @@ class OpenAITransport:
             BackendError: the server returned no choices (retryable).
             BackendRefusalError: the model refused.
         """
-        if self.is_async:
-            raise UsageError(_ASYNC_ONLY)
-        try:
-            response = self.client.chat.completions.create(**_split_extra(payload))
-        except Exception as exc:
-            raise self._failure(exc, citelock_request_id) from exc
-        return response, self._first_choice(response, citelock_request_id)
+        return self.send(_split_extra(payload), citelock_request_id=citelock_request_id)
 
     async def acomplete(self, payload: Mapping[str, Any], *, citelock_request_id: str | None = None) -> tuple[Any, Any]:
         """:meth:`complete` without blocking: awaited on an async client, in a worker thread on a sync one."""
         if not self.is_async:
             return await asyncio.to_thread(self.complete, payload, citelock_request_id=citelock_request_id)
+        return await self.asend(_split_extra(payload), citelock_request_id=citelock_request_id)
+
+    def send(self, arguments: Mapping[str, Any], *, citelock_request_id: str | None = None) -> tuple[Any, Any]:
+        """Call ``chat.completions.create(**arguments)`` with the arguments as they are; ``(response, first choice)``.
+
+        What :meth:`complete` does after moving server extensions into ``extra_body``; a caller whose arguments
+        are already in the SDK's shape (the wrapped client) sends them with this.
+
+        Raises:
+            The same errors as :meth:`complete`.
+        """
+        if self.is_async:
+            raise UsageError(_ASYNC_ONLY)
         try:
-            response = await self.client.chat.completions.create(**_split_extra(payload))
+            response = self.client.chat.completions.create(**arguments)
+        except Exception as exc:
+            raise self._failure(exc, citelock_request_id) from exc
+        return response, self._first_choice(response, citelock_request_id)
+
+    async def asend(self, arguments: Mapping[str, Any], *, citelock_request_id: str | None = None) -> tuple[Any, Any]:
+        """:meth:`send` awaited on an async client (in a worker thread on a sync one)."""
+        if not self.is_async:
+            return await asyncio.to_thread(self.send, arguments, citelock_request_id=citelock_request_id)
+        try:
+            response = await self.client.chat.completions.create(**arguments)
         except Exception as exc:
             raise self._failure(exc, citelock_request_id) from exc
         return response, self._first_choice(response, citelock_request_id)
@@ -431,8 +449,8 @@ def _error_message(exc: Any) -> str:
 
 def _split_extra(payload: Mapping[str, Any]) -> dict[str, Any]:
     """Standard fields as keyword arguments; anything else (server extensions) in ``extra_body``."""
-    known = {k: v for k, v in payload.items() if k in _CREATE_FIELDS}
-    extra = {k: v for k, v in payload.items() if k not in _CREATE_FIELDS}
+    known = {k: v for k, v in payload.items() if k in CREATE_FIELDS}
+    extra = {k: v for k, v in payload.items() if k not in CREATE_FIELDS}
     if extra:
         known["extra_body"] = extra
     return known

@@ -1,0 +1,155 @@
+"""The wrapped client's own cost per call beside the raw SDK call to the same local llama.cpp server.
+
+For 10 and 100 chunks in the caller's own user message (a system prompt, a three-turn history), one run
+measures:
+
+- ``raw``: the team's call today, ``client.chat.completions.create(model, messages, max_tokens)`` on the plain
+  ``openai.OpenAI`` client (``--reps`` calls);
+- ``wrapped``: the same call through ``citelock.wrap(client)`` with ``chunks=`` (``--reps`` calls; the answer
+  is decoded under the citation grammar, so its server time is not the raw call's);
+- ``own``: the wrapper's own work per call, everything but the HTTP round trip: locating the chunks in the
+  messages, building the per-request constraint (the schema cache is cleared before every call, as each turn's
+  chunks are new), logging the prompt to SQLite, verifying, parsing, guarding and rendering the answer. Measured
+  on ``--own-reps`` calls that replay the wrapped calls' real server responses.
+
+p50 / p95 in milliseconds; ``own / raw`` is the ratio of the p50s. Goal: own p50 under 2 ms at 10 chunks.
+
+Usage::
+
+    python benchmarks/bench_wrap.py                                  # starts the bundled model's server
+    python benchmarks/bench_wrap.py --base-url http://127.0.0.1:8080/v1 --reps 10 --own-reps 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import openai
+from rich.console import Console
+from rich.table import Table
+
+import citelock
+from citelock._wrap._request import prepare
+from citelock.constraint._schema import clear_schema_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+OPTS = citelock.SchemaOptions(max_claims=1, max_citations=1, max_text_chars=40, max_span_chars=60)
+
+
+def chunks_of(count: int) -> list[dict[str, str]]:
+    """``count`` chunks of about 90 characters from the example corpus (cycled, each with its own id)."""
+    texts = [json.loads(line)["text"] for line in (ROOT / "examples" / "corpus.jsonl").read_text().splitlines()]
+    return [{"id": f"doc-{k}", "text": f"{texts[k % len(texts)][:80]} (ref {k})."} for k in range(count)]
+
+
+def messages_for(chunks: list[dict[str, str]]) -> list[dict[str, str]]:
+    passages = "\n".join(f"[{c['id']}] {c['text']}" for c in chunks)
+    return [
+        {"role": "system", "content": "You answer from the passages only, briefly."},
+        {"role": "user", "content": "Hello, I have a question about the bay."},
+        {"role": "assistant", "content": "Of course, ask away."},
+        {"role": "user", "content": f"Passages:\n{passages}\n\nQuestion: How long is the Aurora Bridge?"},
+    ]
+
+
+def pct(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+@contextmanager
+def server_url(given: str | None) -> Iterator[str]:
+    if given:
+        yield given
+        return
+    from citelock.runtime._server import ManagedServer
+
+    with ManagedServer(n_ctx=8192) as server:
+        yield server.base_url
+
+
+def measure(url: str, count: int, policy: str, reps: int, own_reps: int, db: Path) -> dict[str, tuple[float, float]]:
+    plain = openai.OpenAI(base_url=url, api_key="local", max_retries=0, timeout=600)
+    chunks = chunks_of(count)
+    messages = messages_for(chunks)
+    raw: list[float] = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        plain.chat.completions.create(model="local", messages=messages, max_tokens=64, temperature=0.0)
+        raw.append((time.perf_counter() - started) * 1000)
+    client = citelock.wrap(plain, server="llama-cpp-python", log=db, options=OPTS, policy=policy)
+    settings: dict[str, Any] = {"policy": policy, "options": OPTS}
+    wrapped: list[float] = []
+    replies: list[Any] = []
+    transport = client.backend.transport
+    original_send = transport.send
+
+    def keep(arguments: Any, **kwargs: Any) -> Any:
+        response, _ = original_send(arguments, **kwargs)
+        replies.append(copy.deepcopy(response))
+        return response, response.choices[0]
+
+    transport.send = keep
+    for _ in range(reps):
+        clear_schema_cache()
+        started = time.perf_counter()
+        client.chat.completions.create(model="local", messages=messages, chunks=chunks, temperature=0.0)
+        wrapped.append((time.perf_counter() - started) * 1000)
+    parts: dict[str, list[float]] = {"own": [], "prepare": [], "log": [], "finish": []}
+    log = client.citelock.log
+    assert log is not None
+    for n in range(own_reps):
+        reply = copy.deepcopy(replies[n % len(replies)])
+        clear_schema_cache()
+        started = time.perf_counter()
+        prepared = prepare(client.backend, {"model": "local", "messages": messages, "chunks": chunks}, **settings)
+        built = time.perf_counter()
+        log.append(prepared.record)
+        logged = time.perf_counter()
+        client._finish(prepared, reply, reply.choices[0], 0.0)
+        ended = time.perf_counter()
+        for key, ms in (("own", ended - started), ("prepare", built - started), ("log", logged - built)):
+            parts[key].append(ms * 1000)
+        parts["finish"].append((ended - logged) * 1000)
+    return {"raw": pct(raw), "wrapped": pct(wrapped), **{key: pct(values) for key, values in parts.items()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", help="a running server's /v1 URL (default: start the bundled model's server)")
+    parser.add_argument("--sizes", default="10,100", help="chunk counts (default 10,100)")
+    parser.add_argument("--policies", default="substring,sentence", help="span policies (default substring,sentence)")
+    parser.add_argument("--reps", type=int, default=5, help="server calls per size for raw and for wrapped")
+    parser.add_argument("--own-reps", type=int, default=200, help="replayed calls per size for the wrapper's cost")
+    args = parser.parse_args()
+    table = Table(title="citelock.wrap: the wrapper's own cost beside the raw SDK call (ms, p50 / p95)")
+    columns = ("policy", "chunks", "raw SDK", "wrapped", "own cost", "locate+constrain", "log", "guard+render")
+    for column in (*columns, "own / raw"):
+        table.add_column(column, justify="right")
+    keys = ("raw", "wrapped", "own", "prepare", "log", "finish")
+    with tempfile.TemporaryDirectory() as tmp, server_url(args.base_url) as url:
+        for policy in args.policies.split(","):
+            for count in (int(s) for s in args.sizes.split(",")):
+                db = Path(tmp) / f"log-{policy}-{count}.db"
+                got = measure(url, count, policy, args.reps, args.own_reps, db)
+                cells = [f"{got[k][0]:.2f} / {got[k][1]:.2f}" for k in keys]
+                table.add_row(policy, str(count), *cells, f"{got['own'][0] / got['raw'][0]:.4f}")
+    Console(width=200).print(table)
+    print(
+        "raw: the plain client's call (max_tokens=64); wrapped: the same call through citelock.wrap, decoded under "
+        "the policy's grammar; own: locate + constrain + log + verify + parse + guard + render per call, on "
+        "replayed real responses with the schema cache cleared (goal: p50 < 2 ms at 10 chunks)"
+    )
+
+
+if __name__ == "__main__":
+    main()

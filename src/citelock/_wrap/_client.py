@@ -1,0 +1,247 @@
+"""The wrapped ``openai`` client: the caller's own ``chat.completions.create`` call, constrained and guarded.
+
+``wrap(client)`` returns an object that behaves as the client (every attribute but ``chat.completions.create``
+is the client's own). ``create(..., chunks=[...])`` runs three steps: :func:`~citelock._wrap._request.prepare`
+(check, locate the chunks, build and inject the constraint), send through the client (SDK errors become typed
+:class:`~citelock.errors.BackendError` with the SDK's exception as ``__cause__``), then :func:`_finish` (verify,
+parse, guard, repair, sinks) returns the SDK's own response with ``response.citelock`` attached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Iterable
+from pathlib import Path
+from time import perf_counter
+from typing import Any, Literal
+
+from citelock._wrap._request import Prepared, prepare
+from citelock.backends._openai import OpenAIBackend
+from citelock.constraint._schema import SchemaOptions, SpanPolicy
+from citelock.errors import UsageError
+from citelock.guard import Guard
+from citelock.pipeline import Citelock, GuardedAnswer, Sink
+from citelock.render import RenderStyle
+from citelock.runtime._profiles import ServerProfile
+from citelock.store import PromptLog
+
+__all__ = ["BLOCKED_TEXT", "AsyncWrappedOpenAI", "Content", "WrappedOpenAI", "wrap"]
+
+Content = Literal["rendered", "raw"]
+"""What ``response.choices[0].message.content`` holds after a wrapped call: the guarded, rendered answer (what an
+application shows) or the model's raw JSON output."""
+
+BLOCKED_TEXT = "This answer was withheld: its citations did not pass verification."
+"""The ``content`` of a blocked answer under ``content="rendered"`` (the answer itself is on ``response.citelock``)."""
+
+
+class _Wrapper:
+    """What the sync and async wrappers share: the configured client and the finishing step."""
+
+    def __init__(self, client: Any, citelock: Citelock, backend: OpenAIBackend, content: Content) -> None:
+        self._client = client
+        self._citelock = citelock
+        self._backend = backend
+        self._content = content
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    @property
+    def backend(self) -> OpenAIBackend:
+        """The backend over the wrapped client (its server profile decides how the constraint is sent)."""
+        return self._backend
+
+    @property
+    def citelock(self) -> Citelock:
+        """The configuration every call runs under (log, guard, sinks, policy, render)."""
+        return self._citelock
+
+    def _prepare(self, arguments: dict[str, Any], model: str | None) -> Prepared:
+        ours = {k: arguments.pop(k) for k in ("citelock_metadata", "citelock_policy") if k in arguments}
+        if model is not None:
+            arguments["model"] = model
+        prepared = prepare(
+            self._backend,
+            arguments,
+            policy=ours.get("citelock_policy") or self._citelock.policy,
+            options=self._citelock.options,
+            metadata=ours.get("citelock_metadata"),
+        )
+        if self._citelock.log is not None:
+            self._citelock.log.append(prepared.record)  # before the call: the prompt exactly as it is sent
+        return prepared
+
+    def _finish(self, prepared: Prepared, response: Any, choice: Any, latency: float) -> Any:
+        prep = prepared.prepared
+        generation = self._backend.read_response(
+            prep.record,
+            prep.schema,
+            prepared.arguments,
+            prepared.sent,
+            prepared.removed,
+            response,
+            choice,
+            latency=latency,
+            max_tokens=prep.max_tokens,
+        )
+        guarded = self._citelock._finish(prep, generation, self._citelock.render, self._citelock.store)
+        _attach(response, choice, guarded, generation.text, self._content)
+        return response
+
+
+def _attach(response: Any, choice: Any, guarded: GuardedAnswer, raw: str, content: Content) -> None:
+    """Put the guarded answer on the SDK's response (not into its fields: ``model_dump`` stays the server's)."""
+    object.__setattr__(response, "citelock", guarded)
+    object.__setattr__(response, "citelock_output", raw)
+    if content == "rendered":
+        choice.message.content = guarded.rendered if guarded.served else BLOCKED_TEXT
+
+
+class _Completions:
+    def __init__(self, owner: WrappedOpenAI) -> None:
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._owner._client.chat.completions, name)
+
+    def create(self, **arguments: Any) -> Any:
+        """The SDK's ``create`` with one more keyword, ``chunks=``; returns the SDK's response.
+
+        ``response.citelock`` is the :class:`~citelock.GuardedAnswer`; ``response.citelock_output`` the model's
+        raw output; ``choices[0].message.content`` the rendered answer (the wrapper's ``content=``).
+
+        Two more optional keywords: ``citelock_policy`` (this call's span policy) and ``citelock_metadata``
+        (values recorded on the logged prompt).
+
+        Raises:
+            UsageError: ``chunks=`` missing, ``stream=True``, a ``response_format``/``tools``/grammar of the
+                caller's own, ``n`` other than 1 (nothing is logged).
+            InputError: empty or duplicate chunks, non-text messages, messages that contradict the chunks.
+            BackendError: the SDK call failed (typed; the SDK's exception is ``__cause__``).
+            TruncatedOutputError: the output stopped at the token bound mid-answer.
+            UnparsedAnswerError: a server that ignored the constraint returned output that is not an answer.
+        """
+        owner = self._owner
+        model = None if "model" in arguments else owner._backend.transport.model
+        prepared = owner._prepare(dict(arguments), model)
+        started = perf_counter()
+        response, choice = owner._backend.transport.send(
+            prepared.arguments, citelock_request_id=prepared.record.request_id
+        )
+        return owner._finish(prepared, response, choice, perf_counter() - started)
+
+
+class _Chat:
+    def __init__(self, completions: Any, client: Any) -> None:
+        self.completions = completions
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client.chat, name)
+
+
+class WrappedOpenAI(_Wrapper):
+    """An ``openai.OpenAI`` client whose ``chat.completions.create`` constrains and guards citations.
+
+    Every other attribute is the client's own. Build it with :func:`citelock.wrap`.
+    """
+
+    def __init__(self, client: Any, citelock: Citelock, backend: OpenAIBackend, content: Content) -> None:
+        super().__init__(client, citelock, backend, content)
+        self.chat = _Chat(_Completions(self), client)
+
+
+class _AsyncCompletions:
+    def __init__(self, owner: AsyncWrappedOpenAI) -> None:
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._owner._client.chat.completions, name)
+
+    async def create(self, **arguments: Any) -> Any:
+        """The async ``create`` (see :meth:`WrappedOpenAI.chat.completions.create`); blocking steps in a thread."""
+        owner = self._owner
+        model = None if "model" in arguments else await owner._backend.transport.amodel()
+        prepared = await asyncio.to_thread(owner._prepare, dict(arguments), model)
+        started = perf_counter()
+        response, choice = await owner._backend.transport.asend(
+            prepared.arguments, citelock_request_id=prepared.record.request_id
+        )
+        latency = perf_counter() - started
+        return await asyncio.to_thread(owner._finish, prepared, response, choice, latency)
+
+
+class AsyncWrappedOpenAI(_Wrapper):
+    """An ``openai.AsyncOpenAI`` client whose ``chat.completions.create`` constrains and guards citations."""
+
+    def __init__(self, client: Any, citelock: Citelock, backend: OpenAIBackend, content: Content) -> None:
+        super().__init__(client, citelock, backend, content)
+        self.chat = _Chat(_AsyncCompletions(self), client)
+
+
+def wrap(
+    client: Any,
+    *,
+    guard: Guard | None = None,
+    log: PromptLog | str | Path | None = None,
+    sinks: Iterable[Sink] = (),
+    policy: SpanPolicy = "substring",
+    server: str | ServerProfile | None = None,
+    render: RenderStyle = "footnotes",
+    content: Content = "rendered",
+    options: SchemaOptions | None = None,
+    store: Collection[str] | None = None,
+    delivery: str | None = None,
+) -> Any:
+    """Wrap the ``openai`` client your application already calls: same call, citations constrained and guarded.
+
+    Example:
+        >>> client = citelock.wrap(openai.OpenAI(base_url=..., api_key=...), log="citelock.db")  # doctest: +SKIP
+        >>> response = client.chat.completions.create(
+        ...     model="m", messages=my_messages, chunks=retrieved
+        ... )  # doctest: +SKIP
+        >>> response.choices[0].message.content, response.citelock.decision  # doctest: +SKIP
+
+    Per call the caller's ``messages`` are sent exactly as given. Each chunk's body is located in them; the
+    chunks they do not hold are serialized into one ``system`` message of citelock's own, placed after the
+    caller's leading system messages and recorded (``metadata["wrap"]["context_message"]``). The citation
+    constraint is built from this turn's chunks and sent the way the server takes it (the server profile:
+    strict ``response_format`` on OpenAI, ``structured_outputs`` on vLLM, ``ebnf`` on SGLang, ``grammar`` on
+    llama.cpp), with the profile's limits and downgrade path. The prompt is logged before sending, the injected
+    constraint in its metadata. The output is verified (a server that ignored the constraint yields an answer
+    not marked enforced), parsed, guarded, repaired per the surface and fed to the sinks.
+
+    Args:
+        client: An ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client (kept as is: base URL, key, retries).
+        guard: The :class:`~citelock.Guard` every answer goes through (None: the free checks only).
+        log: A :class:`~citelock.store.PromptLog`, or a path / URL to open one (None: not logged).
+        sinks: Where every result goes (see :data:`citelock.Sink`).
+        policy: Requested span policy (downgraded to fit the server, recorded on the answer).
+        server: The server kind (``openai``, ``vllm``, ``sglang``, ``llama.cpp``, ``llama-cpp-python``) or a
+            profile; None: ``openai`` for OpenAI's API, else built as for ``llama-cpp-python``.
+        render: How citations appear in the rendered answer: ``footnotes``, ``links`` or ``none``.
+        content: What ``choices[0].message.content`` holds afterwards: ``rendered`` (the guarded answer as an
+            application shows it; a blocked one is replaced by :data:`BLOCKED_TEXT`) or ``raw`` (the model's
+            JSON). The raw output is always ``response.citelock_output``.
+        options: Bounds of the answer shape (:class:`~citelock.SchemaOptions`).
+        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+        delivery: Name of the server profile's delivery to use (default: its strongest).
+
+    Returns:
+        A :class:`WrappedOpenAI` (or :class:`AsyncWrappedOpenAI` for an async client).
+
+    Raises:
+        UsageError: not an OpenAI client, an unknown server kind, delivery or content, a bad guard or sink.
+    """
+    if content not in ("rendered", "raw"):
+        raise UsageError(f"content must be 'rendered' or 'raw', got {content!r}")
+    if isinstance(client, _Wrapper):
+        raise UsageError("this client is already wrapped; wrap the openai client once")
+    backend = OpenAIBackend.from_client(client, server=server, delivery=delivery)
+    config = Citelock(
+        backend, log=log, guard=guard, sinks=sinks, policy=policy, render=render, options=options, store=store
+    )
+    if backend.transport.is_async:
+        return AsyncWrappedOpenAI(client, config, backend, content)
+    return WrappedOpenAI(client, config, backend, content)

@@ -1,0 +1,267 @@
+"""One wrapped call's request: the caller's arguments, the chunks located in its messages, the injected constraint.
+
+:func:`prepare` checks everything before anything is sent or logged (a bad call raises and leaves no trace),
+locates each chunk's body in the caller's messages (``record_from_messages``: a body cut short is ``truncated``),
+serializes the chunks the messages do not hold into one message of citelock's own, fits the per-request
+citation schema to the server (the server profile's limits and downgrade path), renders it the way the server
+takes it and returns the arguments for ``chat.completions.create`` with the record to log. Sending and finishing
+are the caller's (:mod:`citelock._wrap._client`); a streaming path would reuse this step as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any
+from uuid import uuid4
+
+from citelock.backends._openai import OpenAIBackend
+from citelock.constraint._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
+from citelock.errors import InputError, UsageError
+from citelock.pipeline import _Prepared
+from citelock.prompt._assemble import coerce_chunks
+from citelock.prompt._serialize import record_from_messages
+from citelock.prompt._templates import load_template
+from citelock.records import Chunk, Context, PlacedChunk, PromptRecord, TemplateRef
+from citelock.runtime._transport import CREATE_FIELDS
+
+__all__ = ["CONTEXT_HEADING", "WRAP_TEMPLATE", "Prepared", "prepare"]
+
+WRAP_TEMPLATE = TemplateRef(name="wrap", version="1")
+"""The template recorded on a wrapped call's prompt (the caller's messages, plus citelock's context message)."""
+CONTEXT_HEADING = (
+    "Sources for this answer. Every claim cites the id of the source that supports it and quotes its exact words."
+)
+"""The first line of the message citelock adds for the chunks the caller's messages do not hold."""
+
+_REFUSED = ("response_format", "tools", "tool_choice", "functions", "function_call", "stream_options")
+"""Caller arguments that would decide the output's shape: the citation constraint does, so they are refused."""
+_EXTENSIONS = ("grammar", "json_schema", "schema", "structured_outputs", "ebnf", "regex", "response_format")
+_GUIDED = re.compile(r"^guided_")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A wrapped call, ready to send.
+
+    Attributes:
+        arguments: What ``chat.completions.create`` is called with (the caller's own, the messages with
+            citelock's context message if one was added, the token bound, the constraint).
+        prepared: The pipeline's prepared request (record, context, schema), which finishing guards against.
+        sent: The JSON Schema as sent (None for a grammar delivery).
+        removed: Schema keywords the server cannot take, not sent (checked after the fact).
+    """
+
+    arguments: dict[str, Any]
+    prepared: _Prepared
+    sent: dict[str, Any] | None
+    removed: tuple[str, ...]
+
+    @property
+    def record(self) -> PromptRecord:
+        """The prompt record (logged before sending)."""
+        return self.prepared.record
+
+    @property
+    def schema(self) -> CitationSchema:
+        """The citation schema the constraint was built from."""
+        assert self.prepared.schema is not None
+        return self.prepared.schema
+
+
+def _refuse_conflicts(arguments: Mapping[str, Any]) -> None:
+    if arguments.get("stream"):
+        raise UsageError(
+            "stream=True is not wrapped yet: streaming arrives with Citelock.stream (typed claim events); "
+            "call create() without stream= to get the guarded answer"
+        )
+    if arguments.get("n") not in (None, 1):
+        raise UsageError(f"n={arguments['n']!r}: a wrapped call guards one answer; pass n=1 or leave it out")
+    taken = [name for name in _REFUSED if arguments.get(name) is not None]
+    extra = arguments.get("extra_body") or {}
+    if not isinstance(extra, Mapping):
+        raise UsageError(f"extra_body must be a mapping, got {type(extra).__name__}")
+    taken += [f"extra_body[{key!r}]" for key in extra if key in _EXTENSIONS or _GUIDED.match(str(key))]
+    if taken:
+        raise UsageError(
+            f"{', '.join(taken)}: the wrapped call injects the citation constraint itself, and two constraints "
+            "cannot both hold; leave these out (the answer's shape is citelock's citation schema; read it from "
+            "response.citelock), or call the unwrapped client"
+        )
+
+
+def _messages(given: Any) -> list[Mapping[str, Any]]:
+    if given is None:
+        raise UsageError("messages= is missing; pass the chat messages exactly as your application sends them")
+    if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+        raise InputError(f"messages must be a list of {{'role', 'content'}} dicts, got {type(given).__name__}")
+    out: list[Mapping[str, Any]] = []
+    for index, message in enumerate(given):
+        if not isinstance(message, Mapping):
+            raise InputError(f"messages[{index}] is a {type(message).__name__}; expected a {{'role', 'content'}} dict")
+        extra = sorted(set(message) - {"role", "content"})
+        if extra or not isinstance(message.get("content"), str) or not isinstance(message.get("role"), str):
+            got = f"keys {extra}" if extra else f"content of type {type(message.get('content')).__name__}"
+            raise InputError(
+                f"messages[{index}] has {got}; a wrapped call takes text messages {{'role': str, 'content': str}} "
+                "(the prompt log records each message's role and content exactly as sent)"
+            )
+        out.append(message)
+    if not any(m["role"] == "user" for m in out):
+        raise InputError("messages holds no 'user' message; expected the conversation with this turn's question")
+    return out
+
+
+def _chunks(given: Any) -> tuple[Chunk, ...]:
+    if given is None:
+        raise UsageError(
+            "chunks= is missing: pass the passages retrieved for this turn ([{'id': ..., 'text': ...}] or "
+            "Chunks); the citation constraint is built from them"
+        )
+    if isinstance(given, str | bytes | Mapping):
+        raise InputError(f"chunks must be a list of chunks, got {type(given).__name__}")
+    chunks = coerce_chunks(given)
+    if not chunks:
+        raise InputError("chunks= is empty; expected at least one passage retrieved for this turn")
+    return chunks
+
+
+_ID_CHARS = r"[\w-]"
+
+
+def _contradictions(record: PromptRecord) -> list[str]:
+    """The chunks whose text the caller's messages put under another chunk's id.
+
+    A body whose nearest id before it (a header: ``[c-1] ...``, ``<source id="c-1">``) and nearest id after it
+    (a trailer: ``... (c-1)``), looking no further than the neighbouring bodies, are both other chunks' ids is
+    labeled as another chunk; so is a chunk whose id is in the messages while its text is not.
+    """
+    problems = []
+    ids = [pc.id for pc in record.chunks]
+    pattern = re.compile(rf"(?<!{_ID_CHARS})(?:{'|'.join(map(re.escape, ids))})(?!{_ID_CHARS})")
+    per_message: dict[int, list[PlacedChunk]] = {}
+    for pc in record.chunks:
+        p = pc.placement
+        if p is None:
+            continue
+        if pc.status == "truncated" and p.start == p.end:
+            problems.append(f"chunk {pc.id!r}: its id is in the messages but its text is not (other text is under it)")
+            continue
+        per_message.setdefault(p.message, []).append(pc)
+    for message, placed in per_message.items():
+        text = record.messages[message].content
+        placed.sort(key=lambda pc: pc.placement.start if pc.placement else 0)
+        bounds = [(pc.placement.start, pc.placement.end) for pc in placed if pc.placement]
+        for k, pc in enumerate(placed):
+            start, end = bounds[k]
+            before = pattern.findall(text, bounds[k - 1][1] if k else 0, start)
+            after = pattern.findall(text, end, bounds[k + 1][0] if k + 1 < len(bounds) else len(text))
+            near = [*before[-1:], *after[:1]]
+            if near and pc.id not in near:
+                problems.append(f"chunk {pc.id!r}: the messages put its text under id {near[0]!r}")
+    return problems
+
+
+def _context_message(chunks: Sequence[Chunk]) -> str:
+    tmpl = load_template("answer_structured")
+    body = tmpl.separator.join(tmpl.render({"id": c.id, "text": tmpl.escaped(c.text)}, "chunk")[0] for c in chunks)
+    return f"{CONTEXT_HEADING}\n<sources>\n{body}\n</sources>"
+
+
+def _sent_chunk(pc: PlacedChunk, record: PromptRecord) -> Chunk:
+    """The chunk as the model saw it: a truncated body is constrained to what survives of it."""
+    p = pc.placement
+    if pc.status != "truncated" or p is None:
+        return pc.chunk
+    return pc.chunk.model_copy(update={"text": record.messages[p.message].content[p.start : p.end]})
+
+
+def _located(
+    messages: list[Mapping[str, Any]], chunks: tuple[Chunk, ...], request_id: str
+) -> tuple[list[Mapping[str, Any]], PromptRecord, int | None]:
+    """The messages to send, their record, and the index of citelock's own message (None when none was added)."""
+    record = record_from_messages(messages, chunks, request_id=request_id, template=WRAP_TEMPLATE)
+    problems = _contradictions(record)
+    if problems:
+        raise InputError("the messages contradict chunks=: " + "; ".join(problems))
+    missing = [pc.chunk for pc in record.chunks if pc.status == "missing"]
+    if not missing:
+        return messages, record, None
+    at = 0
+    while at < len(messages) and messages[at]["role"] == "system":
+        at += 1
+    ours = {"role": "system", "content": _context_message(missing)}
+    sent = [*messages[:at], ours, *messages[at:]]
+    return sent, record_from_messages(sent, chunks, request_id=request_id, template=WRAP_TEMPLATE), at
+
+
+def prepare(
+    backend: OpenAIBackend,
+    arguments: Mapping[str, Any],
+    *,
+    policy: SpanPolicy,
+    options: SchemaOptions | None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Prepared:
+    """Check a wrapped call and build what it sends; nothing is sent or logged here.
+
+    Args:
+        backend: The backend over the caller's client (its server profile decides the delivery and limits).
+        arguments: The caller's ``create`` keywords, ``chunks=`` included.
+        policy: The requested span policy (downgraded to fit the server's limits, recorded).
+        options: Bounds of the answer shape.
+        metadata: Values recorded on the logged prompt.
+
+    Raises:
+        UsageError: ``chunks=`` or ``messages=`` missing, ``stream=True``, ``n`` other than 1, a constraint of
+            the caller's own (``response_format``, ``tools``, a grammar in ``extra_body``), or no span policy fits.
+        InputError: empty or malformed chunks, duplicate ids, non-text messages, messages that contradict the
+            chunks.
+    """
+    rest = dict(arguments)
+    _refuse_conflicts(rest)
+    chunks = _chunks(rest.pop("chunks", None))
+    messages = _messages(rest.pop("messages", None))
+    request_id = uuid4().hex
+    sent_messages, record, ours = _located(messages, chunks, request_id)
+    question = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+    context = Context(question=question, chunks=tuple(_sent_chunk(pc, record) for pc in record.chunks))
+    started = perf_counter()
+    schema = fit_schema(context, policy, backend.limits, options)
+    build_ms = (perf_counter() - started) * 1000
+    field = backend.profile.max_tokens_field
+    given_bound = rest.get("max_tokens", rest.get("max_completion_tokens"))
+    if given_bound is not None and (not isinstance(given_bound, int) or given_bound < 1):
+        raise UsageError(f"max_tokens must be a positive integer, got {given_bound!r}")
+    max_tokens = given_bound if given_bound is not None else schema.max_output_chars()
+    constraint, sent, removed = backend.constraint_fields(schema)
+    out = {**rest, "messages": [dict(m) for m in sent_messages]}
+    if given_bound is None:
+        out[field] = max_tokens
+    extra = dict(rest.get("extra_body") or {})
+    for key, value in constraint.items():
+        if key in CREATE_FIELDS:
+            out[key] = value
+        else:
+            extra[key] = value
+    if extra:
+        out["extra_body"] = extra
+    meta = dict(metadata or {})
+    meta.update(
+        backend="wrap",
+        span_policy=schema.policy,
+        wrap={
+            "delivery": backend.delivery.name,
+            "server": backend.provider,
+            "context_message": ours,
+            "constraint": constraint,
+        },
+    )
+    if schema.downgrade_reason:
+        meta["downgrade_reason"] = schema.downgrade_reason
+    record = record.model_copy(update={"metadata": meta, "question": question})
+    name = f"{WRAP_TEMPLATE.name}.v{WRAP_TEMPLATE.version}"
+    prep = _Prepared(context, record, schema, build_ms, policy, name, max_tokens)
+    return Prepared(out, prep, sent, removed)
