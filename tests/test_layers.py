@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.guard",),
     ("citelock.store",),
     ("citelock.render",),
+    ("citelock.stream",),
     ("citelock.pipeline",),
     ("citelock.adapters",),
     ("citelock.metrics",),
