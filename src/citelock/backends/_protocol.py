@@ -93,14 +93,16 @@ class AsyncStreamingBackend(Backend, Protocol):
 _T = TypeVar("_T")
 
 
-async def stream_in_thread(open_stream: Callable[[], Iterator[_T]]) -> AsyncIterator[_T]:
+async def stream_in_thread(open_stream: Callable[[], Iterator[_T]], *, ahead: int = 1) -> AsyncIterator[_T]:
     """Iterate a blocking iterator in a worker thread, without blocking the event loop.
 
-    Closing the async iterator (``aclose()``, a cancelled task) tells the thread to stop after the item it is
-    producing; the thread then closes the blocking iterator, which stops generating.
+    The thread runs at most ``ahead`` items ahead of the consumer (a consumer that stops reading stops the
+    generation with it). Closing the async iterator (``aclose()``, a cancelled task) tells the thread to stop;
+    it then closes the blocking iterator, which stops generating.
     """
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue()
+    demand = threading.Semaphore(ahead)
     stop = threading.Event()
     end = object()
 
@@ -112,10 +114,15 @@ async def stream_in_thread(open_stream: Callable[[], Iterator[_T]]) -> AsyncIter
         items: Iterator[_T] | None = None
         try:
             items = open_stream()
-            for item in items:
-                put((True, item))
+            while True:
+                demand.acquire()
                 if stop.is_set():
                     break
+                try:
+                    item = next(items)
+                except StopIteration:
+                    break
+                put((True, item))
         except BaseException as exc:  # handed to the consumer, raised there
             put((False, exc))
         finally:
@@ -128,6 +135,7 @@ async def stream_in_thread(open_stream: Callable[[], Iterator[_T]]) -> AsyncIter
     worker.start()
     try:
         while True:
+            demand.release()
             ok, item = await queue.get()
             if ok:
                 yield item
@@ -137,3 +145,4 @@ async def stream_in_thread(open_stream: Callable[[], Iterator[_T]]) -> AsyncIter
                 raise item
     finally:
         stop.set()
+        demand.release()
