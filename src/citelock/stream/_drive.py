@@ -22,7 +22,6 @@ from citelock.constraint._schema import CitationSchema
 from citelock.errors import TruncatedOutputError
 from citelock.guard import Guard
 from citelock.records import Answer, Finding, Layer, PromptRecord, ReasonCode
-from citelock.reasons import REASONS
 from citelock.stream._events import Done
 from citelock.stream._session import Event, Session
 
@@ -84,8 +83,8 @@ def _truncation(job: StreamJob[Any], why: str) -> Finding:
         claim_index=-1,
         claim="",
         detail=(
-            f"{why} after {session.tokens} deltas; {len(session.checked)} complete claim(s) checked, the rest "
-            f"never generated ({REASONS[ReasonCode.ANSWER_TRUNCATED].description})"
+            f"{why} after {session.tokens} deltas: {len(session.checked)} complete claim(s) checked, the rest "
+            "never generated"
         ),
         verdicts={"coverage": "fail"},
     )

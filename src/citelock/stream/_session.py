@@ -197,7 +197,12 @@ class Session:
         """The claims checked so far (and a diverged claim that cut the stream), as an answer to guard."""
         claims = list(self.checked)
         if self.cut is not None and self.cut.claim_index == len(claims):
-            built = self._build(self._reader.claims[self.cut.claim_index])
+            partial = self._reader.claims[self.cut.claim_index]
+            if isinstance(self._reader, FreeTextReader) and self.cut.field == "chunk_id":
+                # the marker being typed, closed as it stood: the guard then sees the id that diverged
+                closed = FreeTextReader().feed(self.text + "]")
+                partial = closed[self.cut.claim_index] if len(closed) > self.cut.claim_index else partial
+            built = self._build(partial)
             if built is not None:
                 claims.append(built)
         return Answer(
