@@ -297,3 +297,19 @@ def test_bad_arguments_fail_before_anything_is_logged(tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         client.stream(QUESTION, CHUNKS, render="html")  # type: ignore[arg-type]
     assert list(log) == []
+
+
+def test_the_starlette_example_streams_only_verified_claims() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    example = root / "examples" / "stream_starlette.py"
+    env = {"PYTHONPATH": str(root / "src"), "PATH": ""}
+    out = subprocess.run([sys.executable, str(example), "--fake"], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(x) for x in out.stdout.splitlines()]
+    assert lines[0] == {"type": "claim.shown", "claim": "The bridge spans 880 meters."}
+    assert lines[1] == {"type": "claim.withheld", "reasons": ["NUMBER_MISMATCH"]}
+    assert lines[-1]["type"] == "done" and lines[-1]["decision"] == "repaired"
+    assert "1931" not in out.stdout  # the failing claim's text never left the server
