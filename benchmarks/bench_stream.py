@@ -29,6 +29,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import time
@@ -79,7 +80,13 @@ def citelock_stream(client: Citelock, chunk_rows: list[dict[str, Any]], max_toke
             answer = event.answer
     whole = time.perf_counter() - started
     assert answer is not None
-    return Run("citelock stream", answer.generation.first_token_s, first_verified, whole, tokens=answer.generation.completion_tokens or 0)
+    return Run(
+        "citelock stream",
+        answer.generation.first_token_s,
+        first_verified,
+        whole,
+        tokens=answer.generation.completion_tokens or 0,
+    )
 
 
 def buffered(client: Citelock, chunk_rows: list[dict[str, Any]], max_tokens: int) -> Run:
@@ -131,7 +138,7 @@ def verification_cost(run: Run) -> tuple[float, float, float]:
         costs.append(time.perf_counter() - tick)
     session.close()
     times = [at for at, _ in run.deltas]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     gap = statistics.mean(gaps) if gaps else float("nan")
     decode = times[-1] - times[0] if len(times) > 1 else float("nan")
     return statistics.mean(costs) * 1e6, gap * 1000, 100 * sum(costs) / decode
@@ -205,12 +212,19 @@ def main() -> None:
                     else "—"
                 )
                 shown_ttft = run.ttft if run.mode != "buffer-then-guard" else run.whole
-                timing.add_row(target, run.mode, fmt(shown_ttft), fmt(run.first_verified), fmt(run.whole), str(run.tokens), ratio)
+                timing.add_row(
+                    target, run.mode, fmt(shown_ttft), fmt(run.first_verified), fmt(run.whole), str(run.tokens), ratio
+                )
             micros, gap_ms, share = verification_cost(raw)
             cost.add_row(target, str(len(raw.deltas)), f"{micros:.0f}", f"{gap_ms:.1f}", f"{share:.2f}%")
             if args.judge_server and server is not None and target == "server":
                 added = judge_latency(server.base_url, backend, rows, args.max_tokens)
-                judged.add_row(target, str(len(added)), fmt(statistics.mean(added) if added else None), fmt(max(added, default=None)))
+                judged.add_row(
+                    target,
+                    str(len(added)),
+                    fmt(statistics.mean(added) if added else None),
+                    fmt(max(added, default=None)),
+                )
     finally:
         if server is not None:
             server.stop()

@@ -36,7 +36,7 @@ R = ReasonCode
 PINNED_FAMILIES: dict[str, set[ReasonCode]] = {
     "id": {R.ID_NOT_IN_PROMPT, R.STALE_ID, R.FABRICATED_ID},
     "span": {R.SPAN_TRUNCATED, R.SPAN_NOT_IN_CHUNK, R.SPAN_ONLY_IN_QUESTION, R.SPAN_IN_OTHER_CHUNK},
-    "coverage": {R.UNCITED_CLAIM},
+    "coverage": {R.UNCITED_CLAIM, R.ANSWER_TRUNCATED},  # ANSWER_TRUNCATED: a streamed answer stopped early
     "number": {R.NUMBER_MISMATCH},
     "support": {R.UNSUPPORTED, R.PARTIAL_SUPPORT, R.WRONG_CHUNK, R.UNCERTAIN_SUPPORT},
     "error": {R.CHECK_ERROR},
@@ -45,6 +45,7 @@ PINNED_JUDGED = {R.UNSUPPORTED, R.PARTIAL_SUPPORT, R.WRONG_CHUNK, R.UNCERTAIN_SU
 PINNED_LAYERS: dict[ReasonCode, Layer | None] = {
     **dict.fromkeys(PINNED_FAMILIES["id"] | PINNED_FAMILIES["span"], Layer.PROVENANCE),
     R.UNCITED_CLAIM: Layer.COVERAGE,
+    R.ANSWER_TRUNCATED: Layer.COVERAGE,
     R.NUMBER_MISMATCH: Layer.NUMBERS,
     **dict.fromkeys(PINNED_FAMILIES["support"], Layer.SUPPORT),
     R.CHECK_ERROR: None,  # any layer: the finding carries the layer whose check raised

@@ -168,7 +168,7 @@ def test_a_fabricated_span_on_an_unconstrained_backend_cuts_the_stream_at_the_di
     assert answer.decision == "block" and not answer.served
     reasons = [f.reason for f in answer.findings]
     assert ReasonCode.ANSWER_TRUNCATED in reasons and ReasonCode.SPAN_NOT_IN_CHUNK in reasons
-    assert [c.text for c in answer.answer.claims][0] == "The bridge spans 880 meters."
+    assert answer.answer.claims[0].text == "The bridge spans 880 meters."
 
 
 @pytest.mark.parametrize(

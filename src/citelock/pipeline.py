@@ -513,7 +513,9 @@ class Citelock:
         """
         from citelock.stream import stream_events
 
-        job = self._stream_job(question, chunks, request_id, metadata, policy, max_tokens, render, store, show, on_diverge)
+        job = self._stream_job(
+            question, chunks, request_id, metadata, policy, max_tokens, render, store, show, on_diverge
+        )
         return stream_events(job)
 
     async def astream(
@@ -538,7 +540,17 @@ class Citelock:
         from citelock.stream import astream_events
 
         job = await asyncio.to_thread(
-            self._stream_job, question, chunks, request_id, metadata, policy, max_tokens, render, store, show, on_diverge
+            self._stream_job,
+            question,
+            chunks,
+            request_id,
+            metadata,
+            policy,
+            max_tokens,
+            render,
+            store,
+            show,
+            on_diverge,
         )
         async for event in astream_events(job):
             yield event

@@ -97,7 +97,9 @@ class FakeBackend:
         """How :meth:`stream` splits an output into deltas: each run of word characters, and every other character."""
         return _PIECE.findall(text)
 
-    def stream(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Iterator[str | Generation]:
+    def stream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> Iterator[str | Generation]:
         """The next scripted output as deltas (see :meth:`deltas`), then its :class:`Generation`.
 
         :attr:`streamed` counts the deltas handed out, so a test can assert where a consumer stopped.

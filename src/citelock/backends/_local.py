@@ -116,7 +116,9 @@ class LocalBackend(_LocalBase):
         """
         return _drain(self.stream(record, schema, max_tokens=max_tokens))
 
-    def stream(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Iterator[str | Generation]:
+    def stream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> Iterator[str | Generation]:
         """:meth:`generate` step by step: the text of every decode step, then the :class:`Generation`.
 
         Closing the iterator stops decoding.
@@ -166,7 +168,9 @@ class NaiveBackend(_LocalBase):
         """Generate free text for ``record`` (``schema`` must be None: nothing is constrained)."""
         return _drain(self.stream(record, schema, max_tokens=max_tokens))
 
-    def stream(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Iterator[str | Generation]:
+    def stream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> Iterator[str | Generation]:
         """:meth:`generate` step by step: the text of every token, then the :class:`Generation` (close to stop)."""
         if schema is not None:
             raise UsageError("NaiveBackend does not constrain decoding; it takes no schema")

@@ -69,7 +69,9 @@ class StreamingBackend(Backend, Protocol):
     Backends without ``stream`` still stream: their whole output arrives as one step.
     """
 
-    def stream(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Iterator[str | Generation]:
+    def stream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> Iterator[str | Generation]:
         """Yield the output's text deltas as they are generated, then, last, the :class:`Generation`.
 
         The contract, for implementers: every ``str`` item is the next piece of the output (their concatenation

@@ -384,8 +384,10 @@ class LlamaRuntime:
         stop_at_eog: bool = True,
         reuse_prefix: bool = True,
     ) -> Generator[str, None, DecodeResult]:
-        """:meth:`decode` one step at a time: yields the text of every step (a sampled token and the tokens the
-        grammar forced after it, decoded incrementally as UTF-8), returns the :class:`DecodeResult`.
+        """:meth:`decode` one step at a time, returning its :class:`DecodeResult`.
+
+        Yields the text of every step (a sampled token and the tokens the grammar forced after it), decoded
+        incrementally as UTF-8.
 
         Closing the generator stops decoding at once (the model lock is released). Stop strings are cut from the
         result's text, not from the steps already yielded.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -55,7 +55,7 @@ def _one_step(generation: Generation) -> Iterator[str | Generation]:
     yield generation
 
 
-async def _adeltas(job: StreamJob[Any]) -> AsyncIterator[str | Generation]:
+async def _adeltas(job: StreamJob[Any]) -> AsyncGenerator[str | Generation, None]:
     backend = job.backend
     astream = getattr(backend, "astream", None)
     transport = getattr(backend, "transport", None)
@@ -64,7 +64,11 @@ async def _adeltas(job: StreamJob[Any]) -> AsyncIterator[str | Generation]:
             yield item
         return
     agenerate = getattr(backend, "agenerate", None)
-    if not callable(getattr(backend, "stream", None)) and agenerate is not None and inspect.iscoroutinefunction(agenerate):
+    if (
+        not callable(getattr(backend, "stream", None))
+        and agenerate is not None
+        and inspect.iscoroutinefunction(agenerate)
+    ):
         generation = await agenerate(job.record, job.schema, max_tokens=job.max_tokens)
         for item in _one_step(generation):
             yield item
@@ -111,8 +115,11 @@ def _stopped(job: StreamJob[A], started: float, first: float | None, finish: str
 
 
 def stream_events(job: StreamJob[A]) -> Iterator[Event | Done[A]]:
-    """The events of one guarded stream (sync). Closing the iterator cancels generation and persists the
-    claims checked so far with an ``ANSWER_TRUNCATED`` finding."""
+    """The events of one guarded stream (sync).
+
+    Closing the iterator cancels generation and persists the claims checked so far with an ``ANSWER_TRUNCATED``
+    finding.
+    """
     session = job.session
     started = time.perf_counter()
     first: float | None = None
@@ -148,7 +155,10 @@ def stream_events(job: StreamJob[A]) -> Iterator[Event | Done[A]]:
         yield from session.drain()
         if generation is None:
             raise TruncatedOutputError(
-                "the backend stream ended without its generation", partial=session.text, max_tokens=job.max_tokens
+                "the backend stream ended without its generation",
+                partial=session.text,
+                max_tokens=job.max_tokens,
+                provider=job.backend.name,
             )
         settled = True
         yield Done[A](answer=job.finish(generation, session.guard))
@@ -161,9 +171,12 @@ def stream_events(job: StreamJob[A]) -> Iterator[Event | Done[A]]:
 
 
 async def astream_events(job: StreamJob[A]) -> AsyncIterator[Event | Done[A]]:
-    """:func:`stream_events` for async code: the backend's ``astream`` (or its ``stream`` in a worker thread),
-    judges in worker threads, the final guard and persistence off the event loop. ``aclose()`` (or a cancelled
-    task) cancels generation and persists what was checked, as closing the sync stream does."""
+    """:func:`stream_events` for async code.
+
+    The backend's ``astream`` (or its ``stream`` in a worker thread), judges in worker threads, the final guard
+    and persistence off the event loop. ``aclose()`` (or a cancelled task) cancels generation and persists what
+    was checked, as closing the sync stream does.
+    """
     session = job.session
     started = time.perf_counter()
     first: float | None = None
@@ -201,7 +214,10 @@ async def astream_events(job: StreamJob[A]) -> AsyncIterator[Event | Done[A]]:
             yield event
         if generation is None:
             raise TruncatedOutputError(
-                "the backend stream ended without its generation", partial=session.text, max_tokens=job.max_tokens
+                "the backend stream ended without its generation",
+                partial=session.text,
+                max_tokens=job.max_tokens,
+                provider=job.backend.name,
             )
         settled = True
         final = generation

@@ -166,8 +166,9 @@ class ClaimRetracted(_Event):
 
 
 class ClaimDiverged(_Event):
-    """A citation stopped being possible mid-generation (an unconstrained backend): its id is no prefix of any
-    assembled id, or its span no longer a substring of its chunk.
+    """A citation stopped being possible mid-generation (an unconstrained backend).
+
+    Its id is no prefix of any assembled id, or its span no longer a substring of its chunk.
 
     Attributes:
         claim_index: The claim's position.

@@ -173,8 +173,11 @@ class Divergence:
 
 
 class PrefixChecker:
-    """The per-delta checks: a partial id must be a prefix of an assembled id, a partial span a substring of its
-    chunk as sent (both normalized as the guard normalizes them)."""
+    """The per-delta checks.
+
+    A partial id must be a prefix of an assembled id, a partial span a substring of its chunk as sent (both
+    normalized as the guard normalizes them).
+    """
 
     def __init__(self, record: PromptRecord, store: Collection[str] | None = None) -> None:
         self.index = PromptIndex.build(record)
@@ -192,7 +195,9 @@ class PrefixChecker:
             if cite.chunk_id:
                 if cite.chunk_id_done or claim.done:
                     if cite.chunk_id not in self.index.by_id:
-                        reason = check_citation(self.index, Citation(chunk_id=cite.chunk_id), claim_index, k, self.store)
+                        reason = check_citation(
+                            self.index, Citation(chunk_id=cite.chunk_id), claim_index, k, self.store
+                        )
                         return Divergence(k, "chunk_id", cite.chunk_id, reason.reason or ReasonCode.ID_NOT_IN_PROMPT)
                 elif not any(i.startswith(cite.chunk_id) for i in self.ids):
                     return Divergence(k, "chunk_id", cite.chunk_id, ReasonCode.ID_NOT_IN_PROMPT)
@@ -238,9 +243,12 @@ class PrefixChecker:
 
 
 def _settled(partial: str) -> str:
-    """A partial span without what the next delta may still change: a half-typed entity (``&am``), and a last
-    character that a combining mark could compose with under NFC (a letter, ``=``, ``<``, ``>``, non-ASCII).
-    Digits, spaces and ASCII punctuation are settled, so a span diverging there is caught at that very delta."""
+    """A partial span without what the next delta may still change.
+
+    That is a half-typed entity (``&am``), and a last character that a combining mark could compose with under
+    NFC (a letter, ``=``, ``<``, ``>``, non-ASCII). Digits, spaces and ASCII punctuation are settled, so a span
+    diverging there is caught at that very delta.
+    """
     partial = _PARTIAL_ENTITY.sub("", partial)
     if partial and (partial[-1].isalpha() or partial[-1] in "=<>" or ord(partial[-1]) > 127):
         return partial[:-1]

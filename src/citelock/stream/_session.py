@@ -225,7 +225,7 @@ class Session:
         return ClaimDiverged(
             claim_index=n,
             citation_index=found.citation_index,
-            field=found.field,  # type: ignore[arg-type]
+            field=found.field,
             value=found.value,
             reason=found.reason,
             delta_index=self.tokens - 1,
@@ -248,7 +248,7 @@ class Session:
                 before = seen.fields.get((k, name), "")
                 if value != before:
                     delta = value[len(before) :] if value.startswith(before) else value
-                    out.append(CitationDelta(claim_index=n, citation_index=k, field=name, delta=delta, snapshot=value))  # type: ignore[arg-type]
+                    out.append(CitationDelta(claim_index=n, citation_index=k, field=name, delta=delta, snapshot=value))
                     seen.fields[(k, name)] = value
         closing = len(claim.citations) if claim.done else len(claim.citations) - 1
         built = self._build(claim) if closing > seen.closed else None
@@ -283,7 +283,9 @@ class Session:
             and any(policy.sampled(self.record.request_id, n, k) for k in range(len(built.citations)))
         )
         out: list[Event] = [
-            ClaimChecked(claim_index=n, claim=built, passed=passed, citations=citations, findings=findings, judging=judging)
+            ClaimChecked(
+                claim_index=n, claim=built, passed=passed, citations=citations, findings=findings, judging=judging
+            )
         ]
         reasons = tuple(dict.fromkeys(f.reason for f in findings))
         if not passed:
