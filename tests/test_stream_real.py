@@ -207,7 +207,10 @@ class _CuttingHandler(http.server.BaseHTTPRequestHandler):
     """Streams one complete claim and half of the next over SSE, then hangs up (no finish reason)."""
 
     protocol_version = "HTTP/1.0"
-    body = '{"claims":[{"text":"It spans 880 meters.","citations":[{"chunk_id":"c-1","span":"spans 880 meters"}]},{"text":"It op'
+    body = (
+        '{"claims":[{"text":"It spans 880 meters.","citations":[{"chunk_id":"c-1","span":"spans 880 meters"}]},'
+        '{"text":"It op'
+    )
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
