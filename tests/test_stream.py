@@ -62,6 +62,24 @@ def test_the_done_answer_equals_answer_for_the_same_generation(surface: SurfaceP
     _same(done.answer, client.answer(QUESTION, CHUNKS, request_id="r-1"))
 
 
+@pytest.mark.parametrize(
+    ("policy", "output", "limits"),
+    [
+        ("quote", '{"claims":[{"text":"It spans 880 meters across the bay.","citations":[{"chunk_id":"c-1"}]}]}', None),
+        ("sentence", _out(("It spans 880 meters.", "c-1", "It spans 880 meters across the bay.")), None),
+        ("substring", "It spans 880 meters [c-1]. Prices rose 5% [c-2]. It is blue [c-9].", BackendLimits(policies=())),
+    ],
+)
+def test_every_policy_and_free_text_stream_to_the_answer_answer_returns(
+    policy: str, output: str, limits: BackendLimits | None
+) -> None:
+    client = Citelock(FakeBackend([output, output], limits=limits), guard=Guard(LOW))
+    events = list(client.stream(QUESTION, CHUNKS, policy=policy, request_id="r-p", on_diverge="continue"))  # type: ignore[arg-type]
+    _same(events[-1].answer, client.answer(QUESTION, CHUNKS, policy=policy, request_id="r-p"))  # type: ignore[arg-type]
+    checked = [e for e in events if e.type == "claim.checked"]
+    assert [e.claim for e in checked] == list(events[-1].answer.answer.claims)
+
+
 def test_immediately_events_are_in_order_and_complete() -> None:
     client = Citelock(FakeBackend([GOOD]))
     events = list(client.stream(QUESTION, CHUNKS, show="immediately"))

@@ -52,6 +52,10 @@ class FakeBackend:
         name: Backend name reported on the answer.
         model: Model name reported on the answer.
 
+    Attributes:
+        calls: Every call received (record, schema, ``max_tokens``).
+        streamed: Deltas handed out by :meth:`stream` so far (where a streaming consumer stopped).
+
     Example:
         >>> fake = FakeBackend(['{"claims":[{"text":"It opened in 1932.",'
         ...                     '"citations":[{"chunk_id":"c-1","span":"opened in 1932"}]}]}'])

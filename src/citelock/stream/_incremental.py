@@ -48,6 +48,8 @@ class PartialClaim:
     text: str = ""
     citations: list[PartialCitation] = field(default_factory=list)
     done: bool = False
+    start: int | None = None
+    end: int | None = None
 
     def claim(self, quoting: bool) -> Claim:
         """The complete claim, its citations as :meth:`CitationSchema.parse_output` builds them."""
@@ -55,7 +57,7 @@ class PartialClaim:
             Citation(chunk_id=c.chunk_id, span=quote_body(self.text) if quoting else (c.span or None))
             for c in self.citations
         )
-        return Claim(text=self.text, citations=cites)
+        return Claim(text=self.text, citations=cites, start=self.start, end=self.end)
 
 
 class JsonReader:
@@ -151,6 +153,8 @@ class FreeTextReader:
                 text=c.text,
                 citations=[PartialCitation(x.chunk_id, x.span, chunk_id_done=True) for x in c.citations],
                 done=n < len(claims) - 1,
+                start=c.start,
+                end=c.end,
             )
             for n, c in enumerate(claims)
         ]
