@@ -331,3 +331,29 @@ def test_the_starlette_example_streams_only_verified_claims() -> None:
     assert lines[1] == {"type": "claim.withheld", "reasons": ["NUMBER_MISMATCH"]}
     assert lines[-1]["type"] == "done" and lines[-1]["decision"] == "repaired"
     assert "1931" not in out.stdout  # the failing claim's text never left the server
+
+
+def test_max_tokens_cutting_the_answer_is_truncated_output_and_the_checked_claims_are_persisted(tmp_path: Path) -> None:
+    from citelock import TruncatedOutputError
+
+    class Cut(FakeBackend):
+        """Stops half-way through the second claim and says so (``finish_reason="length"``)."""
+
+        def stream(self, record: PromptRecord, schema: Any, *, max_tokens: int) -> Any:
+            pieces = self.deltas(GOOD)[:70]
+            self.streamed += len(pieces)
+            yield from pieces
+            text = "".join(pieces)
+            yield Generation(text=text, backend="fake", model="m", enforced=True, finish_reason="length")
+
+    db = tmp_path / "citelock.db"
+    results = ResultStore(db)
+    client = Citelock(Cut([]), log=PromptLog(db), guard=Guard(LOW), sinks=[results])
+    seen: list[Any] = []
+    with pytest.raises(TruncatedOutputError):
+        for event in client.stream(QUESTION, CHUNKS, request_id="len-1", show="after_checks"):
+            seen.append(event)
+    assert [e.claim_index for e in seen if e.type == "claim.checked"] == [0]  # the half claim is not checked
+    stored = results.for_request("len-1")
+    assert stored is not None and [c.claim for c in stored.claims] == ["The bridge spans 880 meters."]
+    assert [f.reason for f in stored.report.findings] == [ReasonCode.ANSWER_TRUNCATED]

@@ -161,7 +161,12 @@ def stream_events(job: StreamJob[A]) -> Iterator[Event | Done[A]]:
                 provider=job.backend.name,
             )
         settled = True
-        yield Done[A](answer=job.finish(generation, session.guard))
+        try:
+            whole = job.finish(generation, session.guard)
+        except TruncatedOutputError:  # max_tokens cut the answer: persist what was checked, as a server cut does
+            _stopped(job, started, first, "length", "generation stopped at max_tokens")
+            raise
+        yield Done[A](answer=whole)
     finally:
         if not settled:
             settled = True
@@ -221,7 +226,12 @@ async def astream_events(job: StreamJob[A]) -> AsyncIterator[Event | Done[A]]:
             )
         settled = True
         final = generation
-        yield Done[A](answer=await asyncio.to_thread(job.finish, final, session.guard))
+        try:
+            whole = await asyncio.to_thread(job.finish, final, session.guard)
+        except TruncatedOutputError:
+            await asyncio.to_thread(_stopped, job, started, first, "length", "generation stopped at max_tokens")
+            raise
+        yield Done[A](answer=whole)
     finally:
         if not settled:
             # Cancelled: persist synchronously, so nothing is left half-written even if the loop is closing.

@@ -166,6 +166,8 @@ class Session:
         claims = self._reader.feed("")
         out: list[Event] = []
         for n in range(len(self.checked), len(claims)):
+            if not (self.free_text or self._reader.complete or claims[n].done):
+                break  # JSON cut before this claim closed (max_tokens): it is not a complete claim
             claims[n].done = True
             if self.show == "immediately" and n not in self._dropped:
                 out += self._text_events(claims[n], n)
