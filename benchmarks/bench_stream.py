@@ -43,8 +43,8 @@ from rich.table import Table
 
 from citelock import Citelock, Generation, Guard, SurfacePolicy
 from citelock.backends import Backend
-from citelock.stream import Session
 from citelock.stream._incremental import JsonReader
+from citelock.stream._session import Session
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "When did the Aurora Bridge open, and how long is it?"

@@ -40,7 +40,8 @@ from citelock.render import RenderStyle, render_answer, require_style
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 if TYPE_CHECKING:
-    from citelock.stream import Done, OnDiverge, Show, StreamEvent, StreamJob
+    from citelock.stream import Done, OnDiverge, Show, StreamEvent
+    from citelock.stream._drive import StreamJob
 
 __all__ = [
     "GUARDED_ANSWER_SCHEMA_VERSION",
@@ -511,7 +512,7 @@ class Citelock:
             TruncatedOutputError: the server cut the stream (the checked claims are persisted first).
             The other errors of :meth:`answer`, raised from the iterator.
         """
-        from citelock.stream import stream_events
+        from citelock.stream._drive import stream_events
 
         job = self._stream_job(
             question, chunks, request_id, metadata, policy, max_tokens, render, store, show, on_diverge
@@ -537,7 +538,7 @@ class Citelock:
         The backend's ``astream`` is used when it has one (an ``AsyncOpenAI`` client), else its ``stream`` runs
         in a worker thread; ``aclose()`` or a cancelled task cancels generation as closing :meth:`stream` does.
         """
-        from citelock.stream import astream_events
+        from citelock.stream._drive import astream_events
 
         job = await asyncio.to_thread(
             self._stream_job,
@@ -568,7 +569,8 @@ class Citelock:
         show: Show | None,
         on_diverge: OnDiverge | None,
     ) -> StreamJob[GuardedAnswer]:
-        from citelock.stream import Session, StreamJob, default_on_diverge, default_show, memo_guard
+        from citelock.stream._drive import StreamJob
+        from citelock.stream._session import Session, default_on_diverge, default_show, memo_guard
 
         style = self._style(render)
         backend = self.backend

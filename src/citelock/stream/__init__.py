@@ -5,7 +5,6 @@ The events (every one has a ``type`` string; the last is ``done`` and carries th
 (:data:`OnDiverge`). The guide is ``docs/guides/streaming.md``.
 """
 
-from citelock.stream._drive import StreamJob, astream_events, stream_events
 from citelock.stream._events import (
     CitationClosed,
     CitationDelta,
@@ -21,7 +20,7 @@ from citelock.stream._events import (
     Show,
     StreamEvent,
 )
-from citelock.stream._session import MemoJudge, OnDiverge, Session, default_on_diverge, default_show, memo_guard
+from citelock.stream._session import MemoJudge, OnDiverge, default_on_diverge, default_show
 
 __all__ = [
     "CitationClosed",
@@ -37,13 +36,8 @@ __all__ = [
     "Done",
     "MemoJudge",
     "OnDiverge",
-    "Session",
     "Show",
     "StreamEvent",
-    "StreamJob",
-    "astream_events",
     "default_on_diverge",
     "default_show",
-    "memo_guard",
-    "stream_events",
 ]
