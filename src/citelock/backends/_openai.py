@@ -404,8 +404,9 @@ class OpenAIBackend(TransportUser):
     ) -> OpenAIGeneration:
         text = got.text()
         if schema is not None and got.finish is None and _truncated(text, "length", None, max_tokens):
+            why = f"at max_tokens={max_tokens}" if got.chunks >= max_tokens else "without a finish reason"
             raise TruncatedOutputError(
-                f"the stream ended without a finish reason before the answer was complete; got {text[-60:]!r}",
+                f"the stream ended {why} before the answer was complete ({got.chunks} chunks); got {text[-60:]!r}",
                 partial=text,
                 max_tokens=max_tokens,
                 provider=self.transport.provider,
