@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.guard", "citelock.telemetry"),  # telemetry: the guard run's spans and events (Guard.run calls it)
     ("citelock.store",),
     ("citelock.render",),
+    ("citelock.stream",),
     ("citelock.pipeline",),
     ("citelock._wrap",),
     ("citelock.adapters",),

@@ -42,7 +42,7 @@ PINNED_FAMILIES: dict[str, set[ReasonCode]] = {
         R.SPAN_ONLY_IN_HISTORY,
         R.SPAN_IN_OTHER_CHUNK,
     },
-    "coverage": {R.UNCITED_CLAIM},
+    "coverage": {R.UNCITED_CLAIM, R.ANSWER_TRUNCATED},  # ANSWER_TRUNCATED: a streamed answer stopped early
     "number": {R.NUMBER_MISMATCH},
     # AUDIT_SAMPLE is not a failure: a judged citation drawn for a person to label (its accept is a "yes" sample)
     "support": {R.UNSUPPORTED, R.PARTIAL_SUPPORT, R.WRONG_CHUNK, R.UNCERTAIN_SUPPORT, R.AUDIT_SAMPLE},
@@ -52,6 +52,7 @@ PINNED_JUDGED = {R.UNSUPPORTED, R.PARTIAL_SUPPORT, R.WRONG_CHUNK, R.UNCERTAIN_SU
 PINNED_LAYERS: dict[ReasonCode, Layer | None] = {
     **dict.fromkeys(PINNED_FAMILIES["id"] | PINNED_FAMILIES["span"], Layer.PROVENANCE),
     R.UNCITED_CLAIM: Layer.COVERAGE,
+    R.ANSWER_TRUNCATED: Layer.COVERAGE,
     R.NUMBER_MISMATCH: Layer.NUMBERS,
     **dict.fromkeys(PINNED_FAMILIES["support"], Layer.SUPPORT),
     R.CHECK_ERROR: None,  # any layer: the finding carries the layer whose check raised

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
-from typing import Any, Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,6 +49,10 @@ from citelock.records import (
 from citelock.render import RenderStyle, render_answer, require_style
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 from citelock.telemetry._hook import answer_trace, trace_metadata
+
+if TYPE_CHECKING:
+    from citelock.stream import Done, OnDiverge, Show, StreamEvent
+    from citelock.stream._drive import StreamJob
 
 __all__ = [
     "GUARDED_ANSWER_SCHEMA_VERSION",
@@ -495,6 +499,133 @@ class Citelock:
                     )
             return await asyncio.to_thread(self._finish, prep, generation, style, store)
 
+    def stream(
+        self,
+        question: str,
+        chunks: Iterable[Chunk | Mapping[str, Any]],
+        *,
+        request_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        policy: SpanPolicy | None = None,
+        max_tokens: int | None = None,
+        render: RenderStyle | None = None,
+        store: Collection[str] | None = None,
+        show: Show | None = None,
+        on_diverge: OnDiverge | None = None,
+    ) -> Iterator[StreamEvent | Done[GuardedAnswer]]:
+        """:meth:`answer`, streamed: typed events as the answer is generated, every claim checked as it completes.
+
+        Every event has a ``type``; the last is ``done`` and its ``.answer`` is the :class:`GuardedAnswer`
+        :meth:`answer` returns for the same generation (and persists the same way). Judges run in worker threads
+        while generation goes on. Stop iterating (or ``close()``) to cancel: generation stops, the prompt log
+        entry stays, and the claims checked so far reach the sinks with an ``ANSWER_TRUNCATED`` finding.
+
+        Args:
+            question: As for :meth:`answer` (so are ``chunks``, ``request_id``, ``metadata``, ``policy``,
+                ``max_tokens``, ``render``, ``store``).
+            chunks: Retrieved chunks, best first.
+            request_id: Request id to use.
+            metadata: Values recorded on the logged prompt.
+            policy: This request's span policy.
+            max_tokens: Token budget for generation.
+            render: This request's render style.
+            store: Ids of the whole chunk store.
+            show: When a reader may see a claim (``immediately``, ``after_checks``, ``after_judge``). Default:
+                ``after_judge`` on a high-stakes surface, ``immediately`` on a low-stakes one, ``after_checks``
+                without a surface.
+            on_diverge: On an unconstrained backend, what a citation that leaves the prompt mid-generation does:
+                ``cut`` the stream (default where a failing claim blocks the answer) or ``continue`` without it.
+
+        Raises:
+            TruncatedOutputError: the server cut the stream (the checked claims are persisted first).
+            The other errors of :meth:`answer`, raised from the iterator.
+        """
+        from citelock.stream._drive import stream_events
+
+        job = self._stream_job(
+            question, chunks, request_id, metadata, policy, max_tokens, render, store, show, on_diverge
+        )
+        return stream_events(job)
+
+    async def astream(
+        self,
+        question: str,
+        chunks: Iterable[Chunk | Mapping[str, Any]],
+        *,
+        request_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        policy: SpanPolicy | None = None,
+        max_tokens: int | None = None,
+        render: RenderStyle | None = None,
+        store: Collection[str] | None = None,
+        show: Show | None = None,
+        on_diverge: OnDiverge | None = None,
+    ) -> AsyncIterator[StreamEvent | Done[GuardedAnswer]]:
+        """The async :meth:`stream` (same arguments, same events): ``async for event in client.astream(...)``.
+
+        The backend's ``astream`` is used when it has one (an ``AsyncOpenAI`` client), else its ``stream`` runs
+        in a worker thread; ``aclose()`` or a cancelled task cancels generation as closing :meth:`stream` does.
+        """
+        from citelock.stream._drive import astream_events
+
+        job = await asyncio.to_thread(
+            self._stream_job,
+            question,
+            chunks,
+            request_id,
+            metadata,
+            policy,
+            max_tokens,
+            render,
+            store,
+            show,
+            on_diverge,
+        )
+        async for event in astream_events(job):
+            yield event
+
+    def _stream_job(
+        self,
+        question: str,
+        chunks: Iterable[Chunk | Mapping[str, Any]],
+        request_id: str | None,
+        metadata: Mapping[str, Any] | None,
+        policy: SpanPolicy | None,
+        max_tokens: int | None,
+        render: RenderStyle | None,
+        store: Collection[str] | None,
+        show: Show | None,
+        on_diverge: OnDiverge | None,
+    ) -> StreamJob[GuardedAnswer]:
+        from citelock.stream._drive import StreamJob
+        from citelock.stream._session import Session, default_on_diverge, default_show, memo_guard
+
+        style = self._style(render)
+        backend = self.backend
+        prep = self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata)
+        scope = store if store is not None else self.store
+        session = Session(
+            record=prep.record,
+            guard=memo_guard(self.guard),
+            show=show if show is not None else default_show(self.guard),
+            on_diverge=on_diverge if on_diverge is not None else default_on_diverge(self.guard),
+            free_text=prep.schema is None,
+            span_policy=prep.schema.policy if prep.schema is not None else None,
+            store=scope,
+        )
+
+        def finish(generation: Generation, guard: Guard) -> GuardedAnswer:
+            return self._finish(prep, generation, style, scope, guard=guard)
+
+        def finish_partial(generation: Generation, parsed: Answer, guard: Guard, cut: Finding) -> GuardedAnswer:
+            result = guard.run(prep.record, parsed, store=scope)
+            findings = (*result.report.findings, cut)
+            report = result.report.model_copy(update={"findings": findings, "ok": False})
+            result = result.model_copy(update={"report": report, "decision": "block"})
+            return self._deliver(_guarded(prep, generation, parsed, result, style), result)
+
+        return StreamJob(backend, prep.record, prep.schema, prep.max_tokens, session, finish, finish_partial)
+
     def _style(self, render: RenderStyle | None) -> RenderStyle:
         style = render if render is not None else self.render
         require_style(style)
@@ -519,11 +650,20 @@ class Citelock:
         )  # fmt: skip
 
     def _finish(
-        self, prep: _Prepared, generation: Generation, render: RenderStyle, store: Collection[str] | None
+        self,
+        prep: _Prepared,
+        generation: Generation,
+        render: RenderStyle,
+        store: Collection[str] | None,
+        *,
+        guard: Guard | None = None,
     ) -> GuardedAnswer:
         parsed = _parse(prep, generation)
-        result = self.guard.run(prep.record, parsed, store=store if store is not None else self.store)
-        guarded = _guarded(prep, generation, parsed, result, render)
+        run = guard if guard is not None else self.guard
+        result = run.run(prep.record, parsed, store=store if store is not None else self.store)
+        return self._deliver(_guarded(prep, generation, parsed, result, render), result)
+
+    def _deliver(self, guarded: GuardedAnswer, result: GuardResult) -> GuardedAnswer:
         for sink in self.sinks:
             if isinstance(sink, ReviewQueue):
                 sink.enqueue_result(result)

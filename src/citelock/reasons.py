@@ -43,6 +43,7 @@ class ReasonCode(StrEnum):
     SPAN_ONLY_IN_HISTORY = "SPAN_ONLY_IN_HISTORY"
     SPAN_IN_OTHER_CHUNK = "SPAN_IN_OTHER_CHUNK"
     UNCITED_CLAIM = "UNCITED_CLAIM"
+    ANSWER_TRUNCATED = "ANSWER_TRUNCATED"
     UNSUPPORTED = "UNSUPPORTED"
     WRONG_CHUNK = "WRONG_CHUNK"
     PARTIAL_SUPPORT = "PARTIAL_SUPPORT"
@@ -150,6 +151,12 @@ REASONS: Mapping[ReasonCode, ReasonInfo] = MappingProxyType(
             "coverage",
             "a factual claim carries no citation",
             "cite the chunk that supports it or drop it (pleasantries, headings, questions are never flagged)",
+        ),
+        ReasonCode.ANSWER_TRUNCATED: _info(
+            Layer.COVERAGE,
+            "coverage",
+            "the answer stopped before it was complete (a streamed answer cancelled, cut or diverged)",
+            "only the claims complete before the cut were checked; ask again (the rest was never generated)",
         ),
         ReasonCode.NUMBER_MISMATCH: _info(
             Layer.NUMBERS,

@@ -19,7 +19,7 @@ from citelock.backends._fake import FakeBackend, FakeCall
 from citelock.backends._instructor import InstructorBackend, InstructorGeneration
 from citelock.backends._local import LOCAL_LIMITS, LocalBackend, NaiveBackend
 from citelock.backends._openai import OpenAIBackend, OpenAIGeneration
-from citelock.backends._protocol import AsyncBackend, Backend, Generation
+from citelock.backends._protocol import AsyncBackend, AsyncStreamingBackend, Backend, Generation, StreamingBackend
 from citelock.backends._registry import BACKEND_NAMES, BACKENDS, BackendInfo, make_backend
 from citelock.errors import (
     BackendConnectionError,
@@ -42,6 +42,7 @@ __all__ = [
     "MODELS",
     "PROFILES",
     "AsyncBackend",
+    "AsyncStreamingBackend",
     "Backend",
     "BackendConnectionError",
     "BackendError",
@@ -64,6 +65,7 @@ __all__ = [
     "SchemaRejectedError",
     "ServerProfile",
     "ServerStartError",
+    "StreamingBackend",
     "TruncatedOutputError",
     "get_profile",
     "locate_model",

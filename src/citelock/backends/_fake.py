@@ -8,9 +8,10 @@ would have been sent.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,8 @@ from citelock.errors import RuntimeFailure, UsageError
 from citelock.records import PromptRecord
 
 __all__ = ["FakeBackend", "FakeCall"]
+
+_PIECE = re.compile(r"\w+|\W", re.UNICODE)
 
 Script = Callable[[PromptRecord, CitationSchema | None], str | Mapping[str, Any]]
 
@@ -49,6 +52,10 @@ class FakeBackend:
         name: Backend name reported on the answer.
         model: Model name reported on the answer.
 
+    Attributes:
+        calls: Every call received (record, schema, ``max_tokens``).
+        streamed: Deltas handed out by :meth:`stream` so far (where a streaming consumer stopped).
+
     Example:
         >>> fake = FakeBackend(['{"claims":[{"text":"It opened in 1932.",'
         ...                     '"citations":[{"chunk_id":"c-1","span":"opened in 1932"}]}]}'])
@@ -71,6 +78,7 @@ class FakeBackend:
         self._script: Script | None = outputs if callable(outputs) else None
         self._queue: list[str | Mapping[str, Any]] = [] if callable(outputs) else list(outputs)
         self._lock = threading.Lock()
+        self.streamed = 0
 
     @property
     def remaining(self) -> int:
@@ -84,9 +92,36 @@ class FakeBackend:
             RuntimeFailure: the script is exhausted.
             UsageError: ``max_tokens`` is not positive.
         """
+        started = time.perf_counter()
+        text = self._next(record, schema, max_tokens)
+        return self._generation(text, schema, time.perf_counter() - started)
+
+    @staticmethod
+    def deltas(text: str) -> list[str]:
+        """How :meth:`stream` splits an output into deltas: each run of word characters, and every other character."""
+        return _PIECE.findall(text)
+
+    def stream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> Iterator[str | Generation]:
+        """The next scripted output as deltas (see :meth:`deltas`), then its :class:`Generation`.
+
+        :attr:`streamed` counts the deltas handed out, so a test can assert where a consumer stopped.
+
+        Raises:
+            RuntimeFailure: the script is exhausted.
+            UsageError: ``max_tokens`` is not positive.
+        """
+        started = time.perf_counter()
+        text = self._next(record, schema, max_tokens)
+        for piece in self.deltas(text):
+            self.streamed += 1
+            yield piece
+        yield self._generation(text, schema, time.perf_counter() - started)
+
+    def _next(self, record: PromptRecord, schema: CitationSchema | None, max_tokens: int) -> str:
         if max_tokens < 1:
             raise UsageError(f"max_tokens must be positive, got {max_tokens}")
-        started = time.perf_counter()
         with self._lock:
             self.calls.append(FakeCall(record, schema, max_tokens))
             if self._script is not None:
@@ -97,13 +132,15 @@ class FakeBackend:
                 raise RuntimeFailure(
                     f"FakeBackend script exhausted after {len(self.calls) - 1} outputs; give it more outputs"
                 )
-        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+        return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+
+    def _generation(self, text: str, schema: CitationSchema | None, latency_s: float) -> Generation:
         return Generation(
             text=text,
             backend=self.name,
             model=self.model,
             enforced=self.enforced and schema is not None,
             completion_tokens=len(text.split()),
-            latency_s=time.perf_counter() - started,
+            latency_s=latency_s,
             finish_reason="stop",
         )

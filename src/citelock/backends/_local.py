@@ -9,6 +9,9 @@ lazily, and a missing one raises :class:`citelock.MissingExtraError` naming ``pi
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterator
+from typing import Any
+
 from citelock.backends._protocol import Generation
 from citelock.constraint._schema import BackendLimits, CitationSchema
 from citelock.errors import UsageError
@@ -111,6 +114,18 @@ class LocalBackend(_LocalBase):
             ConstraintViolationError: the constraint engine failed during decoding.
             MissingExtraError: the ``local`` extra (or ``gemma`` for gemma3) is not installed.
         """
+        return _drain(self.stream(record, schema, max_tokens=max_tokens))
+
+    def stream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> Iterator[str | Generation]:
+        """:meth:`generate` step by step: the text of every decode step, then the :class:`Generation`.
+
+        Closing the iterator stops decoding.
+
+        Raises:
+            The same errors as :meth:`generate`.
+        """
         if schema is None:
             raise UsageError(
                 "LocalBackend constrains decoding and needs a CitationSchema; for free text use NaiveBackend"
@@ -123,7 +138,7 @@ class LocalBackend(_LocalBase):
                 self._compiled.clear()
             self._compiled[schema.grammar] = grammar
         prompt = rt.format_prompt([(m.role, m.content) for m in record.messages], structured=True)
-        result = rt.decode(
+        steps = rt.decode_stream(
             rt.tokenize(prompt),
             grammar,
             max_tokens=max_tokens,
@@ -131,8 +146,9 @@ class LocalBackend(_LocalBase):
             seed=self.seed,
             fast_forward=self.fast_forward,
         )
+        result = yield from _steps(steps)
         notes = (f"forced_tokens={result.forced_tokens}", f"mask_ms={result.mask_s * 1000:.1f}")
-        return self._generation(result, enforced=True, notes=notes)
+        yield self._generation(result, enforced=True, notes=notes)
 
 
 class NaiveBackend(_LocalBase):
@@ -150,13 +166,45 @@ class NaiveBackend(_LocalBase):
 
     def generate(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Generation:
         """Generate free text for ``record`` (``schema`` must be None: nothing is constrained)."""
+        return _drain(self.stream(record, schema, max_tokens=max_tokens))
+
+    def stream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> Iterator[str | Generation]:
+        """:meth:`generate` step by step: the text of every token, then the :class:`Generation` (close to stop)."""
         if schema is not None:
             raise UsageError("NaiveBackend does not constrain decoding; it takes no schema")
         rt = self.runtime
         prompt = rt.format_prompt([(m.role, m.content) for m in record.messages], structured=False)
         # A base model has no end-of-turn token: a blank line or a new "Question" ends its answer.
         stop = () if rt.spec.chat else ("\n\n", "<question>", "Question:")
-        result = rt.decode(
+        steps = rt.decode_stream(
             rt.tokenize(prompt), None, max_tokens=max_tokens, temperature=self.temperature, seed=self.seed, stop=stop
         )
-        return self._generation(result, enforced=False)
+        result = yield from _steps(steps)
+        yield self._generation(result, enforced=False)
+
+
+def _steps(steps: Generator[str, None, DecodeResult]) -> Generator[str, None, DecodeResult]:
+    """Yield a decode's non-empty step texts; return its result (closing this closes the decode)."""
+    try:
+        while True:
+            try:
+                piece = next(steps)
+            except StopIteration as done:
+                result: DecodeResult = done.value
+                return result
+            if piece:
+                yield piece
+    finally:
+        steps.close()
+
+
+def _drain(items: Iterator[str | Generation]) -> Generation:
+    """The :class:`Generation` a stream ends with."""
+    last: Any = None
+    for last in items:  # noqa: B007 - only the last item matters
+        pass
+    if not isinstance(last, Generation):
+        raise UsageError("a backend stream ended without its Generation")
+    return last

@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from citelock.backends._protocol import Generation
@@ -354,6 +355,115 @@ class OpenAIBackend(TransportUser):
         """
         return self._generation(record, schema, request, sent, removed, response, choice, latency, max_tokens)
 
+    def stream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> Iterator[str | OpenAIGeneration]:
+        """:meth:`generate` over server-sent events: every content delta as it arrives, then the generation.
+
+        The generation is built and verified exactly as :meth:`generate` builds it from a whole response.
+        Closing the iterator closes the HTTP stream (the server stops generating).
+
+        Raises:
+            TruncatedOutputError: the server cut the stream before the answer was complete (``partial`` holds
+                what arrived), or it stopped at ``max_tokens``.
+            The other errors of :meth:`generate`.
+        """
+        payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens)
+        started = time.perf_counter()
+        chunks = self.transport.open_stream(payload, citelock_request_id=record.request_id)
+        got = _Streamed()
+        try:
+            iterator = iter(chunks)
+            while True:
+                try:
+                    chunk = next(iterator)
+                except StopIteration:
+                    break
+                except Exception as exc:
+                    raise self._cut(record, got, max_tokens, exc) from exc
+                piece = got.add(chunk, started)
+                if piece:
+                    yield piece
+        finally:
+            chunks.close()
+        yield self._streamed(record, schema, payload, sent, removed, got, started, max_tokens)
+
+    async def astream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> AsyncIterator[str | OpenAIGeneration]:
+        """:meth:`stream` on an ``AsyncOpenAI`` client (same items; ``aclose()`` closes the HTTP stream).
+
+        Raises:
+            UsageError: the backend holds a sync client (use :meth:`stream`).
+            The errors of :meth:`stream`.
+        """
+        model = await self.transport.amodel()
+        payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens, model=model)
+        started = time.perf_counter()
+        chunks = await self.transport.aopen_stream(payload, citelock_request_id=record.request_id)
+        got = _Streamed()
+        try:
+            iterator = chunks.__aiter__()
+            while True:
+                try:
+                    chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    raise self._cut(record, got, max_tokens, exc) from exc
+                piece = got.add(chunk, started)
+                if piece:
+                    yield piece
+        finally:
+            await chunks.close()
+        yield self._streamed(record, schema, payload, sent, removed, got, started, max_tokens)
+
+    def _cut(self, record: PromptRecord, got: _Streamed, max_tokens: int, exc: Exception) -> TruncatedOutputError:
+        cause = self.transport.failure(exc, record.request_id)
+        return TruncatedOutputError(
+            f"the server cut the stream after {got.chunks} chunks, before the answer was complete ({cause}); "
+            f"got {got.text()[-60:]!r}",
+            partial=got.text(),
+            max_tokens=max_tokens,
+            provider=self.transport.provider,
+            request_id=got.response_id,
+            citelock_request_id=record.request_id,
+        )
+
+    def _streamed(
+        self,
+        record: PromptRecord,
+        schema: CitationSchema | None,
+        payload: dict[str, Any],
+        sent: dict[str, Any] | None,
+        removed: tuple[str, ...],
+        got: _Streamed,
+        started: float,
+        max_tokens: int,
+    ) -> OpenAIGeneration:
+        text = got.text()
+        if schema is not None and got.finish is None and _truncated(text, "length", None, max_tokens):
+            why = f"at max_tokens={max_tokens}" if got.chunks >= max_tokens else "without a finish reason"
+            raise TruncatedOutputError(
+                f"the stream ended {why} before the answer was complete ({got.chunks} chunks); got {text[-60:]!r}",
+                partial=text,
+                max_tokens=max_tokens,
+                provider=self.transport.provider,
+                request_id=got.response_id,
+                citelock_request_id=record.request_id,
+            )
+        calls = [SimpleNamespace(function=SimpleNamespace(arguments=text))] if got.in_tool_call else None
+        message = SimpleNamespace(content=None if got.in_tool_call else text, tool_calls=calls, refusal=None)
+        usage = got.usage
+        response = SimpleNamespace(id=got.response_id, usage=usage, _request_id=None)
+        choice = SimpleNamespace(message=message, finish_reason=got.finish)
+        generation = self._generation(
+            record, schema, payload, sent, removed, response, choice, time.perf_counter() - started, max_tokens
+        )
+        if usage is None:  # no usage chunk: one SSE chunk carries one token on llama.cpp servers
+            generation = _replace(generation, completion_tokens=got.chunks)
+        return _replace(generation, first_token_s=got.first_s)
+
     def _generation(
         self,
         record: PromptRecord,
@@ -421,6 +531,51 @@ class OpenAIBackend(TransportUser):
             removed=removed,
             violations=violations,
         )
+
+
+class _Streamed:
+    """What a chat-completions stream delivered so far: the content (or tool-call arguments) and the last fields."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.chunks = 0
+        self.finish: str | None = None
+        self.usage: Any = None
+        self.response_id: str | None = None
+        self.first_s: float | None = None
+        self.in_tool_call = False
+
+    def add(self, chunk: Any, started: float) -> str:
+        """Take one SSE chunk; return its new text (content, else tool-call arguments)."""
+        self.response_id = getattr(chunk, "id", None) or self.response_id
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = chunk.usage
+        if not chunk.choices:
+            return ""
+        choice = chunk.choices[0]
+        self.finish = choice.finish_reason or self.finish
+        delta = choice.delta
+        piece = (delta.content or "") if delta is not None else ""
+        calls = getattr(delta, "tool_calls", None) or [] if delta is not None else []
+        if not piece and calls and calls[0].function is not None:
+            piece = calls[0].function.arguments or ""
+            self.in_tool_call = self.in_tool_call or bool(piece)
+        if piece:
+            self.chunks += 1
+            self.pieces.append(piece)
+            if self.first_s is None:
+                self.first_s = time.perf_counter() - started
+        return piece
+
+    def text(self) -> str:
+        """Everything received, joined."""
+        return "".join(self.pieces)
+
+
+def _replace(generation: OpenAIGeneration, **changes: Any) -> OpenAIGeneration:
+    import dataclasses
+
+    return dataclasses.replace(generation, **changes)
 
 
 def _truncated(text: str, finish: str | None, completion_tokens: int | None, max_tokens: int) -> bool:

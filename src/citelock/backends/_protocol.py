@@ -7,14 +7,18 @@ same way for every backend, after the fact.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from citelock.records import Generation, PromptRecord
 
 if TYPE_CHECKING:
     from citelock.constraint._schema import BackendLimits, CitationSchema
 
-__all__ = ["AsyncBackend", "Backend", "Generation"]
+__all__ = ["AsyncBackend", "AsyncStreamingBackend", "Backend", "Generation", "StreamingBackend", "stream_in_thread"]
 
 
 @runtime_checkable
@@ -56,3 +60,91 @@ class AsyncBackend(Backend, Protocol):
     async def agenerate(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Generation:
         """Async :meth:`Backend.generate`."""
         ...
+
+
+@runtime_checkable
+class StreamingBackend(Backend, Protocol):
+    """A backend that can hand over its output as it is generated (used by :meth:`citelock.Citelock.stream`).
+
+    Backends without ``stream`` still stream: their whole output arrives as one step.
+    """
+
+    def stream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> Iterator[str | Generation]:
+        """Yield the output's text deltas as they are generated, then, last, the :class:`Generation`.
+
+        The contract, for implementers: every ``str`` item is the next piece of the output (their concatenation
+        is ``Generation.text``); the last item is the same :class:`Generation` :meth:`Backend.generate` would
+        return for this output. Closing the iterator early (``close()``) must stop generating.
+        """
+        ...
+
+
+@runtime_checkable
+class AsyncStreamingBackend(Backend, Protocol):
+    """A backend that streams without blocking the event loop (used by :meth:`citelock.Citelock.astream`)."""
+
+    def astream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> AsyncIterator[str | Generation]:
+        """Async :meth:`StreamingBackend.stream` (same items; ``aclose()`` stops generating)."""
+        ...
+
+
+_T = TypeVar("_T")
+
+
+async def stream_in_thread(open_stream: Callable[[], Iterator[_T]], *, ahead: int = 1) -> AsyncIterator[_T]:
+    """Iterate a blocking iterator in a worker thread, without blocking the event loop.
+
+    The thread runs at most ``ahead`` items ahead of the consumer (a consumer that stops reading stops the
+    generation with it). Closing the async iterator (``aclose()``, a cancelled task) tells the thread to stop;
+    it then closes the blocking iterator, which stops generating.
+    """
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue()
+    demand = threading.Semaphore(ahead)
+    stop = threading.Event()
+    end = object()
+
+    def put(item: tuple[bool, Any]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening any more
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    def pump() -> None:
+        items: Iterator[_T] | None = None
+        try:
+            items = open_stream()
+            while True:
+                demand.acquire()
+                if stop.is_set():
+                    break
+                try:
+                    item = next(items)
+                except StopIteration:
+                    break
+                put((True, item))
+        except BaseException as exc:  # handed to the consumer, raised there
+            put((False, exc))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+            put((False, end))
+
+    worker = threading.Thread(target=pump, name="citelock-stream", daemon=True)
+    worker.start()
+    try:
+        while True:
+            demand.release()
+            ok, item = await queue.get()
+            if ok:
+                yield item
+            elif item is end:
+                break
+            else:
+                raise item
+    finally:
+        stop.set()
+        demand.release()

@@ -132,6 +132,15 @@ def answer(
     ] = None,
     options: SurfaceOptions = NO_SURFACE,
     as_json: Annotated[bool, typer.Option("--json", help="print the GuardedAnswer record as JSON")] = False,
+    stream: Annotated[
+        bool,
+        typer.Option(
+            "--stream",
+            help="stream the answer: each claim appears once the surface allows it (after its checks, or its judge "
+            "on a high-stakes surface), marked when it passes or with its reason, then the footnotes and the guard "
+            "line",
+        ),
+    ] = False,
 ) -> None:
     """Answer a question from chunks with citations constrained by construction and checked by the guard.
 
@@ -166,7 +175,12 @@ def answer(
         render=_render(render),
     )
     try:
-        result = client.answer(question, chunks, max_tokens=max_tokens)
+        if stream and not as_json:
+            from citelock.cli._stream_view import show_stream
+
+            result = show_stream(client.stream(question, chunks, max_tokens=max_tokens))
+        else:
+            result = client.answer(question, chunks, max_tokens=max_tokens)
     except UnparsedAnswerError as exc:  # other failures map to their exit code centrally (see _app)
         typer.echo(f"citelock: error: the model's answer could not be parsed: {exc}", err=True)
         raise typer.Exit(EXIT_RUNTIME) from None
@@ -174,6 +188,9 @@ def answer(
         data = result.model_dump(mode="json")
         data["model"] = model_label(result.model)
         typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
+    elif stream:
+        notes = result.rendered.partition("\n\n")[2] if result.render_style == "footnotes" else ""
+        _print(result, text=notes)
     else:
         _print(result)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FINDINGS)
@@ -205,9 +222,11 @@ def _render(value: str) -> RenderStyle:
     return "footnotes" if value == "footnotes" else "links" if value == "links" else "none"
 
 
-def _print(result: GuardedAnswer) -> None:
-    typer.echo(result.rendered)
-    typer.echo("")
+def _print(result: GuardedAnswer, *, text: str | None = None) -> None:
+    shown_text = result.rendered if text is None else text
+    if shown_text:
+        typer.echo(shown_text)
+        typer.echo("")
     policy = result.span_policy or "none (free text)"
     line = f"policy: {policy}"
     if result.downgrade_reason:

@@ -16,13 +16,14 @@ raised. Unconstrained generation runs the very same loop without the mask, so sp
 from __future__ import annotations
 
 import atexit
+import codecs
 import contextlib
 import os
 import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -352,6 +353,49 @@ class LlamaRuntime:
             InputError: the prompt does not fit the context window.
             ConstraintViolationError: the constraint engine entered an error state.
         """
+        steps = self.decode_stream(
+            prompt_tokens,
+            grammar,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+            fast_forward=fast_forward,
+            stop=stop,
+            stop_at_eog=stop_at_eog,
+            reuse_prefix=reuse_prefix,
+        )
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                result: DecodeResult = done.value
+                return result
+
+    def decode_stream(
+        self,
+        prompt_tokens: Sequence[int],
+        grammar: str | None,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        seed: int = 0,
+        fast_forward: bool = True,
+        stop: Sequence[str] = (),
+        stop_at_eog: bool = True,
+        reuse_prefix: bool = True,
+    ) -> Generator[str, None, DecodeResult]:
+        """:meth:`decode` one step at a time, returning its :class:`DecodeResult`.
+
+        Yields the text of every step (a sampled token and the tokens the grammar forced after it), decoded
+        incrementally as UTF-8.
+
+        Closing the generator stops decoding at once (the model lock is released). Stop strings are cut from the
+        result's text, not from the steps already yielded.
+
+        Raises:
+            InputError: the prompt does not fit the context window.
+            ConstraintViolationError: the constraint engine entered an error state.
+        """
         import numpy as np
 
         llama_cpp = self._llama_cpp
@@ -389,6 +433,7 @@ class LlamaRuntime:
             first_token_s: float | None = None
             finish = "length"
             stop_bytes = [s.encode("utf-8") for s in stop]
+            utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
             while len(out) < max_tokens:
                 pointer = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
                 logits = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
@@ -425,13 +470,16 @@ class LlamaRuntime:
                             f"constraint engine error ({matcher.stop_reason()}): {matcher.get_error()[:500]}"
                         )
                     if matcher.is_stopped():
-                        out += [t for t in batch if not llama_cpp.llama_vocab_is_eog(self._vocab, t)]
+                        last = [t for t in batch if not llama_cpp.llama_vocab_is_eog(self._vocab, t)]
+                        out += last
                         finish = "stop"
+                        yield utf8.decode(self._detokenize(last), final=True)
                         break
                 elif stop_at_eog and llama_cpp.llama_vocab_is_eog(self._vocab, token):
                     finish = "stop"
                     break
                 out += batch
+                yield utf8.decode(self._detokenize(batch))
                 if stop_bytes and any(s in self._detokenize(out[-8:]) for s in stop_bytes):
                     finish = "stop"
                     break

@@ -274,6 +274,33 @@ class OpenAITransport:
             raise self._failure(exc, citelock_request_id) from exc
         return response, self._first_choice(response, citelock_request_id)
 
+    def open_stream(self, payload: Mapping[str, Any], *, citelock_request_id: str | None = None) -> Any:
+        """Send one chat-completions request with ``stream=True``; return the SDK's stream of chunks (SSE).
+
+        Raises:
+            UsageError: the client is async (use :meth:`aopen_stream`).
+            BackendTimeoutError, BackendConnectionError, BackendHTTPError, SchemaRejectedError: the call failed.
+        """
+        if self.is_async:
+            raise UsageError(_ASYNC_ONLY)
+        try:
+            return self.client.chat.completions.create(**_split_extra(payload), stream=True)
+        except Exception as exc:
+            raise self._failure(exc, citelock_request_id) from exc
+
+    async def aopen_stream(self, payload: Mapping[str, Any], *, citelock_request_id: str | None = None) -> Any:
+        """:meth:`open_stream` on an async client (the SDK's async stream of chunks)."""
+        if not self.is_async:
+            raise UsageError("aopen_stream needs an openai.AsyncOpenAI client; use open_stream")
+        try:
+            return await self.client.chat.completions.create(**_split_extra(payload), stream=True)
+        except Exception as exc:
+            raise self._failure(exc, citelock_request_id) from exc
+
+    def failure(self, exc: Exception, citelock_request_id: str | None) -> BackendError:
+        """The typed :class:`BackendError` for an ``openai`` SDK exception (a BackendError passes through)."""
+        return self._failure(exc, citelock_request_id)
+
     def _failure(self, exc: Exception, citelock_request_id: str | None) -> BackendError:
         if isinstance(exc, BackendError):
             return exc

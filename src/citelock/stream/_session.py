@@ -1,0 +1,324 @@
+"""One guarded stream's state: deltas in, events out; free checks per claim, judges in worker threads.
+
+A :class:`Session` reads the answer as it grows (:mod:`citelock.stream._incremental`), runs the prefix checks on
+every delta, the free checks (the guard's own :func:`citelock.guard.check`, on the answer as far as it is
+complete, so a claim's verdicts are the final guard's) the moment a claim completes, and hands the claim to a
+worker thread for its support judge while generation goes on. The judge is memoized (:class:`MemoJudge`), so
+the final guard run over the whole answer reuses those verdicts instead of judging twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from threading import Lock
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from citelock.guard import Guard, GuardResult, check
+from citelock.judges import Judge
+from citelock.records import Answer, Claim, PromptRecord, ReasonCode, Verdict
+from citelock.stream._events import (
+    CitationClosed,
+    CitationDelta,
+    CitationOpened,
+    ClaimChecked,
+    ClaimDelta,
+    ClaimDiverged,
+    ClaimJudged,
+    ClaimRetracted,
+    ClaimShown,
+    ClaimWithheld,
+    Show,
+)
+from citelock.stream._incremental import FreeTextReader, JsonReader, PartialClaim, PrefixChecker
+
+__all__ = ["MemoJudge", "OnDiverge", "Session", "default_on_diverge", "default_show", "memo_guard"]
+
+OnDiverge = Literal["cut", "continue"]
+"""What a divergence does: stop generating (the answer will be refused) or drop that claim and go on."""
+
+Event = Any  # one of the event models (citelock.stream._events)
+
+
+class MemoJudge:
+    """A judge that asks ``inner`` once per (claim, passage) and hands every later caller the same verdict.
+
+    Thread-safe: a second caller of a pair in flight waits for the first call's verdict.
+    """
+
+    def __init__(self, inner: Judge) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.version = inner.version
+        self._memo: dict[tuple[str, str], Future[Verdict]] = {}
+        self._lock = Lock()
+
+    def judge(self, claim: str, passage: str) -> Verdict:
+        """The inner judge's verdict on ``(claim, passage)``, asked at most once."""
+        key = (claim, passage)
+        with self._lock:
+            future = self._memo.get(key)
+            owner = future is None
+            if future is None:
+                future = self._memo[key] = Future()
+        if owner:
+            try:
+                future.set_result(self.inner.judge(claim, passage))
+            except BaseException as exc:  # the same failure for every caller, as a direct call would raise
+                future.set_exception(exc)
+        return future.result()
+
+
+def memo_guard(guard: Guard) -> Guard:
+    """``guard`` with memoized judges (same policy, routing, ordering and number check)."""
+    if guard.policy is None:
+        return guard
+    return Guard(
+        guard.policy,
+        MemoJudge(guard.judge) if guard.judge is not None else None,
+        escalate=MemoJudge(guard.escalate) if guard.escalate is not None else None,
+        ordering=guard.ordering,
+        numbers=guard.numbers,
+    )
+
+
+def default_show(guard: Guard) -> Show:
+    """The safe default per surface: high stakes wait for the judge, low stakes stream, no surface waits for checks."""
+    if guard.policy is None:
+        return "after_checks"
+    return "after_judge" if guard.policy.stakes == "high" else "immediately"
+
+
+def default_on_diverge(guard: Guard) -> OnDiverge:
+    """Cut where a failing claim refuses the answer (``on_fail="block"``, or no surface), else continue."""
+    return "cut" if guard.policy is None or guard.policy.on_fail == "block" else "continue"
+
+
+@dataclass
+class _Shown:
+    text: str = ""
+    opened: int = 0
+    fields: dict[tuple[int, str], str] = field(default_factory=dict)
+    closed: int = 0
+
+
+@dataclass
+class Session:
+    """The state of one stream (see the module docstring)."""
+
+    record: PromptRecord
+    guard: Guard
+    show: Show
+    on_diverge: OnDiverge
+    free_text: bool
+    span_policy: str | None
+    store: Collection[str] | None = None
+    tokens: int = 0
+    cut: ClaimDiverged | None = None
+    checked: list[Claim] = field(default_factory=list)
+    _reader: JsonReader | FreeTextReader = field(init=False)
+    _prefix: PrefixChecker = field(init=False)
+    _shown: dict[int, _Shown] = field(default_factory=dict)
+    _dropped: set[int] = field(default_factory=set)
+    _visible: set[int] = field(default_factory=set)
+    _pending: dict[int, Future[GuardResult]] = field(default_factory=dict)
+    _pool: ThreadPoolExecutor | None = None
+
+    def __post_init__(self) -> None:
+        self._reader = FreeTextReader() if self.free_text else JsonReader()
+        self._prefix = PrefixChecker(self.record, self.store)
+
+    @property
+    def text(self) -> str:
+        """Everything received so far."""
+        return self._reader.text
+
+    @property
+    def quoting(self) -> bool:
+        return self.span_policy in ("quote", "quote_sentence")
+
+    def step(self, delta: str) -> list[Event]:
+        """Take one delta (one token or step): text events, a divergence, checks of claims it completed."""
+        self.tokens += 1
+        claims = self._reader.feed(delta)
+        out: list[Event] = []
+        for n in range(len(self.checked), len(claims)):
+            claim = claims[n]
+            if n not in self._dropped:
+                diverged = self._diverged(claim, n)
+                if diverged is not None:
+                    out.append(diverged)
+                    if diverged.action == "cut":
+                        self.cut = diverged
+                        return out
+                    self._dropped.add(n)
+            if self.show == "immediately" and n not in self._dropped:
+                out += self._text_events(claim, n)
+            if claim.done and n == len(self.checked):
+                out += self._complete(claims, n)
+        return out
+
+    def end(self) -> list[Event]:
+        """Generation finished: every claim still open is complete; check them."""
+        claims = self._reader.feed("")
+        out: list[Event] = []
+        for n in range(len(self.checked), len(claims)):
+            if not (self.free_text or self._reader.complete or claims[n].done):
+                break  # JSON cut before this claim closed (max_tokens): it is not a complete claim
+            claims[n].done = True
+            if self.show == "immediately" and n not in self._dropped:
+                out += self._text_events(claims[n], n)
+            out += self._complete(claims, n)
+        return out
+
+    def poll(self) -> list[Event]:
+        """Events of judges that finished since the last poll."""
+        out: list[Event] = []
+        for n in sorted(self._pending):
+            if self._pending[n].done():
+                out += self._judged(n, self._pending.pop(n).result())
+        return out
+
+    def drain(self) -> Iterator[Event]:
+        """Wait for every judge still running; their events in claim order."""
+        for n in sorted(self._pending):
+            yield from self._judged(n, self._pending.pop(n).result())
+
+    def close(self) -> None:
+        """Cancel judges not started and release the worker threads."""
+        for future in self._pending.values():
+            future.cancel()
+        self._pending.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def partial_answer(self) -> Answer:
+        """The claims checked so far (and a diverged claim that cut the stream), as an answer to guard."""
+        claims = list(self.checked)
+        if self.cut is not None and self.cut.claim_index == len(claims):
+            partial = self._reader.claims[self.cut.claim_index]
+            if isinstance(self._reader, FreeTextReader) and self.cut.field == "chunk_id":
+                # the marker being typed, closed as it stood: the guard then sees the id that diverged
+                closed = FreeTextReader().feed(self.text + "]")
+                partial = closed[self.cut.claim_index] if len(closed) > self.cut.claim_index else partial
+            built = self._build(partial)
+            if built is not None:
+                claims.append(built)
+        return Answer(
+            claims=tuple(claims),
+            format="free_text" if self.free_text else "structured",
+            raw=self.text,
+            span_policy=self.span_policy,
+        )
+
+    # -- internals ---------------------------------------------------------------------------------------------
+
+    def _diverged(self, claim: PartialClaim, n: int) -> ClaimDiverged | None:
+        if self.free_text:
+            typed = self._reader.open_marker() if isinstance(self._reader, FreeTextReader) else None
+            found = self._prefix.marker(typed) if typed is not None and n == len(self._reader.claims) - 1 else None
+        else:
+            found = self._prefix.claim(claim, n, self.quoting)
+        if found is None:
+            return None
+        return ClaimDiverged(
+            claim_index=n,
+            citation_index=found.citation_index,
+            field=found.field,
+            value=found.value,
+            reason=found.reason,
+            delta_index=self.tokens - 1,
+            tokens=self.tokens,
+            action=self.on_diverge,
+        )
+
+    def _text_events(self, claim: PartialClaim, n: int) -> list[Event]:
+        seen = self._shown.setdefault(n, _Shown())
+        out: list[Event] = []
+        if claim.text != seen.text:
+            delta = claim.text[len(seen.text) :] if claim.text.startswith(seen.text) else claim.text
+            out.append(ClaimDelta(claim_index=n, delta=delta, snapshot=claim.text))
+            seen.text = claim.text
+        for k, cite in enumerate(claim.citations):
+            if k >= seen.opened:
+                out.append(CitationOpened(claim_index=n, citation_index=k))
+                seen.opened = k + 1
+            for name, value in (("chunk_id", cite.chunk_id), ("span", cite.span or "")):
+                before = seen.fields.get((k, name), "")
+                if value != before:
+                    delta = value[len(before) :] if value.startswith(before) else value
+                    out.append(CitationDelta(claim_index=n, citation_index=k, field=name, delta=delta, snapshot=value))
+                    seen.fields[(k, name)] = value
+        closing = len(claim.citations) if claim.done else len(claim.citations) - 1
+        built = self._build(claim) if closing > seen.closed else None
+        while seen.closed < closing and built is not None:
+            k = seen.closed
+            out.append(CitationClosed(claim_index=n, citation_index=k, citation=built.citations[k]))
+            seen.closed = k + 1
+        return out
+
+    def _build(self, claim: PartialClaim) -> Claim | None:
+        try:
+            return claim.claim(self.quoting)
+        except ValidationError:  # an empty id or span: the final parse reports it
+            return None
+
+    def _complete(self, claims: list[PartialClaim], n: int) -> list[Event]:
+        built = self._build(claims[n])
+        if built is None:
+            return []
+        self.checked.append(built)
+        prefix = Answer(claims=tuple(self.checked), span_policy=self.span_policy)
+        numbers = True if self.guard.policy is not None else self.guard.numbers
+        report = check(self.record, prefix, store=self.store, numbers=numbers)
+        findings = tuple(f for f in report.findings if f.claim_index == n)
+        citations = tuple(c for c in report.citations if c.claim_index == n)
+        passed = not findings
+        policy = self.guard.policy
+        judging = (
+            passed
+            and policy is not None
+            and self.guard.judge is not None
+            and any(policy.sampled(self.record.request_id, n, k) for k in range(len(built.citations)))
+        )
+        out: list[Event] = [
+            ClaimChecked(
+                claim_index=n, claim=built, passed=passed, citations=citations, findings=findings, judging=judging
+            )
+        ]
+        reasons = tuple(dict.fromkeys(f.reason for f in findings))
+        if not passed:
+            out += self._failed(n, reasons)
+        elif self.show == "after_checks" or (self.show == "after_judge" and not judging):
+            out.append(ClaimShown(claim_index=n, claim=built))
+            self._visible.add(n)
+        if judging:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="citelock-judge")
+            self._pending[n] = self._pool.submit(self.guard.run, self.record, prefix, store=self.store)
+        return out
+
+    def _failed(self, n: int, reasons: tuple[ReasonCode, ...]) -> list[Event]:
+        on_fail = self.guard.policy.on_fail if self.guard.policy is not None else "block"
+        if self.show == "immediately" or n in self._visible:
+            self._visible.discard(n)
+            return [ClaimRetracted(claim_index=n, reasons=reasons, action="mark" if on_fail == "mark" else "retract")]
+        return [ClaimWithheld(claim_index=n, reasons=reasons)]
+
+    def _judged(self, n: int, result: GuardResult) -> list[Event]:
+        outcome = result.claims[n]
+        support = tuple(s for s in result.support if s.claim_index == n)
+        findings = tuple(f for f in result.report.findings if f.claim_index == n)
+        passed = outcome.action == "serve" and not outcome.reasons
+        out: list[Event] = [
+            ClaimJudged(claim_index=n, passed=passed, support=support, findings=findings, outcome=outcome)
+        ]
+        if outcome.action != "serve":
+            out += self._failed(n, outcome.reasons)
+        elif self.show == "after_judge" and n not in self._visible:
+            out.append(ClaimShown(claim_index=n, claim=self.checked[n]))
+            self._visible.add(n)
+        return out
