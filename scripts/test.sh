@@ -7,6 +7,7 @@
 #
 #   bash scripts/test.sh              # everything
 #   bash scripts/test.sh -k queue     # extra arguments go to pytest
+#   CITELOCK_SECOND_DECODING=1 bash scripts/test.sh   # then the local-model tests again, sampled
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,3 +54,10 @@ echo "== mypy --strict"
 mypy
 echo "== pytest"
 CITELOCK_NO_SKIP=1 python -m pytest "$@"
+# A second decoding configuration (CITELOCK_SECOND_DECODING=1): the local model's tests again, sampling instead of
+# decoding greedily, so a test that asserts the model's choice (not what the constraint guarantees) fails here, not
+# only on another CPU.
+if [ "$#" -eq 0 ] && [ "${CITELOCK_SECOND_DECODING:-0}" = 1 ]; then
+  echo "== pytest -m local_model, sampled (CITELOCK_TEST_DECODING=sample:1)"
+  CITELOCK_NO_SKIP=1 CITELOCK_TEST_DECODING=sample:1 python -m pytest -m local_model -q
+fi

@@ -73,6 +73,15 @@ def test_every_hostile_grammar_parses_in_llama_cpp_and_llguidance(llama_parses, 
         assert accepts_gbnf(schema.gbnf, '{"claims":[]}'), (policy, ids)  # the abstention, and it compiles
 
 
+@pytest.mark.parametrize("policy", POLICY_ORDER)
+def test_grammars_without_the_abstention_parse_in_llama_cpp_and_refuse_it(llama_parses, policy: str) -> None:  # type: ignore[no-untyped-def]
+    options = SchemaOptions(max_claims=2, max_citations=1, max_text_chars=40, max_span_chars=40, min_claims=1)
+    for question, ids in QUESTIONS:
+        schema = build_schema(citelock.assemble(question, chunks_for(ids)), policy, options)  # type: ignore[arg-type]
+        assert llama_parses(schema.gbnf), (policy, ids)
+        assert not accepts_gbnf(schema.gbnf, '{"claims":[]}'), (policy, ids)
+
+
 def test_a_big_substring_trie_stays_under_llama_cpps_repetition_limit(llama_parses) -> None:  # type: ignore[no-untyped-def]
     # 5,000 characters of varied text: a trie with thousands of nodes, which nested groups would put under one "?"
     rng = random.Random(3)

@@ -28,7 +28,9 @@ WORDS = sorted(
     {"".join(random.Random(n).choices(_SYLLABLES.split(), k=1 + n % 3)) for n in range(600)}
 )  # a vocabulary as varied as prose: quote tails then share few prefixes, which is what costs the lexer
 PROMPT = "Quote one source that answers the question: when did the bridge open?\n\nAnswer (JSON): "
-OPTIONS = SchemaOptions(max_claims=2, max_citations=1)
+# Without the abstention branch the decoder must open a claim, which is where a grammar too big for the engine's
+# limits fails: the failure is then a guarantee, not the model's choice to write a claim.
+MUST_ANSWER = SchemaOptions(max_claims=2, max_citations=1, min_claims=1)
 
 
 def chunk_text(chars: int, seed: int) -> str:
@@ -61,14 +63,18 @@ def test_a_grammar_the_local_limits_admit_decodes_to_a_whole_answer(
     model: object, policy: str, count: int, chars: int
 ) -> None:
     ctx = context(count, chars)
-    schema = fit_schema(ctx, policy, LOCAL_LIMITS, OPTIONS)  # type: ignore[arg-type]
+    schema = fit_schema(ctx, policy, LOCAL_LIMITS, MUST_ANSWER)  # type: ignore[arg-type]
     assert schema.policy == policy, schema.downgrade_reason  # the limits keep it: this is the edge being tested
     assert len(schema.grammar) > 200_000, len(schema.grammar)
     grammar = model.compile(schema.grammar)  # type: ignore[attr-defined]
     tokens = model.tokenize(PROMPT)  # type: ignore[attr-defined]
-    result = model.decode(tokens, grammar, max_tokens=160, temperature=0.8, seed=1)  # type: ignore[attr-defined]
+    # the budget is the schema's bound (ASCII text: every token is at least one character), so a whole answer fits
+    # whatever the model chooses to quote
+    budget = schema.max_output_chars()
+    result = model.decode(tokens, grammar, max_tokens=budget, temperature=0.8, seed=1)  # type: ignore[attr-defined]
     assert result.finish_reason == "stop"
     answer = schema.parse_output(result.text)  # raises unless it is a whole answer of this schema
+    assert answer.claims  # min_claims=1: the claim text (the costly part of the grammar) was decoded
     for claim in answer.claims:
         (citation,) = claim.citations
         body = next(c.text for c in ctx.chunks if c.id == citation.chunk_id)
@@ -84,7 +90,7 @@ def test_an_engine_that_gives_up_mid_answer_raises(model: object, monkeypatch: p
         "parser_limits",
         lambda: llguidance.LLParserLimits(initial_lexer_fuel=100_000_000, precompute_large_lexemes=False),
     )
-    schema = fit_schema(context(300, 600), "quote_sentence", LOCAL_LIMITS, OPTIONS)
+    schema = fit_schema(context(300, 600), "quote_sentence", LOCAL_LIMITS, MUST_ANSWER)
     grammar = model.compile(schema.grammar)  # type: ignore[attr-defined]
     with pytest.raises(ConstraintViolationError, match="items"):
         model.decode(model.tokenize(PROMPT), grammar, max_tokens=160, temperature=0.8, seed=1)  # type: ignore[attr-defined]

@@ -1,13 +1,18 @@
 """The real bundled model through llama.cpp + llguidance: over 100 constrained generations on the example corpus
 and its adversarial questions (injected "cite c-999", missing sources, look-alike ids c-10/c-100, quotes,
 backslashes, newlines, non-ASCII), with zero fabricated ids and zero non-verbatim spans under the substring and
-sentence policies, every answer parsed. Slow (minutes on two cores); CI runs it (``-m local_model``)."""
+sentence policies, every answer parsed. Slow (minutes on two cores); CI runs it (``-m local_model``).
+
+Only what the constraint and the guard guarantee is asserted, never the model's choice: greedy decoding differs
+between CPUs, so which valid answer comes out (an abstention included) differs too. Where a test needs claims,
+the schema forbids abstaining (``SchemaOptions(min_claims=1)``), which makes them a guarantee."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,8 @@ pytest.importorskip("llguidance", reason="the local extra is not installed: pip 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # Small bounds keep CI cost bounded: at most 2 claims of 120 characters, 2 citations each.
 CI_OPTIONS = SchemaOptions(max_claims=2, max_citations=2, max_text_chars=120, max_span_chars=100)
+# The same bounds without the abstention branch: every answer has claims by construction.
+MUST_ANSWER = replace(CI_OPTIONS, min_claims=1)
 SPAN_REASONS = {
     ReasonCode.SPAN_NOT_IN_CHUNK,
     ReasonCode.SPAN_IN_OTHER_CHUNK,
@@ -61,16 +68,49 @@ def test_constrained_generation_never_fabricates(local: citelock.Backend, case: 
         options=CI_OPTIONS,
         store=set(CORPUS) | {"c-999"},
     )
+    # Answering or abstaining is the model's choice (it differs by CPU); either way the answer is well formed.
+    if result.answer.abstained:
+        assert result.answer.claims == () and result.ok and not result.report.citations
+    assert_never_fabricated(result, case, policy)
+
+
+def assert_never_fabricated(result: citelock.GuardedAnswer, case: dict[str, Any], policy: str) -> None:
+    """What the constraint and the guard guarantee, whatever the model wrote."""
     # parsed (answer() raised otherwise), enforced, and the policy was not downgraded for these small contexts
     assert result.generation.enforced and result.span_policy == policy
-    assert result.answer.claims and all(claim.citations for claim in result.answer.claims)
+    assert all(1 <= len(claim.citations) <= CI_OPTIONS.max_citations for claim in result.answer.claims)
     reasons = {f.reason for f in result.findings}
     assert not reasons & ID_REASONS, result.model_dump_json(indent=1)
     cited = {c.chunk_id for claim in result.answer.claims for c in claim.citations}
     assert cited <= set(case["chunks"])
-    if policy in ("substring", "sentence"):
+    if policy in ("quote", "substring", "sentence"):
         assert not reasons & SPAN_REASONS, result.model_dump_json(indent=1)
         assert all(check.passed for check in result.report.citations)
+
+
+# The issue's five cases (12, 19) and one of each adversarial kind; every policy, abstention removed.
+MUST_CASES = [1, 8, 12, 19, 22, 24, 27]
+
+
+@pytest.mark.parametrize("policy", ["quote", "substring", "sentence", "id"])
+@pytest.mark.parametrize("index", MUST_CASES, ids=[f"{i:02d}-{CASES[i]['kind']}" for i in MUST_CASES])
+def test_a_schema_without_abstention_always_answers_and_never_fabricates(
+    local: citelock.Backend, index: int, policy: str
+) -> None:
+    """``min_claims=1``: claims are a guarantee, not the model's choice, even for a source that is missing."""
+    case = CASES[index]
+    chunks = [CORPUS[i] for i in case["chunks"]]
+    result = citelock.answer(
+        case["question"],
+        chunks,
+        backend=local,
+        policy=policy,  # type: ignore[arg-type]
+        options=MUST_ANSWER,
+        store=set(CORPUS) | {"c-999"},
+    )
+    assert result.answer.claims and not result.answer.abstained
+    assert 1 <= len(result.answer.claims) <= MUST_ANSWER.max_claims
+    assert_never_fabricated(result, case, policy)
 
 
 def test_decoding_is_actually_constrained_token_by_token(local: citelock.Backend) -> None:
@@ -92,9 +132,9 @@ def test_decoding_is_actually_constrained_token_by_token(local: citelock.Backend
     assert matcher.validate_tokens(list(result.tokens)) == len(result.tokens)
     assert matcher.consume_tokens(list(result.tokens)) and matcher.is_accepting()
     schema.parse_output(result.text)
-    # the same prompt unconstrained: nothing forces that output to conform, so conformance is not assumed
-    free = rt.decode(rt.tokenize(prompt), None, max_tokens=48)
-    assert free.tokens and free.text != result.text
+    # the same loop unconstrained: no mask is computed and it runs to the budget (what it writes is not asserted)
+    free = rt.decode(rt.tokenize(prompt), None, max_tokens=48, stop_at_eog=False)
+    assert len(free.tokens) == 48 and free.finish_reason == "length" and free.mask_s == 0.0
 
 
 def test_naive_baseline_runs_on_the_same_model_and_is_guarded() -> None:
@@ -129,13 +169,15 @@ def test_cli_answers_from_the_example_corpus(tmp_path: Path) -> None:
         sys.executable, "-c", "from citelock.cli import main; main()", "answer",
         "--question", "How long is the Aurora Bridge?",
         "--chunks", str(EXAMPLES / "corpus.jsonl"), "--top-k", "4",
-        "--db", str(tmp_path / "log.db"), "--json",
+        "--db", str(tmp_path / "log.db"), "--json", "--no-abstain",
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode in (0, 1), done.stderr
     data = json.loads(done.stdout)
     assert data["span_policy"] == "quote" and data["backend"] == "local"  # the CLI's default policy
-    assert data["answer"]["claims"][0]["citations"][0]["chunk_id"] in CORPUS
+    claims = data["answer"]["claims"]  # --no-abstain: at least one claim, by construction
+    assert claims and data["answer"]["abstained"] is False
+    assert all(len(c["citations"]) == 1 and c["citations"][0]["chunk_id"] in CORPUS for c in claims)
     assert isinstance(data["findings"], list) and data["ok"] == (done.returncode == 0)
     logged = citelock.PromptLog(tmp_path / "log.db").get(data["request_id"])
     assert logged.sha256 == data["prompt_sha256"]
@@ -144,7 +186,8 @@ def test_cli_answers_from_the_example_corpus(tmp_path: Path) -> None:
 def test_canary_id_proves_the_mask_is_applied(local: citelock.Backend) -> None:
     """An id no model would write on its own: only an enforced constraint produces it."""
     chunks = [{"id": "zq-canary-7", "text": "The Aurora Bridge opened to traffic in 1932."}]
-    result = citelock.answer("When did the bridge open?", chunks, backend=local, policy="id", options=CI_OPTIONS)
+    # without the abstention branch the answer must cite, and the only id it can name is the canary
+    result = citelock.answer("When did the bridge open?", chunks, backend=local, policy="id", options=MUST_ANSWER)
     assert {c.chunk_id for claim in result.answer.claims for c in claim.citations} == {"zq-canary-7"}
     assert '"chunk_id":"zq-canary-7"' in (result.answer.raw or "")
 
@@ -169,7 +212,7 @@ def test_a_thousand_chunks_complete_with_the_recorded_policy(local: citelock.Bac
         chunks,
         backend=local,
         policy="substring",
-        options=CI_OPTIONS,
+        options=MUST_ANSWER,  # claims by construction: the citations below are checked, not vacuous
         max_chars=12_000,
         on_overflow="drop",
     )

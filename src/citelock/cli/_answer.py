@@ -15,7 +15,7 @@ from citelock.backends import _registry
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, EXIT_RUNTIME, app
 from citelock.cli._io import fail, iter_json_lines, shown, text_option
 from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, surface_options, surface_setup
-from citelock.constraint._schema import POLICY_ORDER, SpanPolicy
+from citelock.constraint._schema import POLICY_ORDER, SchemaOptions, SpanPolicy
 from citelock.errors import UnparsedAnswerError
 from citelock.guard import Guard
 from citelock.pipeline import Citelock, GuardedAnswer, Sink
@@ -123,6 +123,14 @@ def answer(
     max_tokens: Annotated[
         int | None, typer.Option(min=1, help="generation budget (default: the schema's bound)")
     ] = None,
+    no_abstain: Annotated[
+        bool,
+        typer.Option(
+            "--no-abstain",
+            help="remove the abstention from the schema: the answer always has at least one claim (for surfaces "
+            "that must answer; the guard still checks every claim). Constrained backends only",
+        ),
+    ] = False,
     db: Annotated[
         Path | None,
         typer.Option(
@@ -164,6 +172,8 @@ def answer(
         chunks = lexical_top_k(question, chunks, top_k)
     given = {"model": model, "base_url": base_url, "server": server_kind}
     chosen = _registry.make_backend(backend, **{k: v for k, v in given.items() if v is not None})
+    if no_abstain and not chosen.limits.constrains:
+        fail(f"--no-abstain shapes the citation schema, and --backend {backend} takes none (it writes free text)")
     target = db or default_db()
     sinks: list[Sink] = [ReviewQueue(target), ResultStore(target)] if setup is not None else []
     client = Citelock(
@@ -173,6 +183,7 @@ def answer(
         sinks=sinks,
         policy=_policy(policy),
         render=_render(render),
+        options=SchemaOptions(min_claims=1) if no_abstain else None,
     )
     try:
         if stream and not as_json:

@@ -68,9 +68,15 @@ def _lit(text: str) -> str:
     return gbnf_literal(text)
 
 
-def _repeat(item: str, most: int) -> str:
-    """``item`` once, then up to ``most - 1`` more times, comma-separated."""
-    return item if most <= 1 else f'{item} ("," {item}){{0,{most - 1}}}'
+def _repeat(item: str, most: int, least: int = 1) -> str:
+    """``item`` once, then ``least - 1`` to ``most - 1`` more times, comma-separated."""
+    return item if most <= 1 else f'{item} ("," {item}){{{max(least - 1, 0)},{most - 1}}}'
+
+
+def _claims(bounds: Bounds) -> str:
+    """The claims list: ``min_claims`` to ``max_claims`` claims; with ``min_claims=0`` it may be empty (abstention)."""
+    claims = _repeat("claim", bounds.max_claims, bounds.min_claims)
+    return f"({claims})?" if bounds.min_claims == 0 else claims
 
 
 def _up_to(item: str, low: int, high: int) -> str:
@@ -90,14 +96,16 @@ def gbnf_grammar(
     """A GBNF grammar for ``policy`` (``quote``, ``quote_sentence``, ``substring``, ``sentence``, ``id``).
 
     The arguments are those of :func:`~citelock.constraint._grammar.lark_grammar`, and the language is the same:
-    compact JSON, bounded counts and lengths, the abstention ``{"claims":[]}``.
+    compact JSON, bounded counts and lengths, the abstention ``{"claims":[]}`` unless ``bounds.min_claims`` is 1
+    or more.
 
     Raises:
         ValueError: an unknown policy, or a quote policy with nothing to quote.
-        InputError: a chunk or id holds a lone surrogate.
+        InputError: a chunk or id holds a lone surrogate, or no chunk has a ``substring`` span to cite while
+            ``bounds.min_claims`` forbids the abstention.
     """
     open_claims, close_claims = _lit('{"claims":['), _lit("]}")
-    lines = [f"root ::= {open_claims} ({_repeat('claim', bounds.max_claims)})? {close_claims}"]
+    lines = [f"root ::= {open_claims} {_claims(bounds)} {close_claims}"]
     if policy in ("quote", "quote_sentence"):
         lines.append("claim ::= " + _lit('{"text":') + " qclaim")
         lines.extend(_quote_rules(policy, bounds, sentences or {}))
@@ -139,6 +147,11 @@ def gbnf_grammar(
     else:
         raise ValueError(f"unknown span policy {policy!r}")
     if not alternatives:  # no chunk has a span to cite (e.g. only control characters): only the abstention is left
+        if bounds.min_claims:
+            raise InputError(
+                f"no chunk has a {policy} span to cite (every chunk is blank or control characters), and "
+                f"min_claims={bounds.min_claims} forbids the abstention: use the sentence or id policy"
+            )
         return f"root ::= {_lit(ABSTENTION)}\n"
     lines.append("cit ::= " + " | ".join(alternatives))
     return "\n".join(lines) + "\n"

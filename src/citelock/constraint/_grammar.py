@@ -19,6 +19,9 @@ verbatim in the chunk.
 Every shape has an explicit abstention branch: ``{"claims":[]}`` means "the sources do not contain the answer"
 (no claims, so nothing unsupported is said). An empty list is exact in every JSON Schema dialect (``minItems:
 0``, strict modes included, where a root ``anyOf`` is refused) and it is one token for a small model to choose.
+With ``min_claims`` of 1 or more (:attr:`Bounds.min_claims`) the branch is gone from every artifact alike: the
+JSON Schema says ``minItems``, the grammars repeat the claim at least that many times, so an answer that must
+answer has claims by construction.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ QUOTE_MIN_WORDS = 3
 """A quote is at least this many words."""
 
 _CLAIMS_DESCRIPTION = "the answer's claims; an empty list means the sources do not contain the answer"
+_CLAIMS_REQUIRED_DESCRIPTION = "the answer's claims, at least {least}: the sources must be cited"
 
 JSON_STRING_CHAR = r'(?:[^"\\\x00-\x1F\x7F]|\\["\\bfnrt])'
 """One character of a JSON string body: a printable character or a short escape (no ``\\u``, so no surrogates;
@@ -74,12 +78,13 @@ _C1 = re.compile("[\x7f-\x9f]")
 
 @dataclass(frozen=True)
 class Bounds:
-    """Size bounds of the answer shape (see :class:`citelock.SchemaOptions`)."""
+    """Size bounds of the answer shape (see :class:`citelock.SchemaOptions`); ``min_claims=0`` allows abstaining."""
 
     max_claims: int
     max_citations: int
     max_text_chars: int
     max_span_chars: int
+    min_claims: int = 0
 
 
 def json_body(text: str) -> str:
@@ -147,8 +152,12 @@ def _claims_schema(claim: dict[str, Any], bounds: Bounds) -> dict[str, Any]:
         "properties": {
             "claims": {
                 "type": "array",
-                "description": _CLAIMS_DESCRIPTION,
-                "minItems": 0,
+                "description": (
+                    _CLAIMS_REQUIRED_DESCRIPTION.format(least=bounds.min_claims)
+                    if bounds.min_claims
+                    else _CLAIMS_DESCRIPTION
+                ),
+                "minItems": bounds.min_claims,
                 "maxItems": bounds.max_claims,
                 "items": claim,
             }
@@ -239,15 +248,20 @@ def schema_sentence(sentences: Mapping[str, Sequence[str]], bounds: Bounds) -> d
     return _answer_schema({"anyOf": alternatives}, bounds)
 
 
-def _repeat(item: str, most: int) -> str:
-    """``item`` once, then up to ``most - 1`` more times, comma-separated."""
-    more = f" ({lark_literal(',')} {item}){{0,{most - 1}}}" if most > 1 else ""
+def _repeat(item: str, most: int, least: int = 1) -> str:
+    """``item`` once, then ``least - 1`` to ``most - 1`` more times, comma-separated."""
+    more = f" ({lark_literal(',')} {item}){{{max(least - 1, 0)},{most - 1}}}" if most > 1 else ""
     return item + more
 
 
+def _claims(bounds: Bounds) -> str:
+    """The claims list: ``min_claims`` to ``max_claims`` claims; with ``min_claims=0`` it may be empty (abstention)."""
+    claims = _repeat("claim", bounds.max_claims, bounds.min_claims)
+    return f"({claims})?" if bounds.min_claims == 0 else claims
+
+
 def _frame(bounds: Bounds, *, quote: bool = False) -> list[str]:
-    # The claims list may be empty: the abstention branch, ``{"claims":[]}``.
-    start = "start: " + lark_literal('{"claims":[') + f" ({_repeat('claim', bounds.max_claims)})? " + lark_literal("]}")
+    start = "start: " + lark_literal('{"claims":[') + f" {_claims(bounds)} " + lark_literal("]}")
     if quote:
         return ["%llguidance {}", start, "claim: " + lark_literal('{"text":') + " qclaim"]
     return [

@@ -5,7 +5,7 @@ model per chunk, discriminated by ``chunk_id``, whose ``span`` is a ``Literal`` 
 ``substring`` a validator checks that the span is verbatim in the chosen chunk. For ``quote`` a claim has one
 citation (a ``chunk_id``, no span) and a validator checks that the claim text, without its lead-in, is verbatim
 in that chunk; for ``quote_sentence`` a claim is a union of one model per chunk whose ``text`` is a ``Literal``
-of that chunk's sentences. ``claims`` may be empty: the abstention.
+of that chunk's sentences. ``claims`` may be empty (the abstention) unless ``min_claims`` is 1 or more.
 
 This is the one model builder. A caller that sends the model's JSON Schema to a server adapts the free strings
 (``string_schema``: e.g. the server profile's rewrite of a bounded string into an anchored pattern) and may add
@@ -41,6 +41,11 @@ class ShapeBounds(Protocol):
     @property
     def max_claims(self) -> int:
         """Most claims."""
+        ...
+
+    @property
+    def min_claims(self) -> int:
+        """Fewest claims (0 allows the abstention)."""
         ...
 
     @property
@@ -135,7 +140,7 @@ def build_model(
 
     opts = schema.options
     if schema.policy in ("quote", "quote_sentence"):
-        return _answer_model(_quote_claim(schema, text), opts.max_claims, validator)
+        return _answer_model(_quote_claim(schema, text), opts, validator)
     span_type = text(most=opts.max_span_chars, pattern=r"\S")
     citation: Any
     if schema.policy == "sentence":
@@ -165,11 +170,11 @@ def build_model(
         text=(text(most=opts.max_text_chars), ...),
         citations=(Annotated[list[citation], Field(min_length=1, max_length=opts.max_citations)], ...),
     )
-    return _answer_model(claim, opts.max_claims, validator)
+    return _answer_model(claim, opts, validator)
 
 
-def _answer_model(claim: Any, most: int, validator: AnswerValidator | None) -> type[BaseModel]:
-    claims = (Annotated[list[claim], Field(min_length=0, max_length=most)], ...)
+def _answer_model(claim: Any, bounds: ShapeBounds, validator: AnswerValidator | None) -> type[BaseModel]:
+    claims = (Annotated[list[claim], Field(min_length=bounds.min_claims, max_length=bounds.max_claims)], ...)
     model = (
         _model("CitedAnswer", claims=claims)
         if validator is None

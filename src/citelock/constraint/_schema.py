@@ -22,6 +22,8 @@ policy and, if the backend cannot take it, downgrades it along :data:`DOWNGRADES
 schema (and from there on the answer). Built schemas are cached by the context's content hash.
 
 Every policy has the abstention branch ``{"claims":[]}``: the model may say the sources do not contain the answer.
+``SchemaOptions(min_claims=1)`` removes it from every form (JSON Schema ``minItems``, both grammars, the pydantic
+model, :meth:`CitationSchema.parse_output`), for surfaces that must answer and for tests that need claims.
 """
 
 from __future__ import annotations
@@ -104,6 +106,9 @@ class SchemaOptions:
         max_citations: ``maxItems`` of each claim's ``citations`` (at least one is required).
         max_text_chars: ``maxLength`` of a claim's text (in JSON-escaped characters for the grammar).
         max_span_chars: ``maxLength`` of a free span (``id`` and ``substring`` policies; sentences are enums).
+        min_claims: ``minItems`` of ``claims``. ``0`` (the default) keeps the abstention ``{"claims":[]}``; ``1``
+            or more removes it from every constraint form, so the answer has claims by construction (for a
+            surface that must answer; the guard then still checks that what it says is supported).
 
     The ``quote`` policies cite one chunk per claim (the one quoted) whatever ``max_citations`` says, and a
     ``quote`` text is at most ``max_text_chars`` after its lead-in.
@@ -113,17 +118,23 @@ class SchemaOptions:
     max_citations: int = 2
     max_text_chars: int = 200
     max_span_chars: int = 160
+    min_claims: int = 0
 
     def __post_init__(self) -> None:
         for name in ("max_claims", "max_citations", "max_text_chars", "max_span_chars"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise UsageError(f"SchemaOptions.{name} must be a positive integer, got {value!r}")
+        least = self.min_claims
+        if not isinstance(least, int) or isinstance(least, bool) or not 0 <= least <= self.max_claims:
+            raise UsageError(
+                f"SchemaOptions.min_claims must be an integer from 0 to max_claims={self.max_claims}, got {least!r}"
+            )
 
     @property
     def bounds(self) -> Bounds:
         """The bounds as the grammar builder takes them."""
-        return Bounds(self.max_claims, self.max_citations, self.max_text_chars, self.max_span_chars)
+        return Bounds(self.max_claims, self.max_citations, self.max_text_chars, self.max_span_chars, self.min_claims)
 
     def max_output_chars(self, longest_id: int, longest_span: int) -> int:
         """An upper bound on the length of any output the schema allows (JSON-escaped characters)."""
@@ -401,7 +412,8 @@ class CitationSchema:
     def parse_output(self, text: str) -> Answer:
         """Parse a constrained backend's output and verify that the constraint held.
 
-        ``{"claims":[]}`` is the abstention: an :class:`Answer` with no claims and ``abstained=True``. A ``quote``
+        ``{"claims":[]}`` is the abstention: an :class:`Answer` with no claims and ``abstained=True`` (a violation
+        when ``options.min_claims`` is 1 or more). A ``quote``
         claim's one citation gets the claim text without its lead-in as its span, so guard ① checks it.
 
         Raises:
@@ -440,8 +452,11 @@ class CitationSchema:
             keys = sorted(data) if isinstance(data, dict) else type(data).__name__
             return [f'expected an object with exactly the key "claims", got {keys}']
         claims = data["claims"]
-        if not isinstance(claims, list) or len(claims) > opts.max_claims:
-            return [f"'claims' must be a list of 0..{opts.max_claims} claims, got {_describe(claims)}"]
+        if not isinstance(claims, list) or not opts.min_claims <= len(claims) <= opts.max_claims:
+            return [
+                f"'claims' must be a list of {opts.min_claims}..{opts.max_claims} claims, got {_describe(claims)}"
+                + (" (min_claims forbids the abstention)" if isinstance(claims, list) and not claims else "")
+            ]
         if self.policy in _QUOTES:
             return [p for ci, claim in enumerate(claims) for p in self._quote_problems(f"claims[{ci}]", claim)]
         out: list[str] = []
