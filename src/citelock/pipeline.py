@@ -487,7 +487,16 @@ class Citelock:
         backend = await asyncio.to_thread(lambda: self.backend)
         with answer_trace(question) as trace:
             prep = await asyncio.to_thread(
-                trace.assemble, self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
+                trace.assemble,
+                self._prepare,
+                question,
+                chunks,
+                backend,
+                policy,
+                max_tokens,
+                request_id,
+                metadata,
+                history,
             )
             agenerate = getattr(backend, "agenerate", None)
             with trace.generating(prep.record, backend) as done:
