@@ -65,9 +65,7 @@ def _median(values: list[float | None]) -> float:
     return statistics.median(kept) if kept else float("nan")
 
 
-def bench_speed(
-    backends: dict[str, Any], naive: OutlinesBackend, policies: list[str], n: int
-) -> list[dict[str, Any]]:
+def bench_speed(backends: dict[str, Any], naive: OutlinesBackend, policies: list[str], n: int) -> list[dict[str, Any]]:
     corpus, cases = _cases(n)
     rows = []
     for policy in policies:

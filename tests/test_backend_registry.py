@@ -63,7 +63,9 @@ def test_options_are_read_off_the_constructor() -> None:
 def test_unknown_names_and_options_are_usage_errors_that_list_what_is_known() -> None:
     with pytest.raises(UsageError) as unknown:
         make_backend("gpt")
-    assert str(unknown.value) == "unknown backend 'gpt'; expected one of local, naive, openai, instructor, outlines, fake"
+    assert (
+        str(unknown.value) == "unknown backend 'gpt'; expected one of local, naive, openai, instructor, outlines, fake"
+    )
     with pytest.raises(UsageError, match=r"backend 'local' takes no option base_url; its options: model, n_ctx"):
         make_backend("local", base_url=URL)
     with pytest.raises(UsageError, match=r"backend 'fake' needs the option outputs; its options: outputs, limits"):
@@ -94,7 +96,10 @@ def test_cli_passes_only_the_options_given(tmp_path: Path, monkeypatch: pytest.M
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--backend", "gpt"), "unknown backend 'gpt'; expected one of local, naive, openai, instructor, outlines, fake"),
+        (
+            ("--backend", "gpt"),
+            "unknown backend 'gpt'; expected one of local, naive, openai, instructor, outlines, fake",
+        ),
         (
             ("--backend", "local", "--base-url", URL),
             "--base-url is for --backend openai or instructor, not --backend local",

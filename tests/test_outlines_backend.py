@@ -18,7 +18,9 @@ from citelock.backends import MODEL_KINDS, PROFILES, OutlinesBackend, make_backe
 from citelock.backends._outlines import _kind_of
 from citelock.errors import ConstraintViolationError, UsageError
 
-outlines = pytest.importorskip("outlines", reason="the outlines extra is not installed: pip install 'citelock[outlines]'")
+outlines = pytest.importorskip(
+    "outlines", reason="the outlines extra is not installed: pip install 'citelock[outlines]'"
+)
 
 URL = "http://127.0.0.1:9/v1"  # nothing listens: constructing a client must not connect
 CHUNKS = [
@@ -129,4 +131,7 @@ def test_a_black_box_output_outside_the_constraint_raises_and_is_never_enforced(
     model_input, output_type, kwargs = sent[0]
     assert type(model_input).__name__ == "Chat" and model_input.messages[0]["role"] == "system"
     assert type(output_type).__name__ == "JsonSchema"
-    assert kwargs == {"temperature": 0.0, PROFILES["openai"].max_tokens_field: kwargs[PROFILES["openai"].max_tokens_field]}
+    assert kwargs == {
+        "temperature": 0.0,
+        PROFILES["openai"].max_tokens_field: kwargs[PROFILES["openai"].max_tokens_field],
+    }

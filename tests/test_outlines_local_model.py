@@ -22,7 +22,9 @@ pytestmark = pytest.mark.local_model
 
 pytest.importorskip("llama_cpp", reason="the local extra is not installed: pip install 'citelock[local]'")
 pytest.importorskip("llguidance", reason="the local extra is not installed: pip install 'citelock[local]'")
-outlines = pytest.importorskip("outlines", reason="the outlines extra is not installed: pip install 'citelock[outlines]'")
+outlines = pytest.importorskip(
+    "outlines", reason="the outlines extra is not installed: pip install 'citelock[outlines]'"
+)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 CORPUS = {
@@ -118,7 +120,7 @@ def test_an_engine_error_mid_decode_raises_and_is_never_enforced(model: Any) -> 
     tiny = llguidance.LLParserLimits(step_lexer_fuel=2_000, initial_lexer_fuel=2_000)
     starved = OutlinesBackend(model, engine_limits=tiny)
     case = CASES[0]
-    with pytest.raises(citelock.ConstraintViolationError, match="failed mid-decode after [1-9][0-9]* tokens"):
+    with pytest.raises(citelock.ConstraintViolationError, match=r"failed mid-decode after [1-9][0-9]* tokens"):
         citelock.answer(
             case["question"], [CORPUS[i] for i in case["chunks"]], backend=starved, policy="quote", options=OPTIONS
         )
@@ -130,9 +132,7 @@ def test_the_naive_arm_through_outlines_is_unconstrained_and_not_enforced(model:
     naive = OutlinesBackend(model, constrain=False)
     case = CASES[0]
     try:
-        result = citelock.answer(
-            case["question"], [CORPUS[i] for i in case["chunks"]], backend=naive, max_tokens=40
-        )
+        result = citelock.answer(case["question"], [CORPUS[i] for i in case["chunks"]], backend=naive, max_tokens=40)
     except citelock.UnparsedAnswerError as exc:  # free text may not parse: that is the baseline's failure mode
         generation = exc.generation
     else:

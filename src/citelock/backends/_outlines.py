@@ -233,8 +233,8 @@ class OutlinesBackend:
     ) -> None:
         if model is None:
             raise UsageError(
-                "OutlinesBackend needs a model: OutlinesBackend(outlines.from_llamacpp(llama_cpp.Llama(model_path=...)))"
-                ", or a GGUF path or bundled model name (OutlinesBackend('smollm2'))"
+                "OutlinesBackend needs a model: OutlinesBackend(outlines.from_llamacpp(llama_cpp.Llama("
+                "model_path=...))), or a GGUF path or bundled model name (OutlinesBackend('smollm2'))"
             )
         if isinstance(model, str | Path):
             model = _llamacpp_model(str(model), n_ctx)
@@ -452,9 +452,10 @@ def _budget(kind: ModelKind, max_tokens: int) -> dict[str, Any]:
     if kind.max_tokens_arg is None:
         return {}
     if kind.max_tokens_arg == "sampling_params":
-        from vllm import SamplingParams
+        import importlib
 
-        return {"sampling_params": SamplingParams(max_tokens=max_tokens, temperature=0.0)}
+        vllm: Any = importlib.import_module("vllm")  # only reached with a VLLMOffline model: vLLM is installed
+        return {"sampling_params": vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0)}
     return {kind.max_tokens_arg: max_tokens}
 
 
@@ -496,7 +497,7 @@ class _Steering:
 
 
 def checked_processor(grammar: str, tokenizer: Any, tensor_library_name: str, limits: Any) -> Any:
-    """outlines' llguidance logits processor, with ``limits`` and every engine error recorded, not only warned.
+    """The llguidance logits processor of outlines, with ``limits`` and every engine error recorded, not only warned.
 
     The returned processor has ``error`` (None, or the first engine error: a rejected token, a matcher error, an
     exception inside the processor), ``calls`` (one per sampled token) and ``first_token_s(started)``. After an
@@ -504,7 +505,7 @@ def checked_processor(grammar: str, tokenizer: Any, tensor_library_name: str, li
     """
     from outlines.backends.llguidance import LLGuidanceLogitsProcessor
 
-    class CheckedProcessor(LLGuidanceLogitsProcessor):  # type: ignore[misc]
+    class CheckedProcessor(LLGuidanceLogitsProcessor):
         def __init__(self) -> None:
             super().__init__(grammar, tokenizer, tensor_library_name)
             self.error: str | None = None
@@ -512,7 +513,7 @@ def checked_processor(grammar: str, tokenizer: Any, tensor_library_name: str, li
             self.first_call: float | None = None
 
         def reset(self) -> None:
-            super().reset()
+            self.is_first_token = True  # what outlines' reset does: the matchers are set up again
             self.error, self.calls, self.first_call = None, 0, None
 
         def _setup(self, batch_size: int) -> None:
@@ -546,7 +547,7 @@ def checked_processor(grammar: str, tokenizer: Any, tensor_library_name: str, li
 
         def _checked(self, input_ids: Any, logits: Any) -> Any:
             if self.is_first_token:
-                self._setup(self.tensor_adapter.shape(input_ids)[0])
+                self._setup(len(input_ids))
                 self.is_first_token = False
             else:
                 for i, matcher in enumerate(self.ll_matchers):
@@ -569,7 +570,7 @@ def counting_processor(tensor_library_name: str) -> Any:
     """A logits processor that changes nothing and counts sampled tokens (accounting for unconstrained decoding)."""
     from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
-    class CountingProcessor(OutlinesLogitsProcessor):  # type: ignore[misc]
+    class CountingProcessor(OutlinesLogitsProcessor):
         def __init__(self) -> None:
             super().__init__(tensor_library_name)
             self.error: str | None = None
@@ -593,4 +594,3 @@ def counting_processor(tensor_library_name: str) -> Any:
 
 class _EngineStopped(Exception):
     """Internal: the engine failed; the processor switches to end-of-sequence only."""
-

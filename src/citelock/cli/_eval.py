@@ -286,7 +286,7 @@ def compare(
         str | None,
         typer.Option(
             "--model",
-            help="local: smollm2 or gemma3; outlines: those or a GGUF path; a server: its model name (default: its first)",
+            help="local: smollm2 or gemma3; outlines: those or a GGUF path; a server: its model name (default: first)",
         ),
     ] = None,
     naive_template: Annotated[
@@ -361,7 +361,9 @@ def compare(
         where = {"backend": "local (llama.cpp in-process)", "model": local_model}
     elif backend == "outlines":
         gguf = model or "smollm2"
-        fns = outlines_modes(names, model=gguf, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template)
+        fns = outlines_modes(
+            names, model=gguf, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template
+        )
         where = {"backend": "outlines (its llama.cpp model, in-process)", "model": gguf}
     else:
         fns, where = server_modes(
