@@ -80,9 +80,12 @@ def test_grammar_policies_are_lark_cfg_for_steerable_and_gbnf_for_vllm() -> None
     assert vllm_kind.grammar == "gbnf" and "substring" in vllm_kind.limits.policies
     cfg = outlines.types.CFG(schema.grammar_in("gbnf"))
     assert cfg.definition == schema.gbnf
-    # the Lark grammar has no "start:" line: llguidance's grammar_from("grammar", ...) would try GBNF first,
-    # which is why the steerable path compiles it with grammar_from("lark", ...)
-    assert MODEL_KINDS["LlamaCpp"].grammar == "lark"
+    # llguidance's grammar_from("grammar", ...) (outlines' CFG path) reads text as Lark only when a line starts
+    # with "start:" or "%llguidance": the citation grammar opens with "%llguidance", and the steerable path
+    # compiles it with grammar_from("lark", ...) anyway, never by guessing
+    llguidance = pytest.importorskip("llguidance")
+    assert MODEL_KINDS["LlamaCpp"].grammar == "lark" and schema.grammar.startswith("%llguidance")
+    assert llguidance.grammar_from("grammar", schema.grammar) == llguidance.grammar_from("lark", schema.grammar)
 
 
 def test_not_an_outlines_model_is_a_usage_error_naming_the_known_types() -> None:
