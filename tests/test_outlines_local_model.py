@@ -100,7 +100,7 @@ def test_there_are_enough_cases() -> None:
 
 def _check(result: citelock.GuardedAnswer, case: dict[str, Any], policy: str) -> None:
     generation = result.generation
-    assert generation.backend == "outlines" and generation.enforced
+    assert result.backend == "outlines" and generation.enforced
     assert result.span_policy == policy and result.downgrade_reason is None  # small contexts: nothing downgraded
     assert generation.finish_reason == "stop"
     assert generation.completion_tokens is not None and generation.completion_tokens >= 1
@@ -155,8 +155,9 @@ def test_the_naive_arm_through_outlines_is_unconstrained_and_not_enforced(model:
         result = citelock.answer(case["question"], [CORPUS[i] for i in case["chunks"]], backend=naive, max_tokens=40)
     except citelock.UnparsedAnswerError as exc:  # free text may not parse: that is the baseline's failure mode
         generation = exc.generation
+        assert exc.generation.backend == "outlines"
     else:
         generation = result.generation
-        assert result.span_policy is None
-    assert not generation.enforced and generation.backend == "outlines"
+        assert result.span_policy is None and result.backend == "outlines"
+    assert not generation.enforced
     assert generation.completion_tokens is not None and 1 <= generation.completion_tokens <= 40

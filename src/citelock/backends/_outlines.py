@@ -31,6 +31,7 @@ import asyncio
 import json
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -481,7 +482,9 @@ class _Steering:
         from citelock.runtime._llama import parser_limits
 
         self.llg = llguidance
-        self.backend = LLGuidanceBackend(model)
+        with warnings.catch_warnings():  # llguidance calls a deprecated llama.cpp accessor once per token
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.backend = LLGuidanceBackend(model)
         self.limits = engine_limits if engine_limits is not None else parser_limits()
         self.tensor_library_name: str = model.tensor_library_name
 
