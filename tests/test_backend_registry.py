@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ runner = CliRunner()
 
 
 def test_the_table_knows_every_backend_and_builds_each_by_name() -> None:
-    assert BACKEND_NAMES == ("local", "naive", "openai", "instructor", "fake")
+    assert BACKEND_NAMES == ("local", "naive", "openai", "instructor", "outlines", "fake")
     pytest.importorskip("openai")
     built = {
         "local": make_backend("local"),
@@ -41,6 +42,7 @@ def test_the_table_knows_every_backend_and_builds_each_by_name() -> None:
         "fake": make_backend("fake", outputs=['{"claims": []}']),
     }
     kinds = {"local": LocalBackend, "naive": NaiveBackend, "openai": OpenAIBackend, "instructor": InstructorBackend}
+    # outlines needs a model object (or a GGUF to load): tests/test_outlines_backend.py builds it
     for name, backend in built.items():
         assert isinstance(backend, BACKENDS[name].cls) and isinstance(backend, Backend)
         assert backend.name == name
@@ -54,12 +56,16 @@ def test_options_are_read_off_the_constructor() -> None:
     assert list(BACKENDS["naive"].options()) == ["model", "n_ctx", "temperature", "seed"]
     assert {"base_url", "server", "model", "delivery"} <= set(BACKENDS["openai"].options())
     assert {"mode", "max_reasks", "token_budget"} <= set(BACKENDS["instructor"].options())
+    assert list(BACKENDS["outlines"].options())[:2] == ["model", "limits"]
+    assert BACKENDS["outlines"].options()["model"].default is inspect.Parameter.empty
 
 
 def test_unknown_names_and_options_are_usage_errors_that_list_what_is_known() -> None:
     with pytest.raises(UsageError) as unknown:
         make_backend("gpt")
-    assert str(unknown.value) == "unknown backend 'gpt'; expected one of local, naive, openai, instructor, fake"
+    assert (
+        str(unknown.value) == "unknown backend 'gpt'; expected one of local, naive, openai, instructor, outlines, fake"
+    )
     with pytest.raises(UsageError, match=r"backend 'local' takes no option base_url; its options: model, n_ctx"):
         make_backend("local", base_url=URL)
     with pytest.raises(UsageError, match=r"backend 'fake' needs the option outputs; its options: outputs, limits"):
@@ -90,7 +96,10 @@ def test_cli_passes_only_the_options_given(tmp_path: Path, monkeypatch: pytest.M
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--backend", "gpt"), "unknown backend 'gpt'; expected one of local, naive, openai, instructor, fake"),
+        (
+            ("--backend", "gpt"),
+            "unknown backend 'gpt'; expected one of local, naive, openai, instructor, outlines, fake",
+        ),
         (
             ("--backend", "local", "--base-url", URL),
             "--base-url is for --backend openai or instructor, not --backend local",

@@ -58,3 +58,13 @@ def test_readme_tour_client_runs_on_the_bundled_model(tmp_path: Path) -> None:
     decision = out.stdout.strip().splitlines()[-1].split()[0]
     assert decision in ("pass", "repaired", "block")
     assert (tmp_path / ".citelock" / "citelock.db").is_file()
+
+
+@pytest.mark.local_model
+def test_outlines_example_runs_on_the_bundled_model(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed: pip install 'citelock[local]'")
+    pytest.importorskip("outlines", reason="the outlines extra is not installed: pip install 'citelock[outlines]'")
+    out = _run([str(ROOT / "examples" / "outlines_example.py")], tmp_path)
+    assert out.returncode == 0, out.stderr
+    # what the constraint guarantees, whatever the model chose to answer (it may abstain)
+    assert "enforced: True; policy: substring; decision: " in out.stdout.splitlines()[-1]

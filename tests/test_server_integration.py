@@ -82,9 +82,7 @@ def run_path(backend: Any, capture: Capture, log: citelock.PromptLog) -> dict[st
     for n in range(REQUESTS):
         question, chunks = case(n)
         try:
-            result = citelock.answer(
-                question, chunks, backend=backend, policy="sentence", options=OPTS, log=log
-            )
+            result = citelock.answer(question, chunks, backend=backend, policy="sentence", options=OPTS, log=log)
         except TruncatedOutputError:
             truncated += 1
             continue

@@ -10,6 +10,9 @@ Every backend, each also known by name to :func:`make_backend` (the table is :da
   takes your own ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client;
 - ``instructor``: :class:`InstructorBackend`, the same servers through instructor, the citations validated
   against the prompt with bounded reasks;
+- ``outlines``: :class:`OutlinesBackend`, any outlines 1.x model (llama.cpp, Transformers, MLX, vLLM offline,
+  or an outlines server client), each request's constraint passed as an outlines output type and the output
+  verified after decoding;
 - ``fake``: :class:`FakeBackend`, scripted outputs for unit tests.
 
 SDKs and models load lazily: importing this package imports none of them.
@@ -19,6 +22,7 @@ from citelock.backends._fake import FakeBackend, FakeCall
 from citelock.backends._instructor import InstructorBackend, InstructorGeneration
 from citelock.backends._local import LOCAL_LIMITS, LocalBackend, NaiveBackend
 from citelock.backends._openai import OpenAIBackend, OpenAIGeneration
+from citelock.backends._outlines import MODEL_KINDS, ModelKind, OutlinesBackend, OutlinesGeneration
 from citelock.backends._protocol import AsyncBackend, AsyncStreamingBackend, Backend, Generation, StreamingBackend
 from citelock.backends._registry import BACKEND_NAMES, BACKENDS, BackendInfo, make_backend
 from citelock.errors import (
@@ -40,6 +44,7 @@ __all__ = [
     "BACKEND_NAMES",
     "LOCAL_LIMITS",
     "MODELS",
+    "MODEL_KINDS",
     "PROFILES",
     "AsyncBackend",
     "AsyncStreamingBackend",
@@ -58,10 +63,13 @@ __all__ = [
     "InstructorGeneration",
     "LocalBackend",
     "ManagedServer",
+    "ModelKind",
     "ModelSpec",
     "NaiveBackend",
     "OpenAIBackend",
     "OpenAIGeneration",
+    "OutlinesBackend",
+    "OutlinesGeneration",
     "SchemaRejectedError",
     "ServerProfile",
     "ServerStartError",

@@ -16,6 +16,7 @@ from citelock.backends._fake import FakeBackend
 from citelock.backends._instructor import InstructorBackend
 from citelock.backends._local import LocalBackend, NaiveBackend
 from citelock.backends._openai import OpenAIBackend
+from citelock.backends._outlines import OutlinesBackend
 from citelock.backends._protocol import Backend
 from citelock.errors import UsageError
 
@@ -31,12 +32,14 @@ class BackendInfo:
         summary: One line: what it does.
         cls: The backend class (constructing it loads no SDK).
         extra: The ``citelock[extra]`` it needs at run time, or None.
+        how: How to pass what it needs, added to the error when a required option is missing.
     """
 
     name: str
     summary: str
     cls: type[Any]
     extra: str | None = None
+    how: str | None = None
 
     def options(self) -> dict[str, inspect.Parameter]:
         """The backend's options: its constructor's parameters, by name (required ones have no default)."""
@@ -73,6 +76,17 @@ BACKENDS: dict[str, BackendInfo] = {
             "the same servers through instructor: citations validated against the prompt, bounded reasks",
             InstructorBackend,
             extra="instructor",
+        ),
+        BackendInfo(
+            "outlines",
+            "any outlines model (llama.cpp, Transformers, MLX, vLLM, SGLang...), the constraint as an output type",
+            OutlinesBackend,
+            extra="outlines",
+            how=(
+                "pass an outlines model: Citelock(backend=OutlinesBackend(outlines.from_llamacpp("
+                "llama_cpp.Llama(model_path=...)))), or a GGUF path or bundled model name: "
+                "make_backend('outlines', model='smollm2') (citelock answer --backend outlines --model PATH)"
+            ),
         ),
         BackendInfo(
             "fake",
@@ -112,6 +126,9 @@ def make_backend(kind: str, **options: Any) -> Backend:
         raise UsageError(f"backend {kind!r} takes no option {', '.join(unknown)}; its options: {', '.join(takes)}")
     missing = [n for n in takes if params[n].default is inspect.Parameter.empty and n not in options]
     if missing:
-        raise UsageError(f"backend {kind!r} needs the option {', '.join(missing)}; its options: {', '.join(takes)}")
+        how = f"; {info.how}" if info.how else ""
+        raise UsageError(
+            f"backend {kind!r} needs the option {', '.join(missing)}; its options: {', '.join(takes)}{how}"
+        )
     backend: Backend = info.cls(**options)
     return backend

@@ -131,7 +131,7 @@ def _shared_data() -> Path:
 
 
 MODES = ("naive", "quote", "quote_sentence", "substring", "sentence", "id")
-COMPARE_BACKENDS = ("local", "openai", "instructor")
+COMPARE_BACKENDS = ("local", "outlines", "openai", "instructor")
 _COMPARE_OPTIONS = {"max_claims": 2, "max_citations": 1, "max_text_chars": 100, "max_span_chars": 60}
 
 
@@ -192,6 +192,23 @@ def local_modes(
         max_chars=max_chars,
         max_tokens=max_tokens,
         naive_template=naive_template,
+    )
+
+
+def outlines_modes(
+    names: list[str], *, model: str, max_chars: int, max_tokens: int, naive_template: str | None = None
+) -> dict[str, Any]:
+    """Mode callables on outlines' llama.cpp model over ``model`` (a bundled name or a GGUF path), loaded once.
+
+    ``naive`` is the same outlines model writing free text (no output type); the span policies go through
+    :class:`~citelock.backends.OutlinesBackend`.
+    """
+    from citelock.backends._outlines import OutlinesBackend
+
+    constrained = OutlinesBackend(model)
+    naive = OutlinesBackend(constrained.model, constrain=False)
+    return _mode_fns(
+        names, naive, constrained, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template
     )
 
 
@@ -267,7 +284,10 @@ def compare(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option("--model", help="local: smollm2 or gemma3; a server: its model name (default: its first)"),
+        typer.Option(
+            "--model",
+            help="local: smollm2 or gemma3; outlines: those or a GGUF path; a server: its model name (default: first)",
+        ),
     ] = None,
     naive_template: Annotated[
         str | None,
@@ -283,7 +303,8 @@ def compare(
     """Answer questions naively and under each span policy on the same model (local or served); write a report.
 
     Questions come from ExpertQA (``--data``) or from your own files (``--questions`` and ``--chunks``). Both arms
-    run on the bundled model (``--backend local``) or on your server (``--backend openai --base-url URL --model
+    run on the bundled model (``--backend local``; ``--backend outlines`` for outlines' llama.cpp model over it or
+    over ``--model PATH.gguf``) or on your server (``--backend openai --base-url URL --model
     M``, or ``instructor``); the naive arm gets the same instructions as the constrained one plus an example of
     the ``[id]`` marker format (``answer_naive``, newest version unless ``--naive-template`` says otherwise).
     """
@@ -310,9 +331,10 @@ def compare(
         fail(f"--kinds must be a comma list of rr, post_hoc; got {kinds!r}")
     if backend not in COMPARE_BACKENDS:
         fail(f"--backend must be one of {', '.join(COMPARE_BACKENDS)}, got {backend!r}")
-    if backend == "local" and (base_url or server or delivery):
+    in_process = backend in ("local", "outlines")
+    if in_process and (base_url or server or delivery):
         fail("--base-url, --server and --delivery need --backend openai or instructor")
-    if backend != "local" and base_url is None and server not in (None, "openai"):
+    if not in_process and base_url is None and server not in (None, "openai"):
         fail(f"--backend {backend} needs --base-url (the server's /v1 URL), or --server openai")
     if (questions is None) != (chunks is None):
         fail("--questions and --chunks go together (your questions and the chunks they name)")
@@ -337,6 +359,12 @@ def compare(
             names, model=local_model, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template
         )
         where = {"backend": "local (llama.cpp in-process)", "model": local_model}
+    elif backend == "outlines":
+        gguf = model or "smollm2"
+        fns = outlines_modes(
+            names, model=gguf, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template
+        )
+        where = {"backend": "outlines (its llama.cpp model, in-process)", "model": gguf}
     else:
         fns, where = server_modes(
             names,
