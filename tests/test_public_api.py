@@ -77,7 +77,6 @@ EXPECTED = [
     "__version__",
     "aanswer",
     "answer",
-    "answer_async",
     "assemble",
     "build_schema",
     "check",

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from citelock.constraint._grammar import quote_body
+from citelock.constraint import quote_body
 from citelock.guard._coverage import check_coverage
 from citelock.guard._numbers import missing_numbers
-from citelock.prompt._index import PromptIndex, check_citation, describe
-from citelock.prompt._parse import parse_answer
+from citelock.prompt import PromptIndex, check_citation, describe, parse_answer
 from citelock.reasons import REASONS
 from citelock.records import (
     Answer,

@@ -25,8 +25,7 @@ from citelock.guard._support import SupportRun, judge_support
 from citelock.guard._targets import select_targets
 from citelock.judges import Judge, default_judge
 from citelock.judges._routing import Routing, shipped_routing
-from citelock.prompt._index import PromptIndex
-from citelock.prompt._parse import parse_answer
+from citelock.prompt import PromptIndex, parse_answer
 from citelock.records import Answer, Finding, GuardReport, Layer, PromptRecord, ReasonCode
 
 __all__ = ["Guard"]

@@ -33,7 +33,7 @@ from citelock.guard._policy import require_routing_for
 from citelock.guard._result import SupportCheck
 from citelock.judges import Judge
 from citelock.judges._routing import Route, Routing
-from citelock.prompt._index import PromptIndex
+from citelock.prompt import PromptIndex
 from citelock.records import Finding, Layer, PlacedChunk, PromptRecord, ReasonCode, Verdict, VerdictLabel
 
 __all__ = ["SupportRun", "SupportTarget", "judge_support"]

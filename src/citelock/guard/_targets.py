@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from citelock.guard._policy import SurfacePolicy
 from citelock.guard._result import SupportCheck, SupportStatus
 from citelock.guard._support import SupportTarget
-from citelock.prompt._index import PromptIndex
+from citelock.prompt import PromptIndex
 from citelock.records import Answer, CitationCheck, GuardReport, ReasonCode
 
 __all__ = ["Selection", "select_targets"]
