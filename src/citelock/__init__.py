@@ -7,10 +7,16 @@ README for the five-minute tour.
 
 Every public name is importable from here, but ``import citelock`` loads none of the modules behind them
 (no SQLAlchemy, numpy, or model SDK): each name is imported on first use. The names are written once, in
-``__init__.pyi`` beside this file: type checkers read it as the surface, and :func:`lazy_loader.attach_stub`
-derives ``__all__`` and the lazy imports from it.
+``__init__.pyi`` beside this file: type checkers read it as the package's surface, and
+``lazy_loader.attach_stub`` derives ``__all__`` and the lazy imports from it.
 """
 
 import lazy_loader
 
-__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
+_lazy_getattr, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
+
+
+def __getattr__(name: str) -> object:
+    value = _lazy_getattr(name)
+    globals()[name] = value  # later lookups skip this function
+    return value
