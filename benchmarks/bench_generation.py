@@ -39,9 +39,9 @@ from rich.table import Table
 import citelock
 from citelock import ReasonCode, SchemaOptions
 from citelock.backends import LOCAL_LIMITS, LocalBackend, NaiveBackend
-from citelock.constraint._schema import build_schema, clear_schema_cache, fit_schema
+from citelock.constraint import build_schema, clear_schema_cache, fit_schema
 from citelock.reasons import codes_in
-from citelock.runtime._llama import LlamaRuntime, parser_limits, runtime
+from citelock.runtime import LlamaRuntime, parser_limits, runtime
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 POLICIES = ("substring", "sentence", "id")

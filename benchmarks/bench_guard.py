@@ -1,6 +1,7 @@
 """Guard ①+② speed: citelock vs groundcite on the same answers (20 citations over ~100 KB prompts).
 
-Run: python benchmarks/bench_guard.py [--answers 200] [--chunks 100] [--seed 0]   (needs ``pip install -e ".[bench]"``)
+Run: python benchmarks/bench_guard.py [--answers 200] [--chunks 100] [--seed 0] [--clock wall|cpu] [--json]
+(needs ``pip install -e ".[bench]"``; ``benchmarks/bench_versions.py`` runs it against two source trees in one run)
 
 Both tools get the same inputs: the prompt's chunks, an answer with 20 cited sentences (ids + verbatim quotes),
 one fabricated id and one uncited sentence. groundcite checks id resolution, coverage and quotes
@@ -13,6 +14,9 @@ Rows:
 - ``citelock record + check``: also builds the record from the raw messages in the timed region (the cost of
   guarding a prompt that was never logged); locating the chunks uses StringZilla when ``citelock[fast]`` is
   installed (the ``bench`` extra installs it), ``str.find`` otherwise: the line above the table says which.
+- ``citelock Guard(high stakes).run``: the whole guard of one request under a high-stakes surface with the
+  lexical judge (diagnosis off, so the row measures the route, not 100 judge calls per failing citation):
+  parse, free checks, the citations to judge, support ③, the decision.
 - ``groundcite validate``: resolution + coverage + quote check, given the source texts.
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import random
 import statistics
 import time
@@ -27,6 +32,9 @@ import time
 import groundcite
 
 import citelock
+from citelock.judges import LexicalJudge
+
+GUARD = citelock.Guard(citelock.SurfacePolicy(name="bench", stakes="high", diagnose=False), LexicalJudge())
 
 WORDS = (
     "revenue margin freight clause buyer seller insurance policy dosage patient trial court appeal statute "
@@ -81,6 +89,10 @@ def run_citelock_unlogged(case) -> bool:
     return citelock.check(record, case["answer"]).ok
 
 
+def run_citelock_guard(case) -> bool:
+    return GUARD.run(case["record"], case["answer"]).ok
+
+
 def run_groundcite(case) -> bool:
     report = groundcite.validate(
         case["text"],
@@ -92,13 +104,13 @@ def run_groundcite(case) -> bool:
     return report.ok
 
 
-def measure(fn, cases, repeat: int) -> list[float]:
+def measure(fn, cases, repeat: int, clock=time.perf_counter) -> list[float]:
     times = []
     for _ in range(repeat):
         for case in cases:
-            t0 = time.perf_counter()
+            t0 = clock()
             fn(case)
-            times.append(time.perf_counter() - t0)
+            times.append(clock() - t0)
     return times
 
 
@@ -109,27 +121,38 @@ def main() -> None:
     parser.add_argument("--chunk-chars", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print the rows as one JSON object instead of a table")
+    parser.add_argument(
+        "--clock", choices=("wall", "cpu"), default="wall", help="cpu: this process's CPU time (a busy machine)"
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     cases = [make_case(rng, args.chunks, args.chunk_chars) for _ in range(args.answers)]
     kb = statistics.mean(c["prompt_chars"] for c in cases) / 1000
     # Both tools must reject every answer (one fabricated id, one uncited sentence): same verdict, same inputs.
-    assert not any(run_citelock(c) or run_groundcite(c) for c in cases[:5])
+    assert not any(run_citelock(c) or run_citelock_guard(c) or run_groundcite(c) for c in cases[:5])
     rows = []
     for name, fn in [
         ("citelock check (logged record)", run_citelock),
         ("citelock record + check", run_citelock_unlogged),
+        ("citelock Guard(high stakes).run", run_citelock_guard),
         ("groundcite validate", run_groundcite),
     ]:
         fn(cases[0])  # warm caches and imports
-        times = sorted(measure(fn, cases, args.repeat if "record +" not in name else 1))
+        clock = time.process_time if args.clock == "cpu" else time.perf_counter
+        times = sorted(measure(fn, cases, args.repeat if "record +" not in name else 1, clock))
         p50 = times[len(times) // 2] * 1e3
         p99 = times[min(len(times) - 1, int(len(times) * 0.99))] * 1e3
         rows.append((name, p50, p99, 21 / (statistics.mean(times))))
-    base = rows[2][1]
+    if args.json:
+        print(
+            json.dumps({name: {"p50_ms": p50, "p99_ms": p99, "citations_per_s": cps} for name, p50, p99, cps in rows})
+        )
+        return
+    base = rows[-1][1]
     print(
         f"{args.answers} answers x 20 citations (+1 uncited sentence), prompts of ~{kb:.0f} KB, "
-        f"{args.chunks} chunks; seed {args.seed}"
+        f"{args.chunks} chunks; seed {args.seed}; {args.clock} clock"
     )
     simd = importlib.util.find_spec("stringzilla") is not None
     print(f"chunk search for never-logged prompts: {'StringZilla (citelock[fast])' if simd else 'str.find'}")

@@ -35,9 +35,9 @@ from rich.table import Table
 
 import citelock
 from citelock.backends._local import LOCAL_LIMITS
-from citelock.constraint._schema import SchemaOptions, build_schema, clear_schema_cache, fit_schema
+from citelock.constraint import SchemaOptions, build_schema, clear_schema_cache, fit_schema
 from citelock.errors import ConstraintViolationError, UsageError
-from citelock.runtime._llama import runtime
+from citelock.runtime import runtime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_server_grammar import chunk_of

@@ -32,9 +32,9 @@ from rich.table import Table
 import citelock
 from citelock import SchemaOptions
 from citelock.backends._openai import OpenAIBackend
-from citelock.constraint._schema import build_schema, clear_schema_cache
+from citelock.constraint import build_schema, clear_schema_cache
 from citelock.errors import TruncatedOutputError
-from citelock.runtime._server import ManagedServer
+from citelock.runtime import ManagedServer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -56,11 +56,10 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GroupKFold
 
 from citelock.evals._answers import _claim_text, evaluate_answers, read_expertqa_answers
-from citelock.guard._numbers import missing_numbers
-from citelock.guard._policy import SurfacePolicy
+from citelock.guard import SurfacePolicy, missing_numbers
 from citelock.reasons import ReasonCode
+from citelock.text import classify_claim
 from citelock.text._numbers import _canonical
-from citelock.text._segment import classify_claim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_judge

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from citelock.prompt._serialize import record_from_messages
+from citelock.prompt import record_from_messages
 from citelock.store import PromptLog
 
 TOPICS = ("revenue", "freight", "warranty", "margins", "headcount", "inventory", "pricing", "returns")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from citelock.runtime._server import ManagedServer
+from citelock.runtime import ManagedServer
 
 
 @pytest.fixture(scope="session")

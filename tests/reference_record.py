@@ -18,9 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from citelock.prompt._assemble import coerce_chunks
+from citelock.prompt import PromptTemplate, coerce_chunks, load_template
 from citelock.prompt._serialize import MIN_TRUNCATED_PREFIX, _coerce_messages
-from citelock.prompt._templates import PromptTemplate, load_template
 from citelock.records import (
     Chunk,
     Context,

@@ -159,7 +159,7 @@ def test_guarded_answer_is_a_frozen_strict_record_that_round_trips() -> None:
 def test_async_variant_matches_sync() -> None:
     out = _out(("It spans 880 meters.", "c-1", "spans 880 meters"))
     sync = citelock.answer(QUESTION, CHUNKS, backend=FakeBackend([out]), request_id="r")
-    result = asyncio.run(citelock.answer_async(QUESTION, CHUNKS, backend=FakeBackend([out]), request_id="r"))
+    result = asyncio.run(citelock.aanswer(QUESTION, CHUNKS, backend=FakeBackend([out]), request_id="r"))
     assert result.answer == sync.answer and result.ok and result.rendered == sync.rendered
 
 
@@ -175,7 +175,7 @@ def test_async_backend_agenerate_is_awaited() -> None:
 
     backend = AsyncFake([_out(("It spans 880 meters.", "c-1", "spans 880 meters"))])
     assert isinstance(backend, citelock.backends.AsyncBackend)
-    result = asyncio.run(citelock.answer_async(QUESTION, CHUNKS, backend=backend))
+    result = asyncio.run(citelock.aanswer(QUESTION, CHUNKS, backend=backend))
     assert result.ok and AsyncFake.awaited == 1
 
 

@@ -14,7 +14,7 @@ from citelock import BackendLimits, FakeBackend
 from citelock.backends import _registry as _factory
 from citelock.cli import app
 from citelock.cli._answer import read_chunks
-from citelock.prompt._retrieve import lexical_top_k
+from citelock.prompt import lexical_top_k
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 runner = CliRunner()

@@ -10,8 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 import citelock
-from citelock.constraint._model import build_model
-from citelock.constraint._schema import SchemaOptions, build_schema
+from citelock.constraint import SchemaOptions, build_model, build_schema
 
 CHUNKS = [
     {"id": "s1", "text": "The plant opened in 1998. It makes glass bottles."},

@@ -19,7 +19,7 @@ from audit_rows import JudgeServer, bad_lines, log_with_answers, make_row, make_
 from citelock.audit import AuditSettings, read_items, read_report, run_audit
 from citelock.audit._sink import MANIFEST, SUMMARY
 from citelock.cli import app
-from citelock.prompt._serialize import record_from_messages
+from citelock.prompt import record_from_messages
 from citelock.store import ResultStore, ReviewQueue
 
 runner = CliRunner()

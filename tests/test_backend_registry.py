@@ -23,7 +23,7 @@ from citelock.backends import (
     make_backend,
 )
 from citelock.cli import app
-from citelock.constraint._schema import CitationSchema
+from citelock.constraint import CitationSchema
 from citelock.errors import UsageError
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

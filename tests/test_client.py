@@ -119,7 +119,6 @@ def test_the_one_off_wrapper_is_the_client() -> None:
     via_wrapper = citelock.answer("q?", CHUNKS, backend=FakeBackend([out(GOOD)]), request_id="x")
     via_client = Citelock(FakeBackend([out(GOOD)])).answer("q?", CHUNKS, request_id="x")
     assert via_wrapper.model_dump(exclude={"generation"}) == via_client.model_dump(exclude={"generation"})
-    assert citelock.answer_async is citelock.aanswer
     with pytest.raises(UsageError, match="take effect with surface"):
         citelock.answer("q?", CHUNKS, backend=FakeBackend([out(GOOD)]), judge=ShareJudge())
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from citelock.evals._answers import evaluate_answers, read_expertqa_answers, summarize_answers
-from citelock.guard._policy import SurfacePolicy
+from citelock.guard import SurfacePolicy
 from scripts_loader import load_script
 
 

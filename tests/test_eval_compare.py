@@ -12,7 +12,7 @@ import pytest
 
 import citelock
 from citelock.backends import FakeBackend, Generation
-from citelock.constraint._schema import BackendLimits
+from citelock.constraint import BackendLimits
 from citelock.evals._compare import QAItem, load_expertqa, run_compare, summarize_compare
 from citelock.evals._report import render_compare_report, write_compare_report
 from citelock.records import Chunk, Verdict
@@ -320,8 +320,7 @@ def test_summary_counts_naive_answers_with_markers() -> None:
 
 
 def test_the_naive_prompt_v3_is_fair_and_v2_still_loads() -> None:
-    from citelock.prompt._parse import parse_answer
-    from citelock.prompt._templates import load_template
+    from citelock.prompt import load_template, parse_answer
 
     v3, v2 = load_template("answer_naive"), load_template("answer_naive", "2")
     assert (v3.version, v2.version) == ("3", "2")

@@ -16,9 +16,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import citelock
-from citelock.constraint._gbnf import gbnf_grammar, gbnf_literal
-from citelock.constraint._grammar import QUOTE_LEAD_INS, word_pieces
-from citelock.constraint._schema import POLICY_ORDER, BackendLimits, SchemaOptions, build_schema, fit_schema
+from citelock.constraint import (
+    POLICY_ORDER,
+    QUOTE_LEAD_INS,
+    BackendLimits,
+    SchemaOptions,
+    build_schema,
+    fit_schema,
+    gbnf_grammar,
+    gbnf_literal,
+    word_pieces,
+)
 from citelock.errors import InputError
 from grammar_harness import accepts, accepts_gbnf
 from hostile import HOSTILE, QUESTIONS, chunks_for
@@ -30,7 +38,7 @@ OPTS = SchemaOptions(max_claims=2, max_citations=1, max_text_chars=40, max_span_
 @pytest.fixture(scope="module")
 def llama_parses() -> Iterator[object]:
     """A function telling whether llama.cpp's own grammar parser accepts a GBNF text."""
-    from citelock.runtime._server import bundled_model_path
+    from citelock.runtime import bundled_model_path
 
     llama_cpp.llama_backend_init()
     params = llama_cpp.llama_model_default_params()

@@ -9,7 +9,7 @@ import pytest
 
 import citelock
 from citelock.backends._instructor import InstructorBackend
-from citelock.constraint._schema import SchemaOptions, fit_schema
+from citelock.constraint import SchemaOptions, fit_schema
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("instructor")

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from citelock.cli import app
 from citelock.errors import BackendRefusalError, UsageError
 from citelock.judges import JudgeOutputError, LLMJudge, OpenAICompleter, make_judge
-from citelock.runtime._server import ManagedServer
+from citelock.runtime import ManagedServer
 
 pytest.importorskip("openai")
 from openai_transport import Server, completion, scripted_client

@@ -12,11 +12,10 @@ from contextlib import suppress
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citelock.prompt._index import PromptIndex, check_citation
+from citelock.prompt import PromptIndex, check_citation, record_from_messages
 from citelock.prompt._parse import _unclosed_cite, parse_free_text
-from citelock.prompt._serialize import record_from_messages
 from citelock.records import Citation, PlacedChunk, ReasonCode
-from citelock.text._normalize import normalize
+from citelock.text import normalize
 
 _OLD_UNCLOSED = re.compile(r"<cite\b(?![^>]*>.*?</cite\s*>)", re.DOTALL)
 _PIECES = ["<cite", "<cite ", 'id="a"', ">", "</cite>", "</cite >", "</cite", "x", " ", "<", "\n", "citex"]
@@ -56,8 +55,8 @@ def test_free_text_markers_go_to_the_sentence_the_old_scan_chose(parts: list[tup
     text = "".join(a + b + c for a, b, c in parts)
     answer = parse_free_text(text)
     plain_marks = []  # recompute (offset, ids) the slow way: one search per pattern per marker
-    from citelock.prompt._parse import DEFAULT_MARKERS
-    from citelock.text._segment import split_sentences
+    from citelock.prompt import DEFAULT_MARKERS
+    from citelock.text import split_sentences
 
     stripped, pos, kept = [], 0, 0
     while True:

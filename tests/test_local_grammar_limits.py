@@ -15,7 +15,7 @@ import pytest
 import citelock
 from citelock import SchemaOptions
 from citelock.backends._local import LOCAL_LIMITS
-from citelock.constraint._schema import fit_schema
+from citelock.constraint import fit_schema
 from citelock.errors import ConstraintViolationError
 
 pytestmark = pytest.mark.local_model
@@ -50,7 +50,7 @@ def context(count: int, chars: int) -> citelock.Context:
 
 @pytest.fixture(scope="module")
 def model() -> object:
-    from citelock.runtime._llama import runtime
+    from citelock.runtime import runtime
 
     return runtime("smollm2")
 

@@ -117,7 +117,7 @@ def test_decoding_is_actually_constrained_token_by_token(local: citelock.Backend
     """Replay the generated tokens through a fresh matcher: every one was allowed and the grammar completed."""
     import llguidance
 
-    from citelock.runtime._llama import parser_limits, runtime
+    from citelock.runtime import parser_limits, runtime
 
     rt = runtime("smollm2")
     case = CASES[2]
@@ -196,7 +196,7 @@ def test_a_thousand_chunks_complete_with_the_recorded_policy(local: citelock.Bac
     """1,000 chunks of ~300 characters: the substring grammar is over the local limits, so the answer is
     decoded under the sentence policy, says why, and completes. The prompt is assembled to fit the model's
     window, so whole chunks are dropped (recorded) — the schema covers exactly the chunks that were sent."""
-    from citelock.runtime._llama import runtime
+    from citelock.runtime import runtime
 
     rt = runtime("smollm2")
     chunks = [

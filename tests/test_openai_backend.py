@@ -9,7 +9,7 @@ import pytest
 
 import citelock
 from citelock.backends._openai import OpenAIBackend
-from citelock.constraint._schema import SchemaOptions, build_schema
+from citelock.constraint import SchemaOptions, build_schema
 from citelock.errors import (
     BackendConnectionError,
     BackendHTTPError,
@@ -18,7 +18,7 @@ from citelock.errors import (
     SchemaRejectedError,
     TruncatedOutputError,
 )
-from citelock.runtime._profiles import PROFILES
+from citelock.runtime import PROFILES
 
 pytest.importorskip("openai")
 from openai_transport import Server, httpx, scripted_client

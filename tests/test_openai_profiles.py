@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import citelock
-from citelock.constraint._schema import SchemaOptions, build_schema, fit_schema
-from citelock.runtime._profiles import PROFILES, ServerProfile, get_profile
+from citelock.constraint import SchemaOptions, build_schema, fit_schema
+from citelock.runtime import PROFILES, ServerProfile, get_profile
 
 
 def context_with_sentences(per_chunk: int, chunks: int = 1, width: int = 60) -> citelock.Context:

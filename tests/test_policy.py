@@ -232,12 +232,12 @@ def test_low_stakes_records_judge_error_without_blocking() -> None:
 
 
 def test_a_check_that_raises_fails_closed_on_high_stakes(monkeypatch: pytest.MonkeyPatch) -> None:
-    import citelock.guard._policy as policy_module
+    import citelock.guard._guard as guard_module
 
     def broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError("index corrupted")
 
-    monkeypatch.setattr(policy_module, "check", broken)
+    monkeypatch.setattr(guard_module, "run_checks", broken)
     record = make_record("q?", REVENUE_CHUNKS)
     answer = {"claims": [cite("Revenue grew 12%.", "c1")]}
     high = Guard(HIGH, KeywordJudge()).run(record, answer)

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from citelock import InputError, StoreIntegrityError, serialize
 from citelock.cli import app
-from citelock.prompt._assemble import assemble
+from citelock.prompt import assemble
 from citelock.records import PromptRecord
 from citelock.store import PromptLog
 from citelock.store._chain import KEY_ENV, content_hash, link_hash

@@ -1,4 +1,4 @@
-"""The server's label on generations and errors, and ``server=`` (with ``profile=`` its deprecated old name).
+"""The server's label on generations and errors, and ``server=``, the one name of the server kind.
 
 No server runs here: the ``/v1/models`` listings follow what each engine's source writes (vLLM's and SGLang's
 ``ModelCard.owned_by`` defaults, llama.cpp's ``llama-server`` ``"owned_by": "llamacpp"``, llama-cpp-python's
@@ -17,10 +17,10 @@ import pytest
 
 import citelock
 from citelock.backends import InstructorBackend, OpenAIBackend
-from citelock.constraint._schema import build_schema
-from citelock.errors import BackendError, BackendHTTPError, UsageError
+from citelock.constraint import build_schema
+from citelock.errors import BackendError, BackendHTTPError
 from citelock.judges import OpenAICompleter
-from citelock.runtime._profiles import PROFILES, UNNAMED_KIND, said_kind
+from citelock.runtime import PROFILES, UNNAMED_KIND, said_kind
 
 pytest.importorskip("openai")
 from openai_transport import Server, completion, scripted_async_client, scripted_client
@@ -91,7 +91,7 @@ def test_errors_carry_the_label_sync_and_async() -> None:
 
     backend = OpenAIBackend.from_client(scripted_async_client(Server(listing("vllm"), SERVER_ERROR)))
     with pytest.raises(BackendHTTPError) as info:
-        asyncio.run(citelock.answer_async("When?", CHUNKS, backend=backend, policy="sentence", max_tokens=50))
+        asyncio.run(citelock.aanswer("When?", CHUNKS, backend=backend, policy="sentence", max_tokens=50))
     assert info.value.provider == "vllm"
 
     backend = OpenAIBackend.from_client(scripted_client(Server(SERVER_ERROR)), model="m")
@@ -135,21 +135,13 @@ def test_only_owned_by_values_that_name_a_server_are_read_as_one() -> None:
 
 
 @pytest.mark.parametrize(
-    ("make", "where"),
-    [
-        (OpenAIBackend.from_client, "OpenAIBackend.from_client"),
-        (InstructorBackend.from_client, "InstructorBackend.from_client"),
-        (OpenAICompleter.from_client, "OpenAICompleter.from_client"),
-    ],
+    "make", [OpenAIBackend.from_client, InstructorBackend.from_client, OpenAICompleter.from_client]
 )
-def test_profile_is_a_deprecated_name_of_server(make: Any, where: str) -> None:
+def test_server_is_the_one_name_of_the_server_kind(make: Any) -> None:
     client = scripted_client(Server())
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # server= warns about nothing
-        assert make(client, server="vllm", model="m").transport.profile.kind == "vllm"
-    with pytest.warns(DeprecationWarning, match=rf"{where}\(profile=\.\.\.\) is deprecated; use server=") as caught:
-        made = make(client, profile="sglang", model="m")
+        made = make(client, server="sglang", model="m")
     assert made.transport.profile.kind == "sglang" and made.transport.provider == "sglang"
-    assert caught[0].filename == __file__  # the warning points at the caller's line
-    with pytest.raises(UsageError, match=rf"{where}: give server= only \(profile= is its deprecated old name\)"):
-        make(client, server="vllm", profile="vllm", model="m")
+    with pytest.raises(TypeError, match="profile"):  # the pre-0.1 alias is gone
+        make(client, profile="sglang", model="m")

@@ -78,7 +78,6 @@ EXPECTED = [
     "__version__",
     "aanswer",
     "answer",
-    "answer_async",
     "answer_model",
     "assemble",
     "build_schema",

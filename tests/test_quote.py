@@ -13,9 +13,8 @@ from pydantic import ValidationError
 import citelock
 from citelock import BackendLimits, ConstraintViolationError, SchemaOptions
 from citelock.backends import FakeBackend
-from citelock.constraint._grammar import QUOTE_LEAD_INS, quote_body, quote_tails
-from citelock.constraint._schema import POLICY_ORDER, build_schema, fit_schema
-from citelock.runtime._profiles import PROFILES
+from citelock.constraint import POLICY_ORDER, QUOTE_LEAD_INS, build_schema, fit_schema, quote_body, quote_tails
+from citelock.runtime import PROFILES
 from grammar_harness import accepts
 
 CHUNKS = [

@@ -12,7 +12,7 @@ import pytest
 
 import citelock
 from citelock import ReasonCode, SchemaOptions
-from citelock.constraint._grammar import quote_body
+from citelock.constraint import quote_body
 
 pytestmark = pytest.mark.local_model
 

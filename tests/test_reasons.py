@@ -12,7 +12,7 @@ import pytest
 
 from citelock import check, reasons, record_from_messages
 from citelock._jsonschema import record_schemas
-from citelock.prompt._index import PromptIndex, check_citation, describe
+from citelock.prompt import PromptIndex, check_citation, describe
 from citelock.reasons import (
     FAMILIES,
     REASONS,

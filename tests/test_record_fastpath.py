@@ -21,11 +21,10 @@ from hypothesis import strategies as st
 
 import reference_record as ref
 from citelock import assemble, check, normalize, normalize_with_map, record_from_messages, serialize
-from citelock.prompt import _search, _serialize
+from citelock.prompt import _search, _serialize, messages_sha256
 from citelock.prompt._search import TextSearch
-from citelock.prompt._serialize import messages_sha256
 from citelock.records import Message, PromptRecord
-from citelock.text import _normalize
+from citelock.text import _normalize, numbers_in_order
 from citelock.text._normalize import (
     _ODD_WHITESPACE,
     norm_offset,
@@ -33,7 +32,6 @@ from citelock.text._normalize import (
     normalize_with_anchors,
     raw_offset,
 )
-from citelock.text._numbers import numbers_in_order
 
 # Characters and pieces that exercise every normalization step: entities (known, unknown, numeric, one that
 # decodes to nothing, one that decodes to two characters, double-escaped), NFD marks, Hangul jamo, every kind of

@@ -22,8 +22,7 @@ from citelock.audit._work import error_report, report_fields
 from citelock.cli._report import windowed_check, write_report_json
 from citelock.guard import Guard, GuardResult, SurfacePolicy
 from citelock.judges import make_judge
-from citelock.prompt._parse import parse_answer
-from citelock.prompt._serialize import record_from_messages
+from citelock.prompt import parse_answer, record_from_messages
 
 
 def _result(i: int) -> GuardResult:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 import citelock
 from citelock import BackendLimits, CitationSchema, ConstraintViolationError, SchemaOptions, UsageError
-from citelock.constraint._schema import build_schema, clear_schema_cache, fit_schema
+from citelock.constraint import build_schema, clear_schema_cache, fit_schema
 from grammar_harness import accepts
 
 CHUNKS = [

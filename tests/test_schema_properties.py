@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import citelock
-from citelock.constraint._schema import build_schema
+from citelock.constraint import build_schema
 
 llguidance = pytest.importorskip("llguidance")
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from citelock.cli import app
-from citelock.runtime._server import ManagedServer, free_port
+from citelock.runtime import ManagedServer, free_port
 
 pytestmark = pytest.mark.server
 

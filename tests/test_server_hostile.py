@@ -21,10 +21,9 @@ import pytest
 
 import citelock
 from citelock.backends._openai import OpenAIBackend
-from citelock.constraint._schema import POLICY_ORDER, SchemaOptions
-from citelock.runtime._profiles import PROFILES
-from citelock.runtime._server import ManagedServer
-from citelock.text._normalize import normalize
+from citelock.constraint import POLICY_ORDER, SchemaOptions
+from citelock.runtime import PROFILES, ManagedServer
+from citelock.text import normalize
 from hostile import SERVER_QUESTIONS, chunks_for
 
 pytestmark = pytest.mark.server

@@ -22,10 +22,9 @@ import pytest
 import citelock
 from citelock.backends._instructor import InstructorBackend
 from citelock.backends._openai import OpenAIBackend, verify_output
-from citelock.constraint._schema import SchemaOptions, fit_schema
+from citelock.constraint import SchemaOptions, fit_schema
 from citelock.errors import TruncatedOutputError
-from citelock.runtime._profiles import PROFILES
-from citelock.runtime._server import ManagedServer
+from citelock.runtime import PROFILES, ManagedServer
 
 pytestmark = pytest.mark.server
 openai = pytest.importorskip("openai")
@@ -236,7 +235,7 @@ def test_from_client_takes_the_users_async_client(llama_server: ManagedServer, t
         return list(
             await asyncio.gather(
                 *(
-                    citelock.answer_async(
+                    citelock.aanswer(
                         q, chunks, backend=backend, policy="sentence", options=OPTS, max_tokens=MAX_TOKENS, log=log
                     )
                     for q, chunks in asked

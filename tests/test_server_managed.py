@@ -9,7 +9,7 @@ import pytest
 
 import citelock
 from citelock.errors import ServerStartError
-from citelock.runtime._server import ManagedServer, bundled_model_path, free_port
+from citelock.runtime import ManagedServer, bundled_model_path, free_port
 
 
 def test_bundled_model_is_found_without_importing_its_package() -> None:

@@ -17,9 +17,9 @@ import pytest
 
 import citelock
 from citelock.backends._openai import OpenAIBackend
-from citelock.constraint._schema import SchemaOptions
+from citelock.constraint import SchemaOptions
 from citelock.errors import SchemaRejectedError
-from citelock.runtime._profiles import PROFILES
+from citelock.runtime import PROFILES
 from grammar_harness import accepts, accepts_gbnf
 from hostile import chunks_for
 

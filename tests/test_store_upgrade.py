@@ -14,7 +14,7 @@ from sqlalchemy import Column, DateTime, ForeignKey, Integer, MetaData, String, 
 from sqlalchemy.exc import DBAPIError
 
 from citelock import serialize
-from citelock.prompt._assemble import assemble
+from citelock.prompt import assemble
 from citelock.records import PromptRecord
 from citelock.store import AccountStore, PromptLog, QueueEntry, ResultStore, ReviewQueue, make_engine
 from citelock.store._chain import GENESIS, content_hash, legacy_seal

@@ -12,7 +12,7 @@ import citelock
 from citelock.backends import InstructorBackend, OpenAIBackend
 from citelock.errors import BackendHTTPError, UsageError
 from citelock.judges import LLMJudge, OpenAICompleter
-from citelock.runtime._transport import OpenAITransport, output_text
+from citelock.runtime import OpenAITransport, output_text
 
 pytest.importorskip("openai")
 from openai_transport import Server, completion, scripted_async_client, scripted_client
@@ -55,11 +55,11 @@ def test_from_client_rejects_what_is_not_an_openai_client() -> None:
             OpenAIBackend.from_client(bad)
 
 
-def test_an_async_client_is_awaited_by_answer_async() -> None:
+def test_an_async_client_is_awaited_by_aanswer() -> None:
     server = Server(MODELS, completion(ANSWER))
     backend = OpenAIBackend.from_client(scripted_async_client(server))
     assert backend.transport.is_async
-    result = asyncio.run(citelock.answer_async("When?", CHUNKS, backend=backend, policy="sentence", max_tokens=100))
+    result = asyncio.run(citelock.aanswer("When?", CHUNKS, backend=backend, policy="sentence", max_tokens=100))
     assert result.ok and result.generation.enforced and result.model == "served-model"
     assert server.bodies[0] == {"get": "/v1/models"}  # asked without blocking, then used
     assert server.bodies[1]["model"] == "served-model" and server.bodies[1]["grammar"].startswith("root ::= ")
@@ -77,14 +77,14 @@ def test_async_failures_are_typed_like_sync_ones() -> None:
     server = Server((429, {"error": {"message": "rate limited"}}, {"x-request-id": "req_9"}))
     backend = OpenAIBackend.from_client(scripted_async_client(server), model="m", server="openai")
     with pytest.raises(BackendHTTPError) as info:
-        asyncio.run(citelock.answer_async("When?", CHUNKS, backend=backend, policy="sentence", max_tokens=50))
+        asyncio.run(citelock.aanswer("When?", CHUNKS, backend=backend, policy="sentence", max_tokens=50))
     assert (info.value.status, info.value.request_id, info.value.retryable) == (429, "req_9", True)
 
 
-def test_a_sync_client_also_serves_answer_async() -> None:
+def test_a_sync_client_also_serves_aanswer() -> None:
     server = Server(completion(ANSWER))
     backend = OpenAIBackend.from_client(scripted_client(server), model="m")
-    result = asyncio.run(citelock.answer_async("When?", CHUNKS, backend=backend, policy="sentence", max_tokens=100))
+    result = asyncio.run(citelock.aanswer("When?", CHUNKS, backend=backend, policy="sentence", max_tokens=100))
     assert result.ok and len(server.bodies) == 1
 
 
@@ -140,6 +140,5 @@ def test_judges_reach_the_server_through_the_runtime_never_through_a_backend() -
         f"{m} -> {t}" for m, ts in graph.items() if m.startswith("citelock.judges") for t in ts if "backends" in t
     )
     assert judges_on_backends == []
-    assert "citelock.runtime._transport" in graph["citelock.judges._openai_completer"]
-    assert "citelock.runtime._transport" in graph["citelock.backends._openai"]
-    assert "citelock.runtime._transport" in graph["citelock.backends._instructor"]
+    for module in ("citelock.judges._openai_completer", "citelock.backends._openai", "citelock.backends._instructor"):
+        assert "citelock.runtime" in graph[module]  # OpenAITransport, through the runtime's face

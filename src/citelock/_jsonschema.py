@@ -25,7 +25,7 @@ RECORD_SCHEMAS: dict[str, tuple[str, str, str]] = {
     "verdict": ("citelock.records", "Verdict", "1"),
     "queue_entry": ("citelock.store._queue", "QueueEntry", "1"),
     "guarded_answer": ("citelock.pipeline", "GuardedAnswer", "1"),
-    "guard_result": ("citelock.guard._policy", "GuardResult", "1"),
+    "guard_result": ("citelock.guard._result", "GuardResult", "1"),
     "audit_row": ("citelock.audit._rows", "AuditRow", "1"),
     "audit_answer": ("citelock.audit._rows", "AnswerRow", "1"),
 }

@@ -27,14 +27,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 from pydantic import BaseModel, ConfigDict, Field
 
 from citelock.backends._protocol import Backend
-from citelock.constraint._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
+from citelock.constraint import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock.errors import ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
 from citelock.guard import ClaimOutcome, Decision, Guard, GuardResult, JudgeAccounting, SurfacePolicy
 from citelock.judges import Judge
-from citelock.prompt._assemble import assemble
-from citelock.prompt._parse import parse_answer
-from citelock.prompt._serialize import serialize, with_history
-from citelock.prompt._templates import PromptTemplate
+from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
+from citelock.prompt._serialize import with_history
 from citelock.records import (
     Answer,
     Chunk,
@@ -63,7 +61,6 @@ __all__ = [
     "Sink",
     "aanswer",
     "answer",
-    "answer_async",
     "guarded_answer_json_schema",
 ]
 
@@ -777,7 +774,3 @@ async def aanswer(
     """The async one-off call (same arguments as :func:`answer`; see :meth:`Citelock.aanswer`)."""
     client, request = await asyncio.to_thread(_one_off, options)
     return await client.aanswer(question, chunks, **request)
-
-
-answer_async = aanswer
-"""The name :func:`aanswer` had before (kept so existing callers keep working)."""

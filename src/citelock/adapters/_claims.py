@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from citelock.errors import InputError
 from citelock.records import Answer, Citation, Claim, Message
-from citelock.text._segment import split_sentences
+from citelock.text import split_sentences
 
 __all__ = ["Mark", "answer_from_marks", "document_message"]
 

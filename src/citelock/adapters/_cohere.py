@@ -15,7 +15,7 @@ from typing import Any
 
 from citelock.adapters._claims import Mark, answer_from_marks, document_message
 from citelock.errors import InputError
-from citelock.prompt._serialize import record_from_messages
+from citelock.prompt import record_from_messages
 from citelock.records import Answer, Chunk, Citation, Message, PromptRecord
 
 __all__ = ["cohere_record", "from_cohere"]

@@ -35,8 +35,7 @@ from citelock.audit._rows import AuditItem, row_problem
 from citelock.errors import BackendConnectionError, BackendTimeoutError, CitelockError, UsageError
 from citelock.guard import Guard, GuardResult, SurfacePolicy
 from citelock.judges import DEFAULT_JUDGE, Judge, make_judge
-from citelock.prompt._parse import parse_answer
-from citelock.prompt._serialize import record_from_messages
+from citelock.prompt import parse_answer, record_from_messages
 from citelock.records import Answer, PromptRecord, Verdict
 from citelock.store import CachedJudge
 

@@ -35,9 +35,16 @@ from citelock.errors import (
     ServerStartError,
     TruncatedOutputError,
 )
-from citelock.runtime._llama import MODELS, ModelSpec, locate_model
-from citelock.runtime._profiles import PROFILES, Delivery, ServerProfile, get_profile
-from citelock.runtime._server import ManagedServer
+from citelock.runtime import (
+    MODELS,
+    PROFILES,
+    Delivery,
+    ManagedServer,
+    ModelSpec,
+    ServerProfile,
+    get_profile,
+    locate_model,
+)
 
 __all__ = [
     "BACKENDS",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from citelock.backends._protocol import Generation
-from citelock.constraint._schema import BackendLimits, CitationSchema
+from citelock.constraint import BackendLimits, CitationSchema
 from citelock.errors import RuntimeFailure, UsageError
 from citelock.records import PromptRecord
 

@@ -26,13 +26,11 @@ from pydantic import BaseModel
 
 from citelock.backends._openai import verify_output
 from citelock.backends._protocol import Generation
-from citelock.constraint._model import build_model
-from citelock.constraint._schema import BackendLimits, CitationSchema
+from citelock.constraint import BackendLimits, CitationSchema, build_model
 from citelock.errors import BackendError, ConstraintViolationError, MissingExtraError, TruncatedOutputError, UsageError
-from citelock.prompt._index import PromptIndex, check_citation, describe
+from citelock.prompt import PromptIndex, check_citation, describe
 from citelock.records import PromptRecord
-from citelock.runtime._profiles import ServerProfile
-from citelock.runtime._transport import OpenAITransport, TransportUser, map_openai_error, output_text
+from citelock.runtime import OpenAITransport, ServerProfile, TransportUser, map_openai_error, output_text
 
 __all__ = ["InstructorBackend", "InstructorGeneration"]
 
@@ -140,7 +138,6 @@ class InstructorBackend(TransportUser):
         token_budget: int | None = None,
         temperature: float = 0.0,
         seed: int | None = None,
-        profile: str | ServerProfile | None = None,
     ) -> InstructorBackend:
         """A backend over your own ``openai.OpenAI`` client (wrapped by instructor; used as is otherwise).
 
@@ -153,16 +150,13 @@ class InstructorBackend(TransportUser):
             token_budget: Total tokens across all attempts (None: no budget).
             temperature: Sampling temperature.
             seed: Sampling seed.
-            profile: Deprecated old name of ``server`` (a :class:`DeprecationWarning`).
 
         Raises:
-            UsageError: not an ``openai.OpenAI`` client, a bad option (as the constructor), both ``server`` and
-                ``profile``.
+            UsageError: not an ``openai.OpenAI`` client, a bad option (as the constructor).
         """
         return cls._over_client(
             client,
             server=server,
-            profile=profile,
             model=model,
             mode=mode,
             max_reasks=max_reasks,

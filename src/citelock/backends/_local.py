@@ -13,10 +13,10 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 from citelock.backends._protocol import Generation
-from citelock.constraint._schema import BackendLimits, CitationSchema
+from citelock.constraint import BackendLimits, CitationSchema
 from citelock.errors import UsageError
 from citelock.records import PromptRecord
-from citelock.runtime._llama import MODELS, DecodeResult, LlamaRuntime, runtime
+from citelock.runtime import MODELS, DecodeResult, LlamaRuntime, runtime
 
 __all__ = ["LOCAL_LIMITS", "LocalBackend", "NaiveBackend"]
 

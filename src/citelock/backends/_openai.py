@@ -28,11 +28,18 @@ from types import SimpleNamespace
 from typing import Any
 
 from citelock.backends._protocol import Generation
-from citelock.constraint._schema import BackendLimits, CitationSchema
+from citelock.constraint import BackendLimits, CitationSchema
 from citelock.errors import TruncatedOutputError, UsageError
 from citelock.records import PromptRecord
-from citelock.runtime._profiles import PROFILES, Delivery, ServerProfile
-from citelock.runtime._transport import OpenAITransport, TransportUser, output_text, response_request_id
+from citelock.runtime import (
+    PROFILES,
+    Delivery,
+    OpenAITransport,
+    ServerProfile,
+    TransportUser,
+    output_text,
+    response_request_id,
+)
 
 __all__ = ["OpenAIBackend", "OpenAIGeneration", "verify_output"]
 
@@ -180,12 +187,11 @@ class OpenAIBackend(TransportUser):
         constrain: bool = True,
         temperature: float = 0.0,
         seed: int | None = None,
-        profile: str | ServerProfile | None = None,
     ) -> OpenAIBackend:
         """A backend over your own ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client, used as is.
 
         With an ``AsyncOpenAI`` client the backend generates through :meth:`agenerate` (what
-        :func:`citelock.answer_async` awaits); calling :meth:`generate` then raises a :class:`UsageError`.
+        :func:`citelock.aanswer` awaits); calling :meth:`generate` then raises a :class:`UsageError`.
 
         Args:
             client: The client (its base URL, key, timeout, retries and HTTP client are kept).
@@ -198,15 +204,13 @@ class OpenAIBackend(TransportUser):
             constrain: False: send no constraint (the naive baseline on this server).
             temperature: Sampling temperature.
             seed: Sampling seed, if the server takes one.
-            profile: Deprecated old name of ``server`` (a :class:`DeprecationWarning`).
 
         Raises:
-            UsageError: not an OpenAI client, an unknown server kind or delivery, both ``server`` and ``profile``.
+            UsageError: not an OpenAI client, an unknown server kind or delivery.
         """
         return cls._over_client(
             client,
             server=server,
-            profile=profile,
             model=model,
             delivery=delivery,
             adapt=adapt,

@@ -325,7 +325,7 @@ class OutlinesBackend:
             TruncatedOutputError: generation stopped at ``max_tokens`` before the answer was complete.
         """
         if self.kind.is_async:
-            raise UsageError(f"outlines' {self.kind.name} is async; call agenerate (citelock.answer_async)")
+            raise UsageError(f"outlines' {self.kind.name} is async; call agenerate (citelock.aanswer)")
         request = self._prepare(record, schema, max_tokens)
         started = time.perf_counter()
         if self._model_lock is not None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from citelock.records import Generation, PromptRecord
 
 if TYPE_CHECKING:
-    from citelock.constraint._schema import BackendLimits, CitationSchema
+    from citelock.constraint import BackendLimits, CitationSchema
 
 __all__ = ["AsyncBackend", "AsyncStreamingBackend", "Backend", "Generation", "StreamingBackend", "stream_in_thread"]
 
@@ -52,9 +52,9 @@ class Backend(Protocol):
 
 @runtime_checkable
 class AsyncBackend(Backend, Protocol):
-    """A backend that can also generate without blocking the event loop (used by :func:`citelock.answer_async`).
+    """A backend that can also generate without blocking the event loop (used by :func:`citelock.aanswer`).
 
-    Backends without ``agenerate`` still work with ``answer_async``: their ``generate`` runs in a worker thread.
+    Backends without ``agenerate`` still work with ``aanswer``: their ``generate`` runs in a worker thread.
     """
 
     async def agenerate(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Generation:

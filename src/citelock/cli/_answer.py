@@ -15,11 +15,11 @@ from citelock.backends import _registry
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, EXIT_RUNTIME, app
 from citelock.cli._io import fail, iter_json_lines, shown, text_option
 from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, surface_options, surface_setup
-from citelock.constraint._schema import POLICY_ORDER, SchemaOptions, SpanPolicy
+from citelock.constraint import POLICY_ORDER, SchemaOptions, SpanPolicy
 from citelock.errors import UnparsedAnswerError
 from citelock.guard import Guard
 from citelock.pipeline import Citelock, GuardedAnswer, Sink
-from citelock.prompt._retrieve import lexical_top_k
+from citelock.prompt import lexical_top_k
 from citelock.records import Chunk
 from citelock.render import RenderStyle
 from citelock.store import ResultStore, ReviewQueue

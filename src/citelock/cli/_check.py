@@ -26,7 +26,7 @@ from citelock.cli._report import ReportView, print_table, windowed_check, write_
 from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, SurfaceSetup, surface_options, surface_setup
 from citelock.errors import ParseError
 from citelock.guard import GuardResult
-from citelock.prompt._parse import parse_answer
+from citelock.prompt import parse_answer
 from citelock.records import Answer
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 

@@ -145,9 +145,9 @@ def _mode_fns(
     naive_template: str | None,
 ) -> dict[str, Any]:
     """One callable per mode: ``naive`` on the free-text backend, every span policy on the constrained one."""
-    from citelock.constraint._schema import SchemaOptions
+    from citelock.constraint import SchemaOptions
     from citelock.pipeline import answer
-    from citelock.prompt._templates import load_template
+    from citelock.prompt import load_template
 
     options = SchemaOptions(**_COMPARE_OPTIONS)
     template = None

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from citelock.cli._app import EXIT_INPUT
 from citelock.errors import CitelockError, json_kind
-from citelock.prompt._serialize import record_from_messages
+from citelock.prompt import record_from_messages
 from citelock.records import PromptRecord
 
 __all__ = [

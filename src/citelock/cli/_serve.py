@@ -35,7 +35,7 @@ def serve(
     port if it exits anyway. Then, for example:
     ``citelock answer --backend openai --base-url http://127.0.0.1:8080/v1 -q ... --chunks ...``.
     """
-    from citelock.runtime._server import ManagedServer
+    from citelock.runtime import ManagedServer
 
     if model is not None:
         existing_file(model, "--model GGUF")

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, Protocol, cast
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, create_model, model_validator
 
 from citelock.constraint._grammar import quote_body
-from citelock.text._normalize import normalize
+from citelock.text import normalize
 
 __all__ = ["AnswerShape", "AnswerValidator", "ShapeBounds", "StringSchema", "build_model"]
 

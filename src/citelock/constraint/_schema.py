@@ -53,8 +53,7 @@ from citelock.constraint._grammar import (
 )
 from citelock.errors import ConstraintViolationError, UsageError
 from citelock.records import Answer, Citation, Claim, Context
-from citelock.text._normalize import normalize
-from citelock.text._segment import split_sentences
+from citelock.text import normalize, split_sentences
 
 __all__ = [
     "DOWNGRADES",

@@ -34,7 +34,7 @@ from citelock.errors import InputError
 from citelock.evals._datasets import parse_evidence
 from citelock.guard import Guard, GuardResult, SurfacePolicy
 from citelock.judges import Judge
-from citelock.prompt._serialize import serialize
+from citelock.prompt import serialize
 from citelock.records import Answer, Chunk, Citation, Claim, Context, PromptRecord, ReasonCode
 
 __all__ = [

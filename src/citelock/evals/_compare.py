@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from citelock.constraint._grammar import quote_body
+from citelock.constraint import quote_body
 from citelock.errors import CitelockError, InputError, TruncatedOutputError, UnparsedAnswerError
 from citelock.evals._datasets import parse_evidence
 from citelock.evals._journal import Journal
@@ -35,7 +35,7 @@ from citelock.judges import Judge
 from citelock.pipeline import GuardedAnswer
 from citelock.reasons import codes_in
 from citelock.records import Chunk
-from citelock.text._normalize import normalize
+from citelock.text import normalize
 
 __all__ = [
     "ModeFn",

@@ -24,9 +24,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from citelock.evals._topics import TOPICS, Topic
-from citelock.prompt._assemble import assemble
-from citelock.prompt._parse import parse_free_text
-from citelock.prompt._serialize import record_from_messages, serialize
+from citelock.prompt import assemble, parse_free_text, record_from_messages, serialize
 from citelock.reasons import REASONS, Layer, ReasonCode, codes_in
 from citelock.records import Answer, Chunk, Citation, Claim, Context, PromptRecord
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from citelock.records import Verdict
-from citelock.text._normalize import normalize
+from citelock.text import normalize
 
 __all__ = ["SeededEntailmentJudge"]
 

@@ -2,34 +2,40 @@
 
 One entry point, :class:`Guard`: ``Guard(policy, judge).run(record, answer) -> GuardResult``. It returns values
 and writes nothing; :func:`check` is the free checks' report alone (``Guard().run(...).report``).
+
+One request takes one route, each step in its own module, the answer parsed and the prompt indexed once:
+
+- ``_guard``: :class:`Guard`; ``run`` parses the answer, builds the :class:`PromptIndex` and passes both down.
+- ``_checks``: the free checks (provenance ①, coverage ② via ``_coverage``, numbers via ``_numbers``).
+- ``_targets``: which surviving citations the judge sees (ordering, the surface's sample).
+- ``_support``: support ③, one citation at a time: judge, route, escalate, review, diagnose.
+- ``_repair``: the surface's decision, claim by claim (serve, drop, mark, block).
+- ``_policy``: :class:`SurfacePolicy` and the routing it applies; ``_result``: the records the guard returns.
+
+Provenance's primitive is not here: :class:`PromptIndex` and :func:`check_citation` live in
+``citelock/prompt/_index.py`` (re-exported below and from :mod:`citelock.prompt`). They sit with the prompt,
+below the backends, because a backend that validates its own output (instructor) must ask exactly the question
+the guard asks, and the layers only import downward.
 """
 
 from citelock.guard._audit import STRATA, AuditPlan, AuditRecord, AuditSample, Stratum, audit_draw, stratum_of
+from citelock.guard._checks import check
 from citelock.guard._coverage import check_coverage
 from citelock.guard._guard import Guard
 from citelock.guard._numbers import extract_numbers, missing_numbers
-from citelock.guard._policy import (
+from citelock.guard._policy import OnFail, SurfacePolicy, require_routing_for, resolve_routing
+from citelock.guard._result import (
     ClaimAction,
     ClaimOutcome,
     Decision,
     GuardResult,
     JudgeAccounting,
-    OnFail,
-    PolicyResult,
-    SurfacePolicy,
-    iso_week,
-    resolve_routing,
-)
-from citelock.guard._run import check
-from citelock.guard._support import (
     SupportCheck,
-    SupportRun,
     SupportStatus,
-    SupportTarget,
-    judge_support,
-    require_routing_for,
+    iso_week,
 )
-from citelock.prompt._index import PromptIndex, check_citation
+from citelock.guard._support import SupportRun, SupportTarget, judge_support
+from citelock.prompt import PromptIndex, check_citation
 
 __all__ = [
     "STRATA",
@@ -43,7 +49,6 @@ __all__ = [
     "GuardResult",
     "JudgeAccounting",
     "OnFail",
-    "PolicyResult",
     "PromptIndex",
     "SupportCheck",
     "SupportRun",

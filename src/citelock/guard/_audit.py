@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from citelock.guard._support import SupportCheck
 from citelock.judges._routing import Route, Routing
+
+if TYPE_CHECKING:  # the result records import this module (GuardResult.audit)
+    from citelock.guard._result import SupportCheck
 
 __all__ = [
     "STRATA",

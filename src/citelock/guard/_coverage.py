@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from citelock.records import Answer, ClaimCheck
-from citelock.text._segment import classify_claim
+from citelock.text import classify_claim
 
 __all__ = ["check_coverage"]
 

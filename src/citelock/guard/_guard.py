@@ -3,7 +3,12 @@
 A :class:`Guard` holds configuration (the surface policy, the support judge, an optional stronger judge for
 reviews) and checks it once, when it is built: a routing calibrated for another judge, or a policy that needs a
 judge it cannot get, fails there, before any prompt is logged or any model is called. :meth:`Guard.run` parses
-the answer once and returns a :class:`GuardResult`; it writes nothing (the pipeline persists).
+the answer once, builds the prompt's index once, and hands both down the one route of a request:
+
+    the free checks (:mod:`._checks`) -> the citations to judge (:mod:`._targets`) -> support ③ (:mod:`._support`)
+    -> the repair decision (:mod:`._repair`) -> a :class:`GuardResult` (:mod:`._result`)
+
+It writes nothing (the pipeline persists).
 """
 
 from __future__ import annotations
@@ -12,12 +17,17 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from citelock.errors import UsageError
-from citelock.guard._policy import GuardResult, SurfacePolicy, free_result, resolve_routing, run_policy
-from citelock.guard._run import check
+from citelock.guard._audit import build_audit
+from citelock.guard._checks import run_checks
+from citelock.guard._policy import SurfacePolicy, resolve_routing
+from citelock.guard._repair import decide, decide_free
+from citelock.guard._result import GuardResult, JudgeAccounting, SupportCheck, iso_week
+from citelock.guard._support import SupportRun, judge_support
+from citelock.guard._targets import select_targets
 from citelock.judges import Judge, default_judge
 from citelock.judges._routing import Routing, shipped_routing
-from citelock.prompt._parse import parse_answer
-from citelock.records import Answer, PromptRecord
+from citelock.prompt import PromptIndex, parse_answer
+from citelock.records import Answer, Finding, GuardReport, Layer, PromptRecord, ReasonCode
 from citelock.telemetry._hook import instrumented
 
 __all__ = ["Guard"]
@@ -110,15 +120,120 @@ class Guard:
         """
         parsed = parse_answer(answer)
         if self.policy is None:
-            return free_result(record, parsed, check(record, parsed, store=store, numbers=self.numbers))
-        return run_policy(
-            record,
-            parsed,
-            policy=self.policy,
-            judge=self.judge,
-            routing=self.routing,
-            escalate=self.escalate,
-            escalate_routing=self.escalate_routing,
-            store=store,
-            ordering=self.ordering,
+            report = run_checks(PromptIndex.build(record), parsed, store=store, numbers=self.numbers)
+            decision, claims = decide_free(parsed, report)
+            return GuardResult(
+                decision=decision,
+                week=iso_week(record),
+                report=report,
+                accounting=JudgeAccounting(citations=len(report.citations)),
+                claims=claims,
+            )
+        return self._run_policy(self.policy, record, parsed, store)
+
+    def _run_policy(
+        self, policy: SurfacePolicy, record: PromptRecord, parsed: Answer, store: Collection[str] | None
+    ) -> GuardResult:
+        """The free checks, then support ③ on the citations the surface pays to judge, then the decision."""
+        try:
+            index = PromptIndex.build(record)
+            report = run_checks(index, parsed, store=store)
+        except Exception as exc:  # a failing check is a finding, and the policy decides what it blocks
+            report = _errored_report(record, exc)
+            return self._result(policy, record, parsed, report, JudgeAccounting(errors=1))
+        selection = select_targets(policy, parsed, report, index, ordering=self.ordering)
+        run: SupportRun | None = None
+        if selection.targets and self.judge is not None:
+            run = judge_support(
+                record,
+                list(selection.targets),
+                self.judge,
+                diagnose=policy.diagnose,
+                routing=self.routing,
+                escalate=self.escalate,
+                escalate_routing=self.escalate_routing,
+                index=index,
+            )
+        accounting = JudgeAccounting(
+            citations=len(report.citations),
+            saved_by_ordering=selection.saved_by_ordering,
+            saved_by_sampling=selection.saved_by_sampling,
+            no_passage=selection.no_passage,
         )
+        checks = selection.skipped
+        if run is not None:
+            accounting = accounting.model_copy(
+                update={
+                    "judge_calls": run.calls,
+                    "diagnosis_calls": run.diagnosis_calls,
+                    "cache_hits": run.cache_hits,
+                    "errors": run.errors,
+                    "reviews": run.reviews,
+                    "escalations": run.escalations,
+                }
+            )
+            checks = (*checks, *run.checks)
+            findings = (*report.findings, *run.findings)
+            report = report.model_copy(
+                update={"findings": findings, "ok": not findings, "layers": (*report.layers, Layer.SUPPORT)}
+            )
+        support = tuple(sorted(checks, key=lambda s: (s.claim_index, s.citation_index)))
+        result = self._result(policy, record, parsed, report, accounting, support)
+        texts = {
+            (t.claim_index, t.citation_index): (t.claim, index.body(index.by_id[t.chunk_id])) for t in selection.targets
+        }
+        audit = build_audit(
+            surface=policy.name,
+            stakes=policy.stakes,
+            plan=policy.audit,
+            routing=self.routing,
+            own_routing=policy.routing is not None,
+            request_id=record.request_id,
+            checks=result.support,
+            texts=texts,
+        )
+        return result if audit is None else result.model_copy(update={"audit": audit})
+
+    @staticmethod
+    def _result(
+        policy: SurfacePolicy,
+        record: PromptRecord,
+        parsed: Answer,
+        report: GuardReport,
+        accounting: JudgeAccounting,
+        support: tuple[SupportCheck, ...] = (),
+    ) -> GuardResult:
+        decision, claims = decide(policy, parsed, report)
+        return GuardResult(
+            surface=policy.name,
+            policy=policy,
+            decision=decision,
+            week=iso_week(record),
+            report=report,
+            support=support,
+            accounting=accounting,
+            claims=claims,
+        )
+
+
+def _errored_report(record: PromptRecord, exc: Exception) -> GuardReport:
+    """The report of a deterministic guard that raised: one whole-answer ``CHECK_ERROR`` finding."""
+    finding = Finding(
+        request_id=record.request_id,
+        prompt_sha256=record.sha256,
+        reason=ReasonCode.CHECK_ERROR,
+        layer=Layer.PROVENANCE,
+        claim_index=-1,
+        claim="",
+        detail=f"the deterministic guard failed on this answer: {type(exc).__name__}: {exc}",
+        verdicts={"provenance": "error"},
+    )
+    return GuardReport(
+        request_id=record.request_id,
+        prompt_sha256=record.sha256,
+        ok=False,
+        layers=(),
+        citations=(),
+        claims=(),
+        findings=(finding,),
+    )

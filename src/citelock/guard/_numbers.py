@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from itertools import permutations
 
-from citelock.text._numbers import extract_numbers, numbers_in_order
+from citelock.text import extract_numbers, numbers_in_order
 
 __all__ = ["MAX_OPERANDS", "derivable", "extract_numbers", "missing_numbers"]
 

@@ -19,105 +19,24 @@ without one by the label alone (``yes`` passes; ``partial`` and ``no`` fail).
 A judge that raises (or returns something that is not a :class:`Verdict`, or no score where the surface routes
 by score) never crashes the guard: the error becomes a ``CHECK_ERROR`` finding, and the policy decides whether
 the answer fails closed.
+
+:func:`judge_support` takes one citation at a time through the steps, each a method of ``_Judging``: judge and
+route, escalate, then review (``UNCERTAIN_SUPPORT``) or diagnose and fail.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from citelock.errors import InputError, UsageError
+from citelock.guard._policy import require_routing_for
+from citelock.guard._result import SupportCheck
 from citelock.judges import Judge
 from citelock.judges._routing import Route, Routing
-from citelock.prompt._index import PromptIndex
+from citelock.prompt import PromptIndex
 from citelock.records import Finding, Layer, PlacedChunk, PromptRecord, ReasonCode, Verdict, VerdictLabel
 
-__all__ = [
-    "SupportCheck",
-    "SupportRun",
-    "SupportStatus",
-    "SupportTarget",
-    "judge_support",
-    "require_routing_for",
-]
-
-SupportStatus = Literal["judged", "error", "skipped_ordering", "skipped_sampling", "no_passage"]
-"""What happened to one citation in the support layer.
-
-``judged``: the judge gave a verdict. ``error``: the judge raised (a ``CHECK_ERROR`` finding).
-``skipped_ordering``: not judged because a cheaper check (provenance ① or numbers) already failed it.
-``skipped_sampling``: not judged because the surface's sample left it out.
-``no_passage``: the cited id is not in the prompt, so there is no passage to judge.
-"""
-
-
-def require_routing_for(routing: Routing | None, judge: Judge, role: str = "judge") -> None:
-    """Raise unless ``routing`` (when given) was calibrated for exactly this judge name and version.
-
-    Raises:
-        UsageError: naming the routing's judge and the judge in use (thresholds never silently carry over).
-    """
-    if routing is not None and not routing.applies_to(judge.name, judge.version):
-        raise UsageError(
-            f"the routing was calibrated for judge {routing.judge} {routing.judge_version}, but the {role} in "
-            f"use is {judge.name} {judge.version}: calibrate for this judge, or use the judge it was made for"
-        )
-
-
-class SupportCheck(BaseModel):
-    """Guard ③ outcome for one citation, stored with every guard result (metrics read these).
-
-    Attributes:
-        claim_index: Position of the claim in the answer.
-        citation_index: Position of the citation in the claim.
-        chunk_id: The cited chunk id.
-        status: See :data:`SupportStatus`.
-        label: The judge's label for (claim, cited passage), when judged.
-        raw: The judge's raw answer, when judged.
-        judge: The judge's name, when judged.
-        version: The judge's version, when judged.
-        score: The judge's score (higher = more likely supported), when it gives one.
-        route: Where the citation went: ``pass``, ``review`` or ``fail`` (after escalation, when escalated);
-            None when not judged.
-        escalation_judge: ``name version`` of the stronger judge a ``review`` was escalated to, if any.
-        escalation_label: That judge's label.
-        escalation_score: That judge's score, if it gives one.
-        error: The error message, when the judge raised.
-        related_chunk_id: For a failing verdict, the other assembled chunk that does support the claim.
-        diagnosis: Labels of the other chunks judged in the best-evidence diagnosis, by chunk id.
-        rank: The cited chunk's retrieval rank, if known.
-        strategy: The cited chunk's chunking strategy, if known.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    claim_index: int
-    citation_index: int
-    chunk_id: str
-    status: SupportStatus
-    label: VerdictLabel | None = None
-    raw: str | None = None
-    judge: str | None = None
-    version: str | None = None
-    score: float | None = None
-    route: Route | None = None
-    escalation_judge: str | None = None
-    escalation_label: VerdictLabel | None = None
-    escalation_score: float | None = None
-    error: str | None = None
-    related_chunk_id: str | None = None
-    diagnosis: dict[str, VerdictLabel] = Field(default_factory=dict)
-    rank: int | None = None
-    strategy: str | None = None
-
-    @property
-    def supported(self) -> bool | None:
-        """True when routed to ``pass``, False when routed to ``fail``, None in review or when not judged."""
-        if self.route is not None:
-            return None if self.route == "review" else self.route == "pass"
-        return None if self.label is None else self.label == "yes"
+__all__ = ["SupportRun", "SupportTarget", "judge_support"]
 
 
 @dataclass(frozen=True)
@@ -129,18 +48,6 @@ class SupportTarget:
     chunk_id: str
     claim: str
     span: str | None = None
-
-
-@dataclass
-class _Outcome:
-    checks: list[SupportCheck] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    calls: int = 0
-    diagnosis_calls: int = 0
-    errors: int = 0
-    reviews: int = 0
-    escalations: int = 0
-    cache_hits: int = 0
 
 
 @dataclass(frozen=True)
@@ -206,37 +113,6 @@ def _where(verdict: Verdict, routing: Routing | None) -> str:
     )
 
 
-def _finding(
-    record: PromptRecord,
-    target: SupportTarget,
-    passage: str,
-    reason: ReasonCode,
-    detail: str,
-    verdicts: dict[str, str],
-    *,
-    related_chunk_id: str | None = None,
-    judge_raw: str | None = None,
-    judge_version: str | None = None,
-) -> Finding:
-    return Finding(
-        request_id=record.request_id,
-        prompt_sha256=record.sha256,
-        reason=reason,
-        layer=Layer.SUPPORT,
-        claim_index=target.claim_index,
-        claim=target.claim,
-        citation_index=target.citation_index,
-        chunk_id=target.chunk_id,
-        span=target.span,
-        passage=passage,
-        related_chunk_id=related_chunk_id,
-        detail=detail,
-        verdicts=verdicts,
-        judge_raw=judge_raw,
-        judge_version=judge_version,
-    )
-
-
 def judge_support(
     record: PromptRecord,
     targets: list[SupportTarget],
@@ -246,6 +122,7 @@ def judge_support(
     routing: Routing | None = None,
     escalate: Judge | None = None,
     escalate_routing: Routing | None = None,
+    index: PromptIndex | None = None,
 ) -> SupportRun:
     """Judge each target citation against its one cited passage; route, escalate and diagnose.
 
@@ -258,69 +135,161 @@ def judge_support(
         escalate: A stronger judge for citations routed to ``review``; None sends them to the review queue
             (``UNCERTAIN_SUPPORT``).
         escalate_routing: Thresholds for ``escalate``'s scores; None routes its verdicts by label.
+        index: The :class:`PromptIndex` of ``record`` when the caller has built it already (:meth:`Guard.run`
+            builds one per request and passes it down); None builds it here.
 
     Returns:
         A :class:`SupportRun` with one check per target and the findings.
 
     Raises:
         InputError: a target cites a chunk that is not in this prompt (only ①-survivors can be judged).
-        UsageError: a routing calibrated for another judge (name or version) than the one it would route.
+        UsageError: a routing calibrated for another judge (name or version) than the one it would route;
+            an ``index`` built for another record.
     """
     require_routing_for(routing, judge)
     if escalate is not None:
         require_routing_for(escalate_routing, escalate, "escalation judge")
-    index = PromptIndex.build(record)
-    out = _Outcome()
-    memo: dict[tuple[str, str], Verdict] = {}
-    strong_memo: dict[tuple[str, str], Verdict] = {}
-
-    def verdict_for(claim: str, placed: PlacedChunk, *, diagnosis: bool) -> Verdict:
-        key = (claim, placed.id)
-        if key not in memo:
-            if diagnosis:
-                out.diagnosis_calls += 1
-            else:
-                out.calls += 1
-            memo[key] = _call(judge, claim, index.body(placed))
-            out.cache_hits += memo[key].cached
-        return memo[key]
-
-    def escalated(strong: Judge, claim: str, placed: PlacedChunk) -> tuple[Verdict, Route]:
-        """The stronger judge's verdict (once per claim and chunk) and where its routing sends it."""
-        key = (claim, placed.id)
-        if key not in strong_memo:
-            out.escalations += 1
-            strong_memo[key] = _call(strong, claim, index.body(placed))
-        return strong_memo[key], _route(strong_memo[key], escalate_routing)
-
+    if index is None:
+        index = PromptIndex.build(record)
+    elif index.record is not record:
+        raise UsageError(
+            f"index= was built for prompt {index.record.request_id!r}, but the record is {record.request_id!r}: "
+            "pass PromptIndex.build(record), or no index"
+        )
+    judging = _Judging(index, judge, routing, escalate, escalate_routing)
     for target in targets:
-        placed = index.by_id.get(target.chunk_id)
+        judging.support(target, diagnose=diagnose)
+    return judging.result()
+
+
+@dataclass
+class _Routed:
+    """A citation's verdicts after the judge and (for a ``review``) the stronger judge."""
+
+    first: Verdict
+    deciding: Verdict
+    deciding_routing: Routing | None
+    route: Route
+    fields: dict[str, object]
+    verdicts: dict[str, str]
+    escalation_error: str | None = None
+
+
+@dataclass
+class _Diagnosis:
+    """Best-evidence diagnosis of a failing citation: the first other chunk that passed, or why none did."""
+
+    related: str | None = None
+    labels: dict[str, VerdictLabel] = field(default_factory=dict)
+    error: str | None = None
+    unsure_about: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        """The ``verdicts["diagnosis"]`` value of the finding."""
+        if self.error:
+            return "error"
+        if self.related:
+            return f"yes:{self.related}"
+        if self.unsure_about:
+            return "unsure:" + ",".join(self.unsure_about)
+        return "no other chunk supports it"
+
+
+_RAN = {"provenance": "pass", "numbers": "pass"}  # the cheaper checks every judged citation passed
+
+
+class _Judging:
+    """One answer's support layer: the judges, their memos and counters, and the checks and findings so far."""
+
+    def __init__(
+        self,
+        index: PromptIndex,
+        judge: Judge,
+        routing: Routing | None,
+        escalate: Judge | None,
+        escalate_routing: Routing | None,
+    ) -> None:
+        self.index = index
+        self.record = index.record
+        self.judge = judge
+        self.routing = routing
+        self.escalate = escalate
+        self.escalate_routing = escalate_routing
+        self.memo: dict[tuple[str, str], Verdict] = {}
+        self.strong_memo: dict[tuple[str, str], Verdict] = {}
+        self.checks: list[SupportCheck] = []
+        self.findings: list[Finding] = []
+        self.calls = self.diagnosis_calls = self.errors = self.reviews = self.escalations = self.cache_hits = 0
+
+    def result(self) -> SupportRun:
+        """The run so far as a :class:`SupportRun`."""
+        return SupportRun(
+            checks=tuple(self.checks),
+            findings=tuple(self.findings),
+            calls=self.calls,
+            diagnosis_calls=self.diagnosis_calls,
+            errors=self.errors,
+            reviews=self.reviews,
+            escalations=self.escalations,
+            cache_hits=self.cache_hits,
+        )
+
+    def support(self, target: SupportTarget, *, diagnose: bool) -> None:
+        """One citation through the steps: judge and route, escalate, then review or diagnose and fail."""
+        placed = self.index.by_id.get(target.chunk_id)
         if placed is None:
             raise InputError(
                 f"claim {target.claim_index} citation {target.citation_index} cites {target.chunk_id!r}, "
-                f"which is not in prompt {record.request_id!r}; "
+                f"which is not in prompt {self.record.request_id!r}; "
                 "only citations that passed provenance can be judged"
             )
-        passage = index.body(placed)
-        ran = {"provenance": "pass", "numbers": "pass"}
+        routed = self.judged(target, placed)
+        if routed is None:
+            return
+        if routed.route == "pass":
+            self.checks.append(_check(target, placed, status="judged", **routed.fields))
+        elif routed.route == "review":
+            self.checks.append(_check(target, placed, status="judged", **routed.fields))
+            self.review(target, placed, routed)
+        else:
+            diagnosis = self.diagnose(target) if diagnose else None
+            self.fail(target, placed, routed, diagnosis)
+
+    def verdict(self, claim: str, placed: PlacedChunk, *, diagnosis: bool) -> Verdict:
+        """The judge's verdict on (claim, chunk as sent), once per pair (diagnosis reuses the citation's)."""
+        key = (claim, placed.id)
+        if key not in self.memo:
+            if diagnosis:
+                self.diagnosis_calls += 1
+            else:
+                self.calls += 1
+            self.memo[key] = _call(self.judge, claim, self.index.body(placed))
+            self.cache_hits += self.memo[key].cached
+        return self.memo[key]
+
+    def judged(self, target: SupportTarget, placed: PlacedChunk) -> _Routed | None:
+        """Judge and route the citation, escalating a ``review``; None when the judge failed (recorded)."""
         try:
-            verdict = verdict_for(target.claim, placed, diagnosis=False)
-            route = _route(verdict, routing)
+            verdict = self.verdict(target.claim, placed, diagnosis=False)
+            route = _route(verdict, self.routing)
         except _JudgeFailure as exc:
-            out.errors += 1
-            out.checks.append(_check(target, placed, status="error", error=str(exc)))
-            out.findings.append(
-                _finding(
-                    record,
+            self.errors += 1
+            self.checks.append(_check(target, placed, status="error", error=str(exc)))
+            self.findings.append(
+                self.finding(
                     target,
-                    passage,
+                    self.index.body(placed),
                     ReasonCode.CHECK_ERROR,
-                    f"the support judge {judge.name} {judge.version} failed: {exc}",
-                    {**ran, "support": "error"},
-                    judge_version=f"{judge.name} {judge.version}",
+                    f"the support judge {self.judge.name} {self.judge.version} failed: {exc}",
+                    {**_RAN, "support": "error"},
+                    judge_version=f"{self.judge.name} {self.judge.version}",
                 )
             )
-            continue
+            return None
+        verdicts = {**_RAN, "support": verdict.label, "route": route}
+        if verdict.score is not None:
+            verdicts["score"] = f"{verdict.score:.4f}"
         fields: dict[str, object] = {
             "label": verdict.label,
             "raw": verdict.raw,
@@ -328,163 +297,187 @@ def judge_support(
             "version": verdict.version,
             "score": verdict.score,
         }
-        verdicts = {**ran, "support": verdict.label, "route": route}
-        if verdict.score is not None:
-            verdicts["score"] = f"{verdict.score:.4f}"
-        judge_version = f"{verdict.judge} {verdict.version}"
-        deciding, deciding_routing = verdict, routing
-        escalation_error: str | None = None
+        routed = _Routed(verdict, verdict, self.routing, route, fields, verdicts)
         if route == "review":
-            out.reviews += 1
-            if escalate is not None:
-                try:
-                    strong, route = escalated(escalate, target.claim, placed)
-                except _JudgeFailure as exc:
-                    out.errors += 1
-                    escalation_error = f"the escalation judge {escalate.name} {escalate.version} failed: {exc}"
-                    verdicts["escalation"] = "error"
-                else:
-                    deciding, deciding_routing = strong, escalate_routing
-                    fields.update(
-                        escalation_judge=f"{strong.judge} {strong.version}",
-                        escalation_label=strong.label,
-                        escalation_score=strong.score,
-                    )
-                    verdicts.update(escalation=strong.label, route=route)
-        fields["route"] = route
-        if route == "pass":
-            out.checks.append(_check(target, placed, status="judged", **fields))
-            continue
-        if route == "review":
-            out.checks.append(_check(target, placed, status="judged", **fields))
-            unsure = _where(deciding, deciding_routing)
-            if deciding is not verdict:
-                unsure = f"{_where(verdict, routing)}; the stronger judge was unsure too: {unsure}"
-            elif escalation_error is None and escalate is None:
-                unsure += "; no stronger judge is configured"
-            out.findings.append(
-                _finding(
-                    record,
+            self.reviews += 1
+            if self.escalate is not None:
+                self.escalate_review(target, placed, routed, self.escalate)
+        routed.fields["route"] = routed.route
+        return routed
+
+    def escalated(self, strong: Judge, claim: str, placed: PlacedChunk) -> tuple[Verdict, Route]:
+        """The stronger judge's verdict (once per claim and chunk) and where its routing sends it."""
+        key = (claim, placed.id)
+        if key not in self.strong_memo:
+            self.escalations += 1
+            self.strong_memo[key] = _call(strong, claim, self.index.body(placed))
+        return self.strong_memo[key], _route(self.strong_memo[key], self.escalate_routing)
+
+    def escalate_review(self, target: SupportTarget, placed: PlacedChunk, routed: _Routed, strong: Judge) -> None:
+        """Let the stronger judge decide a ``review``; its failure is recorded and the citation stays in review."""
+        try:
+            verdict, routed.route = self.escalated(strong, target.claim, placed)
+        except _JudgeFailure as exc:
+            self.errors += 1
+            routed.escalation_error = f"the escalation judge {strong.name} {strong.version} failed: {exc}"
+            routed.verdicts["escalation"] = "error"
+            return
+        routed.deciding, routed.deciding_routing = verdict, self.escalate_routing
+        routed.fields.update(
+            escalation_judge=f"{verdict.judge} {verdict.version}",
+            escalation_label=verdict.label,
+            escalation_score=verdict.score,
+        )
+        routed.verdicts.update(escalation=verdict.label, route=routed.route)
+
+    def review(self, target: SupportTarget, placed: PlacedChunk, routed: _Routed) -> None:
+        """A citation still in review: ``UNCERTAIN_SUPPORT`` (and ``CHECK_ERROR`` if the escalation failed)."""
+        passage = self.index.body(placed)
+        unsure = _where(routed.deciding, routed.deciding_routing)
+        if routed.deciding is not routed.first:
+            unsure = f"{_where(routed.first, self.routing)}; the stronger judge was unsure too: {unsure}"
+        elif routed.escalation_error is None and self.escalate is None:
+            unsure += "; no stronger judge is configured"
+        self.findings.append(
+            self.finding(
+                target,
+                passage,
+                ReasonCode.UNCERTAIN_SUPPORT,
+                f"the judge's score fell between the surface's thresholds ({unsure}): "
+                "a person or a stronger judge must decide",
+                routed.verdicts,
+                judge_raw=routed.deciding.raw,
+                judge_version=f"{routed.deciding.judge} {routed.deciding.version}",
+            )
+        )
+        if routed.escalation_error is not None:
+            self.findings.append(
+                self.finding(
                     target,
                     passage,
-                    ReasonCode.UNCERTAIN_SUPPORT,
-                    f"the judge's score fell between the surface's thresholds ({unsure}): "
-                    "a person or a stronger judge must decide",
-                    verdicts,
-                    judge_raw=deciding.raw,
-                    judge_version=f"{deciding.judge} {deciding.version}",
+                    ReasonCode.CHECK_ERROR,
+                    routed.escalation_error,
+                    routed.verdicts,
+                    judge_raw=routed.first.raw,
+                    judge_version=f"{routed.first.judge} {routed.first.version}",
                 )
             )
-            if escalation_error is not None:
-                out.findings.append(
-                    _finding(
-                        record,
-                        target,
-                        passage,
-                        ReasonCode.CHECK_ERROR,
-                        escalation_error,
-                        verdicts,
-                        judge_raw=verdict.raw,
-                        judge_version=judge_version,
-                    )
-                )
-            continue
-        related: str | None = None
-        diagnosis: dict[str, VerdictLabel] = {}
-        diagnosis_error: str | None = None
-        unsure_about: list[str] = []
-        if diagnose:
-            for other in index.by_id.values():
-                if other.id == target.chunk_id:
-                    continue
+
+    def diagnose(self, target: SupportTarget) -> _Diagnosis:
+        """Judge the claim against every other assembled chunk, in prompt order, until one routes to ``pass``."""
+        out = _Diagnosis()
+        for other in self.index.by_id.values():
+            if other.id == target.chunk_id:
+                continue
+            try:
+                verdict = self.verdict(target.claim, other, diagnosis=True)
+                route = _route(verdict, self.routing)
+            except _JudgeFailure as exc:
+                self.errors += 1
+                out.error = f"judging against {other.id}: {exc}"
+                break
+            if route == "review" and self.escalate is not None:
+                # the same two tiers as the citation itself: an unsure first verdict goes to the stronger judge
                 try:
-                    other_verdict = verdict_for(target.claim, other, diagnosis=True)
-                    other_route = _route(other_verdict, routing)
+                    verdict, route = self.escalated(self.escalate, target.claim, other)
                 except _JudgeFailure as exc:
-                    out.errors += 1
-                    diagnosis_error = f"judging against {other.id}: {exc}"
+                    self.errors += 1
+                    out.error = f"the escalation judge, judging against {other.id}: {exc}"
                     break
-                if other_route == "review" and escalate is not None:
-                    # the same two tiers as the citation itself: an unsure first verdict goes to the stronger judge
-                    try:
-                        other_verdict, other_route = escalated(escalate, target.claim, other)
-                    except _JudgeFailure as exc:
-                        out.errors += 1
-                        diagnosis_error = f"the escalation judge, judging against {other.id}: {exc}"
-                        break
-                diagnosis[other.id] = other_verdict.label
-                if other_route == "pass":
-                    related = other.id
-                    break
-                if other_route == "review":
-                    unsure_about.append(other.id)
-            if diagnosis_error:
-                verdicts["diagnosis"] = "error"
-            elif related:
-                verdicts["diagnosis"] = f"yes:{related}"
-            elif unsure_about:
-                verdicts["diagnosis"] = "unsure:" + ",".join(unsure_about)
-            else:
-                verdicts["diagnosis"] = "no other chunk supports it"
-        out.checks.append(
-            _check(target, placed, status="judged", related_chunk_id=related, diagnosis=diagnosis, **fields)
+            out.labels[other.id] = verdict.label
+            if route == "pass":
+                out.related = other.id
+                break
+            if route == "review":
+                out.unsure_about.append(other.id)
+        return out
+
+    def fail(self, target: SupportTarget, placed: PlacedChunk, routed: _Routed, diagnosis: _Diagnosis | None) -> None:
+        """A failing citation: ``WRONG_CHUNK``, ``PARTIAL_SUPPORT`` or ``UNSUPPORTED`` (and a failed diagnosis)."""
+        diag = diagnosis or _Diagnosis()
+        if diagnosis is not None:
+            routed.verdicts["diagnosis"] = diagnosis.summary
+        self.checks.append(
+            _check(
+                target, placed, status="judged", related_chunk_id=diag.related, diagnosis=diag.labels, **routed.fields
+            )
         )
-        why = _where(deciding, deciding_routing)
-        if deciding is not verdict:
-            why = f"escalated: {_where(verdict, routing)}; then {why}"
-        if related is not None:
+        why = _where(routed.deciding, routed.deciding_routing)
+        if routed.deciding is not routed.first:
+            why = f"escalated: {_where(routed.first, self.routing)}; then {why}"
+        if diag.related is not None:
             reason = ReasonCode.WRONG_CHUNK
-            detail = f"the cited passage does not support the claim ({why}); {related} does: re-cite"
-        elif deciding.label == "partial":
+            detail = f"the cited passage does not support the claim ({why}); {diag.related} does: re-cite"
+        elif routed.deciding.label == "partial":
             reason = ReasonCode.PARTIAL_SUPPORT
             detail = f"the cited passage supports only part of the claim ({why})"
         else:
             reason = ReasonCode.UNSUPPORTED
             elsewhere = ""
-            if diagnose and not diagnosis_error:
+            if diagnosis is not None and not diagnosis.error:
                 elsewhere = (
-                    f", and no other assembled chunk passed (unsure about {', '.join(unsure_about)}: a person may "
-                    "find support there)"
-                    if unsure_about
+                    f", and no other assembled chunk passed (unsure about {', '.join(diag.unsure_about)}: a person "
+                    "may find support there)"
+                    if diag.unsure_about
                     else ", nor does any other assembled chunk"
                 )
             detail = f"the cited passage does not support the claim{elsewhere} ({why})"
-        out.findings.append(
-            _finding(
-                record,
+        passage = self.index.body(placed)
+        self.findings.append(
+            self.finding(
                 target,
                 passage,
                 reason,
                 detail,
-                verdicts,
-                related_chunk_id=related,
-                judge_raw=deciding.raw,
-                judge_version=f"{deciding.judge} {deciding.version}",
+                routed.verdicts,
+                related_chunk_id=diag.related,
+                judge_raw=routed.deciding.raw,
+                judge_version=f"{routed.deciding.judge} {routed.deciding.version}",
             )
         )
-        if diagnosis_error is not None:
-            out.findings.append(
-                _finding(
-                    record,
+        if diag.error is not None:
+            self.findings.append(
+                self.finding(
                     target,
                     passage,
                     ReasonCode.CHECK_ERROR,
-                    f"best-evidence diagnosis failed, so {reason.value} may really be WRONG_CHUNK: " + diagnosis_error,
-                    {**verdicts, "diagnosis": "error"},
-                    judge_raw=verdict.raw,
-                    judge_version=judge_version,
+                    f"best-evidence diagnosis failed, so {reason.value} may really be WRONG_CHUNK: " + diag.error,
+                    {**routed.verdicts, "diagnosis": "error"},
+                    judge_raw=routed.first.raw,
+                    judge_version=f"{routed.first.judge} {routed.first.version}",
                 )
             )
-    return SupportRun(
-        checks=tuple(out.checks),
-        findings=tuple(out.findings),
-        calls=out.calls,
-        diagnosis_calls=out.diagnosis_calls,
-        errors=out.errors,
-        reviews=out.reviews,
-        escalations=out.escalations,
-        cache_hits=out.cache_hits,
-    )
+
+    def finding(
+        self,
+        target: SupportTarget,
+        passage: str,
+        reason: ReasonCode,
+        detail: str,
+        verdicts: dict[str, str],
+        *,
+        related_chunk_id: str | None = None,
+        judge_raw: str | None = None,
+        judge_version: str | None = None,
+    ) -> Finding:
+        """A support finding about one citation."""
+        return Finding(
+            request_id=self.record.request_id,
+            prompt_sha256=self.record.sha256,
+            reason=reason,
+            layer=Layer.SUPPORT,
+            claim_index=target.claim_index,
+            claim=target.claim,
+            citation_index=target.citation_index,
+            chunk_id=target.chunk_id,
+            span=target.span,
+            passage=passage,
+            related_chunk_id=related_chunk_id,
+            detail=detail,
+            verdicts=verdicts,
+            judge_raw=judge_raw,
+            judge_version=judge_version,
+        )
 
 
 def _check(target: SupportTarget, placed: PlacedChunk, **fields: object) -> SupportCheck:

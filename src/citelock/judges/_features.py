@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from citelock.text._numbers import numbers_in_order
+from citelock.text import numbers_in_order
 
 __all__ = [
     "FEATURE_NAMES",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from citelock.errors import InputError, JudgeOutputError, MissingExtraError, RuntimeFailure
-from citelock.prompt._templates import prompts_dir
+from citelock.prompt import prompts_dir
 from citelock.records import Verdict
 
 __all__ = [
@@ -154,7 +154,7 @@ class LlamaCppCompleter:
             import llama_cpp
         except ImportError:
             raise MissingExtraError("local", "llama_cpp") from None
-        from citelock.runtime._llama import load_llama, locate_model
+        from citelock.runtime import load_llama, locate_model
 
         path = Path(model_path) if model_path is not None else locate_model("smollm2")
         if not path.is_file():

@@ -14,8 +14,7 @@ import json
 from typing import Any
 
 from citelock.errors import UsageError
-from citelock.runtime._profiles import ServerProfile
-from citelock.runtime._transport import OpenAITransport, TransportUser, output_text
+from citelock.runtime import OpenAITransport, ServerProfile, TransportUser, output_text
 
 __all__ = ["OpenAICompleter"]
 
@@ -82,7 +81,6 @@ class OpenAICompleter(TransportUser):
         server: str | ServerProfile | None = None,
         model: str | None = None,
         delivery: str | None = None,
-        profile: str | ServerProfile | None = None,
     ) -> OpenAICompleter:
         """A completer over your own ``openai.OpenAI`` client, used as is.
 
@@ -92,13 +90,11 @@ class OpenAICompleter(TransportUser):
                 :meth:`~citelock.backends.OpenAIBackend.from_client`.
             model: Model name; None asks the server for its first listed model.
             delivery: How the verdict schema travels; None: the profile's strongest.
-            profile: Deprecated old name of ``server`` (a :class:`DeprecationWarning`).
 
         Raises:
-            UsageError: not an ``openai.OpenAI`` client, an unknown server kind or delivery, both ``server`` and
-                ``profile``.
+            UsageError: not an ``openai.OpenAI`` client, an unknown server kind or delivery.
         """
-        return cls._over_client(client, server=server, profile=profile, model=model, delivery=delivery)
+        return cls._over_client(client, server=server, model=model, delivery=delivery)
 
     @property
     def model_id(self) -> str:

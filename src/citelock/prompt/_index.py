@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from citelock.reasons import REASONS
 from citelock.records import Citation, CitationCheck, PlacedChunk, Placement, PromptRecord, ReasonCode
-from citelock.text._normalize import normalize, raw_offset
+from citelock.text import normalize, raw_offset
 
 __all__ = ["PromptIndex", "check_citation", "describe"]
 

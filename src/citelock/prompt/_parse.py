@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from citelock.errors import ParseError
 from citelock.records import Answer, Citation, Claim
-from citelock.text._segment import split_sentences
+from citelock.text import split_sentences
 
 __all__ = ["ABSTENTION_SENTENCE", "DEFAULT_MARKERS", "MarkerPattern", "parse_answer", "parse_free_text"]
 

@@ -29,7 +29,7 @@ from citelock.records import (
     PromptRecord,
     TemplateRef,
 )
-from citelock.text._normalize import norm_offset, normalize, normalize_all, normalize_with_anchors, raw_offset
+from citelock.text import norm_offset, normalize, normalize_all, normalize_with_anchors, raw_offset
 
 __all__ = ["MIN_TRUNCATED_PREFIX", "messages_sha256", "record_from_messages", "serialize", "with_history"]
 

@@ -17,11 +17,11 @@ from typing import Literal
 
 from citelock.errors import StoreIntegrityError
 from citelock.guard import GuardResult
-from citelock.prompt._index import PromptIndex, check_citation, describe
+from citelock.prompt import PromptIndex, check_citation, describe
 from citelock.reasons import REASONS, ReasonCode, ReasonInfo
 from citelock.records import Citation, PlacedChunk, PromptRecord
 from citelock.store import PromptLog, QueueEntry, Resolution, ResultStore
-from citelock.text._normalize import normalize, normalize_with_map
+from citelock.text import normalize, normalize_with_map
 
 __all__ = [
     "ChunkView",

@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
-from citelock.constraint._schema import BackendLimits, GrammarDialect
+from citelock.constraint import BackendLimits, GrammarDialect
 from citelock.errors import UsageError
 
 __all__ = [

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
@@ -33,14 +32,21 @@ from citelock.errors import (
 )
 from citelock.runtime._profiles import UNNAMED_KIND, Output, ServerProfile, get_profile, said_kind
 
-__all__ = ["CREATE_FIELDS", "OpenAITransport", "TransportUser", "map_openai_error", "output_text"]
+__all__ = [
+    "CREATE_FIELDS",
+    "OpenAITransport",
+    "TransportUser",
+    "map_openai_error",
+    "output_text",
+    "response_request_id",
+]
 
 _SCHEMA_WORDS = ("response_format", "json_schema", "schema", "tool", "grammar", "strict")
 _OPENAI_URL = "https://api.openai.com/v1"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ASYNC_ONLY = (
     "this holds an openai.AsyncOpenAI client, which only async code can use: call it from async code "
-    "(citelock.answer_async), or pass an openai.OpenAI client"
+    "(citelock.aanswer), or pass an openai.OpenAI client"
 )
 CREATE_FIELDS = frozenset(
     {
@@ -350,22 +356,14 @@ class TransportUser:
         client: Any,
         *,
         server: str | ServerProfile | None,
-        profile: str | ServerProfile | None,
         model: str | None,
         **options: Any,
     ) -> Self:
-        """An instance over the caller's ``client`` (``from_client``); ``profile`` is ``server``'s deprecated name.
+        """An instance over the caller's ``client`` (``from_client``).
 
         Raises:
-            UsageError: both ``server`` and ``profile``, not an OpenAI client, an unknown server kind, or what
-                ``_setup`` raises.
+            UsageError: not an OpenAI client, an unknown server kind, or what ``_setup`` raises.
         """
-        where = f"{cls.__name__}.from_client"
-        if profile is not None:
-            if server is not None:
-                raise UsageError(f"{where}: give server= only (profile= is its deprecated old name)")
-            warnings.warn(f"{where}(profile=...) is deprecated; use server=...", DeprecationWarning, stacklevel=3)
-            server = profile
         made = cls.__new__(cls)
         made._setup(OpenAITransport.from_client(client, server=server, model=model), **options)
         return made

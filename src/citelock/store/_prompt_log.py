@@ -43,7 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from citelock.errors import InputError, StoreIntegrityError
-from citelock.prompt._serialize import messages_sha256
+from citelock.prompt import messages_sha256
 from citelock.records import PromptRecord
 from citelock.store._chain import (
     ALG_HMAC,

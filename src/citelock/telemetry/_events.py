@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from citelock.records import Finding, GuardReport, Layer
 
 if TYPE_CHECKING:
-    from citelock.guard._policy import GuardResult
+    from citelock.guard._result import GuardResult
 
 __all__ = ["EVALUATION_EVENT", "SEMCONV_VERSION", "Attributes", "evaluation_events", "review_event"]
 

@@ -21,7 +21,7 @@ from citelock.errors import MissingExtraError, UsageError
 from citelock.records import GuardReport, PromptRecord
 
 if TYPE_CHECKING:
-    from citelock.guard._policy import GuardResult
+    from citelock.guard._result import GuardResult
 
 __all__ = [
     "JudgeSpans",

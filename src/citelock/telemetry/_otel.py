@@ -35,7 +35,7 @@ from citelock.telemetry._events import EVALUATION_EVENT, SEMCONV_VERSION, Attrib
 from citelock.telemetry._hook import SETTINGS
 
 if TYPE_CHECKING:
-    from citelock.guard._policy import GuardResult
+    from citelock.guard._result import GuardResult
 
 __all__ = [
     "answer_trace",

@@ -1,7 +1,8 @@
-"""The deterministic guard run: provenance ①, coverage ② and the number pre-check, in one pass.
+"""The free checks: provenance ①, coverage ② and the number pre-check, in one pass over the answer.
 
 Pure function of records: it needs no backend and runs the same on a live request, a logged one replayed a
-month later, or a batch of millions.
+month later, or a batch of millions. Provenance's primitive (is the id in this prompt, is the span verbatim in
+that chunk as sent) is :class:`~citelock.prompt.PromptIndex`, which lives with the prompt, below the backends.
 """
 
 from __future__ import annotations
@@ -9,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from citelock.constraint._grammar import quote_body
+from citelock.constraint import quote_body
 from citelock.guard._coverage import check_coverage
 from citelock.guard._numbers import missing_numbers
-from citelock.prompt._index import PromptIndex, check_citation, describe
-from citelock.prompt._parse import parse_answer
+from citelock.prompt import PromptIndex, check_citation, describe, parse_answer
 from citelock.reasons import REASONS
 from citelock.records import (
     Answer,
@@ -26,7 +26,7 @@ from citelock.records import (
     ReasonCode,
 )
 
-__all__ = ["check"]
+__all__ = ["check", "run_checks"]
 
 
 def check(
@@ -48,8 +48,28 @@ def check(
     Returns:
         A :class:`GuardReport`; ``ok`` is True when there are no findings.
     """
-    parsed = parse_answer(answer)
-    index = PromptIndex.build(record)
+    return run_checks(PromptIndex.build(record), parse_answer(answer), store=store, numbers=numbers)
+
+
+def run_checks(
+    index: PromptIndex,
+    parsed: Answer,
+    *,
+    store: Collection[str] | None = None,
+    numbers: bool = True,
+) -> GuardReport:
+    """The free checks on a parsed answer, over the prompt's index built once by the caller (:meth:`Guard.run`).
+
+    Args:
+        index: :meth:`PromptIndex.build` of the logged prompt.
+        parsed: The parsed answer.
+        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+        numbers: Also run the ``NUMBER_MISMATCH`` pre-check.
+
+    Returns:
+        A :class:`GuardReport`; ``ok`` is True when there are no findings.
+    """
+    record = index.record
     findings: list[Finding] = []
 
     def finding(claim_index: int, reason: ReasonCode, layer: Layer, **extra: Any) -> Finding:

@@ -1,0 +1,100 @@
+"""Which citations the support judge ③ sees: the survivors of the cheaper checks, sampled per surface.
+
+Ordering: a citation that provenance ① or the number check already failed is not worth a model call
+(``skipped_ordering``). Sampling: a low-stakes surface judges a deterministic sample of the survivors
+(``skipped_sampling``, :meth:`SurfacePolicy.sampled`). A citation whose id is not in the prompt has no passage
+to judge (``no_passage``). Each left-out citation still gets its :class:`SupportCheck`, so every citation is
+accounted for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from citelock.guard._policy import SurfacePolicy
+from citelock.guard._result import SupportCheck, SupportStatus
+from citelock.guard._support import SupportTarget
+from citelock.prompt import PromptIndex
+from citelock.records import Answer, CitationCheck, GuardReport, ReasonCode
+
+__all__ = ["Selection", "select_targets"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The citations to judge and those left out, with why.
+
+    Attributes:
+        targets: The citations the judge sees, in answer order.
+        skipped: One :class:`SupportCheck` per citation left out (``no_passage``, ``skipped_ordering``,
+            ``skipped_sampling``).
+        saved_by_ordering: Citations not judged because a cheaper check already failed them.
+        saved_by_sampling: Surviving citations the low-stakes sample left out.
+        no_passage: Citations whose id is not in the prompt.
+    """
+
+    targets: tuple[SupportTarget, ...]
+    skipped: tuple[SupportCheck, ...]
+    saved_by_ordering: int
+    saved_by_sampling: int
+    no_passage: int
+
+
+def select_targets(
+    policy: SurfacePolicy,
+    parsed: Answer,
+    report: GuardReport,
+    index: PromptIndex,
+    *,
+    ordering: bool = True,
+) -> Selection:
+    """Split the report's citations into those the judge sees and those it does not.
+
+    Args:
+        policy: The surface's policy (its sample).
+        parsed: The parsed answer (the claims' text).
+        report: The free checks' report on it.
+        index: The prompt's index (which ids are in the prompt, their rank and strategy).
+        ordering: Leave out citations that a cheaper check failed (the default); False judges every citation
+            whose chunk is in the prompt, which only exists to measure what ordering saves.
+    """
+    number_failed = {f.claim_index for f in report.findings if f.reason == ReasonCode.NUMBER_MISMATCH}
+    targets: list[SupportTarget] = []
+    skipped: list[SupportCheck] = []
+    for c in report.citations:
+        placed = index.by_id.get(c.chunk_id)
+        status: SupportStatus | None = None
+        if placed is None:
+            status = "no_passage"
+        elif ordering and not (c.passed and c.claim_index not in number_failed):
+            status = "skipped_ordering"
+        elif not policy.sampled(index.record.request_id, c.claim_index, c.citation_index):
+            status = "skipped_sampling"
+        if status is not None:
+            skipped.append(_skipped(c, index, status))
+            continue
+        claim = parsed.claims[c.claim_index].text
+        targets.append(SupportTarget(c.claim_index, c.citation_index, c.chunk_id, claim, c.span))
+    count = {
+        s: sum(1 for k in skipped if k.status == s) for s in ("no_passage", "skipped_ordering", "skipped_sampling")
+    }
+    return Selection(
+        targets=tuple(targets),
+        skipped=tuple(skipped),
+        saved_by_ordering=count["skipped_ordering"],
+        saved_by_sampling=count["skipped_sampling"],
+        no_passage=count["no_passage"],
+    )
+
+
+def _skipped(c: CitationCheck, index: PromptIndex, status: SupportStatus) -> SupportCheck:
+    placed = index.by_id.get(c.chunk_id)
+    chunk = placed.chunk if placed else None
+    return SupportCheck(
+        claim_index=c.claim_index,
+        citation_index=c.citation_index,
+        chunk_id=c.chunk_id,
+        status=status,
+        rank=chunk.rank if chunk else None,
+        strategy=chunk.strategy if chunk else None,
+    )
