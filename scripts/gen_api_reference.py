@@ -90,13 +90,12 @@ def where(module: str, name: str) -> str:
     value = getattr(importlib.import_module(module), name)
     home = getattr(value, "__module__", None)
     qualname = getattr(value, "__qualname__", None)
-    if (
-        isinstance(home, str)
-        and isinstance(qualname, str)
-        and home.startswith("citelock")
-        and (inspect.isclass(value) or inspect.isfunction(value))
-    ):
-        return f"{home}.{qualname}"
+    if isinstance(home, str) and isinstance(qualname, str) and home.startswith("citelock") and home in sys.modules:
+        found: object = sys.modules[home]
+        for part in qualname.split("."):
+            found = getattr(found, part, None)
+        if found is value:  # a class or function (decorated or not) defined where it says
+            return f"{home}.{qualname}"
     candidates = sorted(
         (loaded for key, loaded in list(sys.modules.items()) if key == "citelock" or key.startswith("citelock.")),
         key=lambda loaded: loaded.__name__,
@@ -143,7 +142,7 @@ def render(all_pages: list[Page]) -> dict[str, str]:
 
 
 def _slug(page: Page, name: str) -> str:
-    return f"{page.module.replace('.', '-')}-{name.strip('_')}".lower()
+    return f"{page.module.replace('.', '-')}-{name}"
 
 
 def with_nav(config: str, all_pages: list[Page]) -> str:

@@ -1,7 +1,7 @@
 """Write the CLI reference page (``docs/reference/cli.md``) from the Typer app itself.
 
 Every command and sub-command of ``citelock``, its help text, its usage line, and one table row per argument and
-option (names, type or choices, default, environment variable, help), walked from the click command that Typer
+option (names, default, environment variable, help), walked from the click command that Typer
 builds. The page is generated, never edited by hand: change a command and run this script;
 ``tests/test_docs.py`` fails while the committed page differs from the generated one.
 
@@ -16,7 +16,8 @@ import inspect
 import sys
 from pathlib import Path
 
-import click
+from typing import Any
+
 import typer
 
 from citelock.cli import app
@@ -39,45 +40,45 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _help(command: click.Command) -> str:
+# Typer's commands and parameters are click's (or, in newer Typer, its vendored copy of click): read them by their
+# attributes, which both spell the same, not by class.
+Command = Any
+Param = Any
+
+
+def _is_option(param: Param) -> bool:
+    return bool(param.param_type_name == "option")
+
+
+def _help(command: Command) -> str:
     text = inspect.cleandoc(command.help or "")
     return text.replace("\b\n", "").replace("\b", "")
 
 
-def _kind(param: click.Parameter) -> str:
-    kind = param.type
-    if isinstance(kind, click.Choice):
-        return " \\| ".join(f"`{choice}`" for choice in kind.choices)
-    if isinstance(param, click.Option) and param.is_flag:
-        return "flag"
-    return kind.name.lower()
-
-
-def _default(param: click.Parameter) -> str:
+def _default(param: Param) -> str:
     default = param.default
-    if callable(default) or default is None or default == () or (isinstance(param, click.Option) and param.is_flag):
-        return "" if not (isinstance(param, click.Option) and param.is_flag and default is True) else "on"
-    if param.required:
+    if _is_option(param) and param.is_flag:
+        return "on" if default is True else ""
+    if param.required or default is None or callable(default) or default in ((), []):
         return ""
-    return f"`{default}`"
+    return f"`{getattr(default, 'value', default)}`"
 
 
-def _row(param: click.Parameter) -> str:
-    if isinstance(param, click.Argument):
-        names = f"`{param.human_readable_name}` (argument)"
-    else:
-        assert isinstance(param, click.Option)
+def _row(param: Param) -> str:
+    if _is_option(param):
         names = ", ".join(f"`{name}`" for name in [*param.opts, *param.secondary_opts])
+    else:
+        names = f"`{(param.metavar or param.name).upper()}` (argument)"
     help_text = getattr(param, "help", None) or ""
     if param.required:
         help_text = f"required. {help_text}" if help_text else "required"
     envvar = getattr(param, "envvar", None)
     env = ", ".join(f"`{name}`" for name in ([envvar] if isinstance(envvar, str) else (envvar or [])))
-    cells = (names, _kind(param), _default(param), env, _cell(help_text))
+    cells = (names, _default(param), env, _cell(help_text))
     return "| " + " | ".join(cells) + " |"
 
 
-def _section(command: click.Command, path: list[str]) -> list[str]:
+def _section(command: Command, path: list[str]) -> list[str]:
     name = " ".join(path)
     level = "#" * min(len(path) + 1, 4)
     anchor = "-".join(path)
@@ -85,18 +86,18 @@ def _section(command: click.Command, path: list[str]) -> list[str]:
     help_text = _help(command)
     if help_text:
         out += [help_text, ""]
-    ctx = click.Context(command, info_name=name)
+    ctx = command.context_class(command, info_name=name)
     pieces = " ".join(command.collect_usage_pieces(ctx))
     out += ["```", f"{name} {pieces}".rstrip(), "```", ""]
-    params = [p for p in command.get_params(ctx) if not getattr(p, "hidden", False)]
+    params = [p for p in command.get_params(ctx) if not getattr(p, "hidden", False) and p.name != "help"]
     if params:
-        out += ["| argument or option | type | default | environment | help |", "|---|---|---|---|---|"]
+        out += ["| argument or option | default | environment | help |", "|---|---|---|---|"]
         out += [_row(param) for param in params]
         out.append("")
     epilog = (command.epilog or "").replace(EXIT_CODES_HELP, "").strip()
     if epilog:
         out += [inspect.cleandoc(epilog), ""]
-    if isinstance(command, click.Group):
+    if hasattr(command, "commands"):
         for sub_name in sorted(command.commands):
             sub = command.commands[sub_name]
             if not sub.hidden:
