@@ -15,7 +15,6 @@ import argparse
 import inspect
 import sys
 from pathlib import Path
-
 from typing import Any
 
 import typer
