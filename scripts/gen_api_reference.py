@@ -122,6 +122,7 @@ def render(all_pages: list[Page]) -> dict[str, str]:
         for name in page.names:
             exporters.setdefault(paths[page.module, name], []).append(page)
     out: dict[str, str] = {}
+    rendered: dict[str, str] = {}  # path -> the name it was rendered under (an alias is another name of it)
     for page in all_pages:
         title = "`citelock` (the facade)" if page.module == "citelock" else f"`{page.module}`"
         lines = [f"# {title}", "", MARK, ""]
@@ -132,10 +133,12 @@ def render(all_pages: list[Page]) -> dict[str, str]:
             path = paths[page.module, name]
             home = _home_page(path, exporters[path])
             lines.append(f'<a id="{_slug(page, name)}"></a>')
-            if home is page:
+            if home is page and path not in rendered:
+                rendered[path] = name
                 lines += [f"::: {path}", "    options:", "      show_root_heading: true", f"      heading: {name}"]
             else:
-                lines.append(f"### {name}\n\nThe same object as [`{home.module}.{name}`][{path}].")
+                shown = f"{home.module}.{rendered.get(path, name)}"
+                lines.append(f"### {name}\n\nThe same object as [`{shown}`][{path}].")
             lines.append("")
         out[page.file] = "\n".join(lines).rstrip("\n") + "\n"
     return out

@@ -44,6 +44,6 @@ ruff format --check src tests benchmarks examples scripts noxfile.py
 echo "== mypy --strict"
 mypy
 echo "== mkdocs build --strict"
-python -m mkdocs build --strict
+NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict
 echo "== pytest"
 CITELOCK_NO_SKIP=1 python -m pytest "$@"
