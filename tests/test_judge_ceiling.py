@@ -30,6 +30,7 @@ def test_threshold_is_the_lowest_meeting_the_target(ceiling: ModuleType) -> None
     assert ceiling._threshold(scores, is_yes, 1.0) == pytest.approx(0.4)
 
 
+@pytest.mark.local_model  # MiniLM (the research extra)
 def test_sentence_features_rank_a_paraphrase_above_an_unrelated_sentence(ceiling: ModuleType, minilm: object) -> None:
     claim = "The bridge was opened to traffic in 1932."
     related = ["Traffic first crossed the bridge in 1932, when it opened."]
@@ -44,6 +45,7 @@ def test_sentence_features_rank_a_paraphrase_above_an_unrelated_sentence(ceiling
     assert both[0] == pytest.approx(near[0], abs=1e-5)
 
 
+@pytest.mark.local_model  # MiniLM (the research extra)
 def test_token_alignment_is_full_for_a_quote_and_low_for_an_unrelated_passage(
     ceiling: ModuleType, minilm: object
 ) -> None:

@@ -2,7 +2,7 @@
 
 A module may import only from its own layer and the layers below it, and no set of modules may import each
 other in a circle. Every import counts: top-level, inside functions (lazy) and under ``TYPE_CHECKING``. The
-layers are the ones the README's layout table names; a new module must be placed in one of them here.
+layers are the ones docs/architecture.md draws; a new module must be placed in one of them here (and there).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def layer_of(module: str) -> int:
 
 def test_every_module_has_a_layer() -> None:
     unplaced = sorted(m for m in MODULES if layer_of(m) < 0)
-    assert not unplaced, f"modules in no layer (add them to LAYERS and the README layout): {unplaced}"
+    assert not unplaced, f"modules in no layer (add them to LAYERS and to docs/architecture.md): {unplaced}"
 
 
 def test_no_upward_import() -> None:

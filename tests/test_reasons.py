@@ -111,14 +111,28 @@ def test_records_re_exports_the_same_enums() -> None:
     assert {"ReasonCode", "Layer"} <= set(records.__all__)
 
 
+def _between(text: str, name: str) -> str:
+    begin = next(line for line in text.splitlines() if line.startswith(f"<!-- {name}:begin"))
+    return text.split(begin + "\n", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
+
+
 def _readme_table(text: str) -> str:
-    begin = next(line for line in text.splitlines() if line.startswith("<!-- reason-table:begin"))
-    return text.split(begin + "\n", 1)[1].split("<!-- reason-table:end -->", 1)[0]
+    return _between(text, "reason-table")
 
 
-def test_readme_table_is_the_generated_one() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert _readme_table(readme) == reason_table(), "README is stale: run python scripts/gen_reason_table.py"
+def test_docs_tables_are_the_generated_ones(gen_script: ModuleType) -> None:
+    page = (ROOT / "docs" / "reference" / "codes.md").read_text(encoding="utf-8")
+    stale = "docs/reference/codes.md is stale: run python scripts/gen_reason_table.py"
+    assert _readme_table(page) == reason_table(), stale
+    assert _between(page, "exit-table") == gen_script.exit_table(), stale
+
+
+def test_exit_table_has_a_row_per_exit_code(gen_script: ModuleType) -> None:
+    from citelock.cli._app import EXIT_CODES, EXIT_PIPE
+
+    rows = gen_script.exit_table().splitlines()[2:]
+    assert [int(row.split("|")[1]) for row in rows] == list(EXIT_CODES)
+    assert rows[-1] == f"| {EXIT_PIPE} | `EXIT_PIPE` | {EXIT_CODES[EXIT_PIPE]} |"
 
 
 def test_generated_table_has_a_row_per_code_in_table_order() -> None:
@@ -138,18 +152,22 @@ def gen_script() -> ModuleType:
 
 
 def test_script_checks_and_rewrites_a_stale_table(gen_script: ModuleType, tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    stale = f"# x\n\n{gen_script.BEGIN}\n| old | table |\n{gen_script.END}\n\nafter\n"
+    readme = tmp_path / "codes.md"
+    stale = (
+        f"# x\n\n{gen_script.BEGIN}\n| old | table |\n{gen_script.END}\n\n"
+        f"{gen_script.EXIT_BEGIN}\n| old |\n{gen_script.EXIT_END}\n\nafter\n"
+    )
     readme.write_text(stale, encoding="utf-8")
-    assert gen_script.main(["--check", "--readme", str(readme)]) == 1
+    assert gen_script.main(["--check", "--page", str(readme)]) == 1
     assert readme.read_text(encoding="utf-8") == stale  # --check writes nothing
-    assert gen_script.main(["--readme", str(readme)]) == 0
+    assert gen_script.main(["--page", str(readme)]) == 0
     written = readme.read_text(encoding="utf-8")
     assert _readme_table(written) == reason_table() and written.endswith("\n\nafter\n")
-    assert gen_script.main(["--check", "--readme", str(readme)]) == 0
+    assert _between(written, "exit-table") == gen_script.exit_table()
+    assert gen_script.main(["--check", "--page", str(readme)]) == 0
     readme.write_text("# no markers\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="expected exactly one"):
-        gen_script.main(["--readme", str(readme)])
+        gen_script.main(["--page", str(readme)])
 
 
 @pytest.mark.parametrize("name", ["finding.v1.json", "guard_report.v1.json", "queue_entry.v1.json"])

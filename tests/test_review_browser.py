@@ -4,7 +4,7 @@ Playwright is pointed at the system executable (``$CITELOCK_CHROMIUM``, default 
 browser is downloaded. Playwright refuses a ``--user-data-dir`` flag on ``launch`` and gives every launch a
 fresh temporary profile itself, so each run starts with no cookies, cache or history.
 
-``CITELOCK_REVIEW_SCREENSHOTS=docs/review`` makes the screenshot test write the README's pictures there.
+``CITELOCK_REVIEW_SCREENSHOTS=docs/review`` makes the screenshot test write the review desk guide's pictures there.
 """
 
 from __future__ import annotations
@@ -506,7 +506,7 @@ def test_an_xss_corpus_executes_nothing(
         assert w.violations() == []  # nothing even tried to run
 
 
-# --- pictures for the README ----------------------------------------------------------------------------------
+# --- pictures for the docs ------------------------------------------------------------------------------------
 
 
 def test_screenshots(new_page: Callable[..., Watched], desk_url: str, seeded: Seeded, tmp_path: Path) -> None:
@@ -530,7 +530,7 @@ def test_screenshots(new_page: Callable[..., Watched], desk_url: str, seeded: Se
 
 
 def _shrink(path: Path) -> None:
-    """A 64-colour palette PNG: a third of the size, and the README's pictures stay small (Pillow, if present)."""
+    """A 64-colour palette PNG: a third of the size, and the docs' pictures stay small (Pillow, if present)."""
     try:
         from PIL import Image
     except ImportError:  # pragma: no cover - Pillow comes with matplotlib (the eval extra)

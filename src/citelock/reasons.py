@@ -4,7 +4,7 @@ A finding carries a :class:`ReasonCode` (a stable string, part of the public API
 the guard that produced it. :data:`REASONS` holds, for every code, the layer that emits it, its family, a
 one-line description, whether the support judge decides it, and what a developer or reviewer does about it.
 Every set of codes in the package (the span codes the evals count, the judged codes the review queue turns
-into calibration samples), every description (a provenance finding's detail, the CLI, the README's table,
+into calibration samples), every description (a provenance finding's detail, the CLI, the docs' table,
 the JSON Schemas of the records) derives from this table, so a new code is one enum member plus one entry.
 
 This module imports nothing from citelock: it is the lowest layer.
@@ -245,7 +245,7 @@ _LAYER_LABELS: Mapping[Layer | None, str] = {
 
 
 def reason_table() -> str:
-    """The README's reason-code table (Markdown): one row per code, in :data:`REASONS` order."""
+    """The docs' reason-code table (Markdown): one row per code, in :data:`REASONS` order."""
     rows = ["| layer | code | meaning | what to do |", "|---|---|---|---|"]
     previous = ""
     for code, info in REASONS.items():

@@ -89,7 +89,7 @@ def check(
     dropped or marked; with --db every finding is queued for review and the result stored for metrics.
 
     Every option and input file is checked before anything is written to --db. Time and memory grow linearly
-    with the answer's size (see the README).
+    with the answer's size (see the docs' Measured page).
     """
     if (prompt is None) == (request_id is None):
         fail("give exactly one of --prompt PROMPT.json or --request-id ID (with --db)")
