@@ -103,3 +103,48 @@ def test_a_chunk_in_a_message_before_this_turn_is_context_not_history() -> None:
     assert PromptIndex.build(record).history() == frozenset({1})
     report = check(record, _answer("c-1", "Noted"))
     assert [f.reason for f in report.findings] == [ReasonCode.SPAN_ONLY_IN_HISTORY]
+
+
+THREE_TURNS = [
+    *HISTORY,
+    {"role": "user", "content": "Who repainted it?"},
+    {"role": "assistant", "content": "The city council had it repainted."},
+]
+TIMING = {"generation": {"latency_s", "first_token_s", "tokens_per_s", "schema_build_ms"}}
+
+
+@pytest.mark.parametrize(
+    ("output", "reasons"),
+    [
+        (_answer("c-1", "It spans 880 meters."), []),
+        (_answer("c-1", "The city council had it repainted."), [ReasonCode.SPAN_ONLY_IN_HISTORY]),
+    ],
+)
+def test_stream_takes_history_and_its_done_answer_is_answers(
+    output: dict[str, Any], reasons: list[ReasonCode], tmp_path: Path
+) -> None:
+    def client(name: str = "log.db") -> citelock.Citelock:
+        backend = FakeBackend([json.dumps(output)], enforced=False)
+        return citelock.Citelock(backend, log=tmp_path / name, policy="id", guard=citelock.Guard())
+
+    whole = client("answer.db").answer("When did it open?", CHUNKS, history=THREE_TURNS, request_id="h-2")
+    stream = client().stream("When did it open?", CHUNKS, history=THREE_TURNS, request_id="h-2", on_diverge="continue")
+    events = list(stream)
+    assert events[-1].type == "done" and [e.type for e in events].count("done") == 1
+    streamed = events[-1].answer
+    exclude: Any = TIMING
+    assert streamed.model_dump(exclude=exclude) == whole.model_dump(exclude=exclude)
+    assert [f.reason for f in streamed.findings] == reasons
+    checked = [e for e in events if e.type == "claim.checked"]
+    assert [f.reason for e in checked for f in e.findings] == reasons  # flagged in the stream, as in answer
+    assert [e.reason for e in events if e.type == "claim.diverged"] == reasons  # at the delta it left the chunk
+    log = citelock.PromptLog(tmp_path / "log.db")
+    assert [m.model_dump() for m in log.get("h-2").messages[1:7]] == THREE_TURNS
+
+    async def collect() -> list[Any]:
+        stream = client().astream("When did it open?", CHUNKS, history=THREE_TURNS, on_diverge="continue")
+        return [e async for e in stream]
+
+    async_done = asyncio.run(collect())[-1].answer
+    assert [f.reason for f in async_done.findings] == reasons
+    assert len(log.get(async_done.request_id).messages) == 8

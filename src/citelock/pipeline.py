@@ -518,6 +518,7 @@ class Citelock:
         store: Collection[str] | None = None,
         show: Show | None = None,
         on_diverge: OnDiverge | None = None,
+        history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> Iterator[StreamEvent | Done[GuardedAnswer]]:
         """:meth:`answer`, streamed: typed events as the answer is generated, every claim checked as it completes.
 
@@ -541,6 +542,8 @@ class Citelock:
                 without a surface.
             on_diverge: On an unconstrained backend, what a citation that leaves the prompt mid-generation does:
                 ``cut`` the stream (default where a failing claim blocks the answer) or ``continue`` without it.
+            history: Earlier turns of the conversation, as for :meth:`answer` (sent and logged; a span found
+                only there is ``SPAN_ONLY_IN_HISTORY``).
 
         Raises:
             TruncatedOutputError: the server cut the stream (the checked claims are persisted first).
@@ -549,7 +552,7 @@ class Citelock:
         from citelock.stream._drive import stream_events
 
         job = self._stream_job(
-            question, chunks, request_id, metadata, policy, max_tokens, render, store, show, on_diverge
+            question, chunks, request_id, metadata, policy, max_tokens, render, store, show, on_diverge, history
         )
         return stream_events(job)
 
@@ -566,6 +569,7 @@ class Citelock:
         store: Collection[str] | None = None,
         show: Show | None = None,
         on_diverge: OnDiverge | None = None,
+        history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> AsyncIterator[StreamEvent | Done[GuardedAnswer]]:
         """The async :meth:`stream` (same arguments, same events): ``async for event in client.astream(...)``.
 
@@ -586,6 +590,7 @@ class Citelock:
             store,
             show,
             on_diverge,
+            history,
         )
         async for event in astream_events(job):
             yield event
@@ -602,13 +607,25 @@ class Citelock:
         store: Collection[str] | None,
         show: Show | None,
         on_diverge: OnDiverge | None,
+        history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> StreamJob[GuardedAnswer]:
+        style = self._style(render)
+        prep = self._prepare(question, chunks, self.backend, policy, max_tokens, request_id, metadata, history)
+        return self._job(prep, self.backend, style, store, show, on_diverge)
+
+    def _job(
+        self,
+        prep: _Prepared,
+        backend: Backend,
+        style: RenderStyle,
+        store: Collection[str] | None,
+        show: Show | None,
+        on_diverge: OnDiverge | None,
+    ) -> StreamJob[GuardedAnswer]:
+        """The stream of a prepared request over ``backend`` (also the wrapped client's ``stream=True`` call)."""
         from citelock.stream._drive import StreamJob
         from citelock.stream._session import Session, default_on_diverge, default_show, memo_guard
 
-        style = self._style(render)
-        backend = self.backend
-        prep = self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata)
         scope = store if store is not None else self.store
         session = Session(
             record=prep.record,

@@ -4,7 +4,9 @@
 is the client's own). ``create(..., chunks=[...])`` runs three steps: :func:`~citelock._wrap._request.prepare`
 (check, locate the chunks, build and inject the constraint), send through the client (SDK errors become typed
 :class:`~citelock.errors.BackendError` with the SDK's exception as ``__cause__``), then :func:`_finish` (verify,
-parse, guard, repair, sinks) returns the SDK's own response with ``response.citelock`` attached.
+parse, guard, repair, sinks) returns the SDK's own response with ``response.citelock`` attached. With
+``stream=True`` the same prepared request goes out over SSE and the call returns citelock's stream events
+(:mod:`citelock._wrap._stream`), the ones :meth:`citelock.Citelock.stream` yields.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import asyncio
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from time import perf_counter
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from citelock._wrap._request import Prepared, prepare
+from citelock._wrap._stream import CallersStream
 from citelock.backends._openai import OpenAIBackend
 from citelock.constraint._schema import SchemaOptions, SpanPolicy
 from citelock.errors import UsageError
@@ -24,6 +27,9 @@ from citelock.pipeline import Citelock, GuardedAnswer, Sink
 from citelock.render import RenderStyle
 from citelock.runtime._profiles import ServerProfile
 from citelock.store import PromptLog
+
+if TYPE_CHECKING:
+    from citelock.stream._drive import StreamJob
 
 __all__ = ["BLOCKED_TEXT", "AsyncWrappedOpenAI", "Content", "WrappedOpenAI", "wrap"]
 
@@ -72,6 +78,11 @@ class _Wrapper:
             self._citelock.log.append(prepared.record)  # before the call: the prompt exactly as it is sent
         return prepared
 
+    def _job(self, prepared: Prepared) -> StreamJob[GuardedAnswer]:
+        """The stream of a prepared call: the caller's request over SSE, :meth:`Citelock.stream`'s events."""
+        config = self._citelock
+        return config._job(prepared.prepared, CallersStream(self._backend, prepared), config.render, None, None, None)
+
     def _finish(self, prepared: Prepared, response: Any, choice: Any, latency: float) -> Any:
         prep = prepared.prepared
         generation = self._backend.read_response(
@@ -114,9 +125,17 @@ class _Completions:
         Two more optional keywords: ``citelock_policy`` (this call's span policy) and ``citelock_metadata``
         (values recorded on the logged prompt).
 
+        ``stream=True`` returns an iterator of citelock's stream events instead of the SDK's chunks: the events
+        :meth:`citelock.Citelock.stream` yields (every one has a ``type``; the last is ``done`` and its
+        ``.answer`` is the :class:`~citelock.GuardedAnswer`), built from the SSE stream of this same request.
+        Not the SDK's chunk objects, because a chunk carries raw JSON tokens: what a reader may be shown is a
+        claim once its checks (and, on a high-stakes surface, its judge) have passed, and a chunk cannot say
+        that. The request is prepared and logged here and sent when iteration begins; closing the iterator
+        closes the HTTP stream and persists what was checked with an ``ANSWER_TRUNCATED`` finding.
+
         Raises:
-            UsageError: ``chunks=`` missing, ``stream=True``, a ``response_format``/``tools``/grammar of the
-                caller's own, ``n`` other than 1 (nothing is logged).
+            UsageError: ``chunks=`` missing, a ``stream`` that is not a bool, a ``response_format``/``tools``/
+                ``stream_options``/grammar of the caller's own, ``n`` other than 1 (nothing is logged).
             InputError: empty or duplicate chunks, non-text messages, messages that contradict the chunks.
             BackendError: the SDK call failed (typed; the SDK's exception is ``__cause__``).
             TruncatedOutputError: the output stopped at the token bound mid-answer.
@@ -125,6 +144,10 @@ class _Completions:
         owner = self._owner
         model = None if "model" in arguments else owner._backend.transport.model
         prepared = owner._prepare(dict(arguments), model)
+        if arguments.get("stream"):
+            from citelock.stream._drive import stream_events
+
+            return stream_events(owner._job(prepared))
         started = perf_counter()
         response, choice = owner._backend.transport.send(
             prepared.arguments, citelock_request_id=prepared.record.request_id
@@ -160,10 +183,18 @@ class _AsyncCompletions:
         return getattr(self._owner._client.chat.completions, name)
 
     async def create(self, **arguments: Any) -> Any:
-        """The async ``create`` (see :meth:`WrappedOpenAI.chat.completions.create`); blocking steps in a thread."""
+        """The async ``create`` (see :meth:`WrappedOpenAI.chat.completions.create`); blocking steps in a thread.
+
+        With ``stream=True`` the awaited call returns an async iterator of the same events
+        (``async for event in await client.chat.completions.create(..., stream=True, chunks=...)``).
+        """
         owner = self._owner
         model = None if "model" in arguments else await owner._backend.transport.amodel()
         prepared = await asyncio.to_thread(owner._prepare, dict(arguments), model)
+        if arguments.get("stream"):
+            from citelock.stream._drive import astream_events
+
+            return astream_events(owner._job(prepared))
         started = perf_counter()
         response, choice = await owner._backend.transport.asend(
             prepared.arguments, citelock_request_id=prepared.record.request_id

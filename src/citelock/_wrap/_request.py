@@ -5,7 +5,8 @@ locates each chunk's body in the caller's messages (``record_from_messages``: a 
 serializes the chunks the messages do not hold into one message of citelock's own, fits the per-request
 citation schema to the server (the server profile's limits and downgrade path), renders it the way the server
 takes it and returns the arguments for ``chat.completions.create`` with the record to log. Sending and finishing
-are the caller's (:mod:`citelock._wrap._client`); a streaming path would reuse this step as it is.
+are the caller's (:mod:`citelock._wrap._client`); the streaming call (:mod:`citelock._wrap._stream`) reuses this
+step as it is.
 """
 
 from __future__ import annotations
@@ -72,11 +73,8 @@ class Prepared:
 
 
 def _refuse_conflicts(arguments: Mapping[str, Any]) -> None:
-    if arguments.get("stream"):
-        raise UsageError(
-            "stream=True is not wrapped yet: streaming arrives with Citelock.stream (typed claim events); "
-            "call create() without stream= to get the guarded answer"
-        )
+    if arguments.get("stream") not in (None, False, True):
+        raise UsageError(f"stream must be True or False, got {arguments['stream']!r}")
     if arguments.get("n") not in (None, 1):
         raise UsageError(f"n={arguments['n']!r}: a wrapped call guards one answer; pass n=1 or leave it out")
     taken = [name for name in _REFUSED if arguments.get(name) is not None]
@@ -215,13 +213,15 @@ def prepare(
         metadata: Values recorded on the logged prompt.
 
     Raises:
-        UsageError: ``chunks=`` or ``messages=`` missing, ``stream=True``, ``n`` other than 1, a constraint of
-            the caller's own (``response_format``, ``tools``, a grammar in ``extra_body``), or no span policy fits.
+        UsageError: ``chunks=`` or ``messages=`` missing, a ``stream`` that is not a bool, ``n`` other than 1,
+            a constraint of the caller's own (``response_format``, ``tools``, a grammar in ``extra_body``), or no
+            span policy fits.
         InputError: empty or malformed chunks, duplicate ids, non-text messages, messages that contradict the
             chunks.
     """
     rest = dict(arguments)
     _refuse_conflicts(rest)
+    rest.pop("stream", None)  # the caller's choice of call (create or stream), not a field of the request
     chunks = _chunks(rest.pop("chunks", None))
     messages = _messages(rest.pop("messages", None))
     request_id = uuid4().hex

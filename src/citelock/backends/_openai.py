@@ -45,6 +45,8 @@ __all__ = ["OpenAIBackend", "OpenAIGeneration", "verify_output"]
 
 SCHEMA_NAME = "cited_answer"
 _FREE_TEXT = BackendLimits(policies=())
+Request = tuple[dict[str, Any], dict[str, Any] | None, tuple[str, ...]]
+"""A request built by the caller: ``(create arguments, schema as sent, keywords removed)``."""
 
 
 @dataclass(frozen=True)
@@ -360,21 +362,28 @@ class OpenAIBackend(TransportUser):
         return self._generation(record, schema, request, sent, removed, response, choice, latency, max_tokens)
 
     def stream(
-        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int, request: Request | None = None
     ) -> Iterator[str | OpenAIGeneration]:
         """:meth:`generate` over server-sent events: every content delta as it arrives, then the generation.
 
         The generation is built and verified exactly as :meth:`generate` builds it from a whole response.
-        Closing the iterator closes the HTTP stream (the server stops generating).
+        Closing the iterator closes the HTTP stream (the server stops generating). ``request`` is a request the
+        caller built itself (the wrapped client's ``create`` arguments in the SDK's shape, the schema as sent, the
+        keywords removed: see :meth:`constraint_fields`), sent as it is instead of one built from ``record``.
 
         Raises:
             TruncatedOutputError: the server cut the stream before the answer was complete (``partial`` holds
                 what arrived), or it stopped at ``max_tokens``.
             The other errors of :meth:`generate`.
         """
-        payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens)
-        started = time.perf_counter()
-        chunks = self.transport.open_stream(payload, citelock_request_id=record.request_id)
+        if request is None:
+            payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens)
+            started = time.perf_counter()
+            chunks = self.transport.open_stream(payload, citelock_request_id=record.request_id)
+        else:
+            payload, sent, removed = request
+            started = time.perf_counter()
+            chunks = self.transport.send_stream(payload, citelock_request_id=record.request_id)
         got = _Streamed()
         try:
             iterator = iter(chunks)
@@ -393,7 +402,7 @@ class OpenAIBackend(TransportUser):
         yield self._streamed(record, schema, payload, sent, removed, got, started, max_tokens)
 
     async def astream(
-        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int, request: Request | None = None
     ) -> AsyncIterator[str | OpenAIGeneration]:
         """:meth:`stream` on an ``AsyncOpenAI`` client (same items; ``aclose()`` closes the HTTP stream).
 
@@ -401,10 +410,15 @@ class OpenAIBackend(TransportUser):
             UsageError: the backend holds a sync client (use :meth:`stream`).
             The errors of :meth:`stream`.
         """
-        model = await self.transport.amodel()
-        payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens, model=model)
-        started = time.perf_counter()
-        chunks = await self.transport.aopen_stream(payload, citelock_request_id=record.request_id)
+        if request is None:
+            model = await self.transport.amodel()
+            payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens, model=model)
+            started = time.perf_counter()
+            chunks = await self.transport.aopen_stream(payload, citelock_request_id=record.request_id)
+        else:
+            payload, sent, removed = request
+            started = time.perf_counter()
+            chunks = await self.transport.asend_stream(payload, citelock_request_id=record.request_id)
         got = _Streamed()
         try:
             iterator = chunks.__aiter__()

@@ -287,19 +287,31 @@ class OpenAITransport:
             UsageError: the client is async (use :meth:`aopen_stream`).
             BackendTimeoutError, BackendConnectionError, BackendHTTPError, SchemaRejectedError: the call failed.
         """
-        if self.is_async:
-            raise UsageError(_ASYNC_ONLY)
-        try:
-            return self.client.chat.completions.create(**_split_extra(payload), stream=True)
-        except Exception as exc:
-            raise self._failure(exc, citelock_request_id) from exc
+        return self.send_stream(_split_extra(payload), citelock_request_id=citelock_request_id)
 
     async def aopen_stream(self, payload: Mapping[str, Any], *, citelock_request_id: str | None = None) -> Any:
         """:meth:`open_stream` on an async client (the SDK's async stream of chunks)."""
+        return await self.asend_stream(_split_extra(payload), citelock_request_id=citelock_request_id)
+
+    def send_stream(self, arguments: Mapping[str, Any], *, citelock_request_id: str | None = None) -> Any:
+        """``chat.completions.create(**arguments, stream=True)`` with the arguments as they are (see :meth:`send`).
+
+        Raises:
+            The same errors as :meth:`open_stream`.
+        """
+        if self.is_async:
+            raise UsageError(_ASYNC_ONLY)
+        try:
+            return self.client.chat.completions.create(**arguments, stream=True)
+        except Exception as exc:
+            raise self._failure(exc, citelock_request_id) from exc
+
+    async def asend_stream(self, arguments: Mapping[str, Any], *, citelock_request_id: str | None = None) -> Any:
+        """:meth:`send_stream` on an async client (the SDK's async stream of chunks)."""
         if not self.is_async:
             raise UsageError("aopen_stream needs an openai.AsyncOpenAI client; use open_stream")
         try:
-            return await self.client.chat.completions.create(**_split_extra(payload), stream=True)
+            return await self.client.chat.completions.create(**arguments, stream=True)
         except Exception as exc:
             raise self._failure(exc, citelock_request_id) from exc
 
