@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-import itertools
 import ast
+import itertools
 import os
 import uuid
 import zlib
@@ -125,6 +125,8 @@ def _second_decoding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
         return greedy(self, prompt_tokens, grammar, **kwargs)
 
     monkeypatch.setattr(_llama.LlamaRuntime, "decode", sampled)
+
+
 def _module_marks(path: Path) -> set[str]:
     """The marker names of a test module's top-level ``pytestmark = pytest.mark.X`` (or a list of them)."""
     try:
