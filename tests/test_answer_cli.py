@@ -56,7 +56,7 @@ def test_json_output_has_the_guarded_answer_fields(tmp_path: Path, fakes: list[F
         *("--policy", "substring", "--json"),
     )
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["ok"] is True and data["findings"] == []
     assert data["span_policy"] == "substring" and data["requested_policy"] == "substring"
     citation = data["answer"]["claims"][0]["citations"][0]
@@ -119,7 +119,7 @@ def test_surface_on_fail_drop_claim_serves_the_rest(tmp_path: Path, fakes: list[
     args = ["-q", "How long?", "--chunks", str(EXAMPLES / "corpus.jsonl"), "--backend", "naive"]
     result = _run(tmp_path, *args, "--surface", "docs", "--stakes", "low", "--on-fail", "drop_claim", "--json")
     assert result.exit_code == 1, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["decision"] == "repaired" and data["ok"] is False
     assert [(r["claim"], r["reasons"]) for r in data["removed"]] == [("It is blue.", ["ID_NOT_IN_PROMPT"])]
     assert "blue" not in data["rendered"] and "880 meters" in data["rendered"]
@@ -149,7 +149,7 @@ def test_surface_options_fail_before_the_prompt_is_logged(tmp_path: Path, fakes:
 def test_surface_judges_with_the_offline_judge_by_default(tmp_path: Path, fakes: list[FakeBackend]) -> None:
     args = ["-q", "How long is the Aurora Bridge?", "--chunks", str(EXAMPLES / "corpus.jsonl"), "--json"]
     result = _run(tmp_path, *args, "--surface", "docs")
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["surface"] == "docs" and data["accounting"]["judge_calls"] == 1
     assert result.exit_code == (0 if data["decision"] == "pass" else 1)
 
