@@ -10,6 +10,7 @@ One request takes one route, each step in its own module, the answer parsed and 
 - ``_targets``: which surviving citations the judge sees (ordering, the surface's sample).
 - ``_support``: support ③, one citation at a time: judge, route, escalate, review, diagnose.
 - ``_repair``: the surface's decision, claim by claim (serve, drop, mark, block).
+- ``_audit_step``: the audit samples of passed (and failed) citations (records and rules in ``_audit``).
 - ``_policy``: :class:`SurfacePolicy` and the routing it applies; ``_result``: the records the guard returns.
 
 Provenance's primitive is not here: :class:`PromptIndex` and :func:`check_citation` live in

@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from citelock.errors import UsageError
-from citelock.guard._audit import build_audit
+from citelock.guard._audit_step import build_audit
 from citelock.guard._checks import run_checks
 from citelock.guard._policy import SurfacePolicy, resolve_routing
 from citelock.guard._repair import decide, decide_free
