@@ -168,6 +168,11 @@ class OpenAITransport:
         return self._said or UNNAMED_KIND
 
     @property
+    def known_model(self) -> str | None:
+        """The model name if it was given or already asked for, else None (never asks the server)."""
+        return self._model
+
+    @property
     def model(self) -> str:
         """The model name (asked of the server once when not given; an async client needs :meth:`amodel`)."""
         if self._model is None:

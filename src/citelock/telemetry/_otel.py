@@ -351,7 +351,7 @@ class _AnswerTrace:
 
     @contextmanager
     def generating(self, record: PromptRecord, backend: Any) -> Iterator[Callable[[_T], _T]]:
-        model = getattr(backend, "model", None)
+        model = _requested_model(backend)
         attributes: Attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": str(backend.name)}
         if isinstance(model, str):
             attributes["gen_ai.request.model"] = model
@@ -369,6 +369,24 @@ class _AnswerTrace:
                 raise
         # the guard that follows evaluates this generation
         _EVALUATED.set((span.get_span_context(), record.request_id))
+
+
+def _requested_model(backend: Any) -> str | None:
+    """The backend's model name when it is known without asking anyone.
+
+    A server backend that was not told its model asks ``/v1/models`` on first access, and one holding an async
+    client refuses a sync access: tracing must neither add a request nor fail the call. The generation's own model
+    is recorded on the span afterwards (``gen_ai.response.model``).
+    """
+    transport = getattr(backend, "transport", None)
+    if transport is not None:
+        known = getattr(transport, "known_model", None)
+        return known if isinstance(known, str) else None
+    try:
+        model = getattr(backend, "model", None)
+    except Exception:  # a backend whose model property cannot answer here: the span goes without it
+        return None
+    return model if isinstance(model, str) else None
 
 
 def _generation_attributes(span: Span, record: PromptRecord, generation: Any) -> None:
