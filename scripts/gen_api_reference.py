@@ -8,7 +8,7 @@ exports it links to that entry. Where a name is defined is read from the running
 function's ``__module__``; for a constant or type alias, the module whose source assigns it), so the pages follow
 the public surface however ``__all__`` is written.
 
-The pages are generated, never edited by hand: change an ``__all__`` and run this script; ``tests/test_docs.py``
+The pages are generated, never edited by hand: change an ``__all__`` and run this script; ``tests/project/test_docs.py``
 fails while the committed pages differ from the generated ones, or while a public name is missing from them.
 
 Usage:

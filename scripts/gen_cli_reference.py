@@ -3,7 +3,7 @@
 Every command and sub-command of ``citelock``, its help text, its usage line, and one table row per argument and
 option (names, default, environment variable, help), walked from the click command that Typer
 builds. The page is generated, never edited by hand: change a command and run this script;
-``tests/test_docs.py`` fails while the committed page differs from the generated one.
+``tests/project/test_docs.py`` fails while the committed page differs from the generated one.
 
 Usage:
     python scripts/gen_cli_reference.py [--check] [--page docs/reference/cli.md]

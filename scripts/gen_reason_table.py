@@ -2,8 +2,8 @@
 
 ``docs/reference/codes.md`` holds both tables between marker comments: the reason codes from
 ``citelock.reasons.REASONS`` and the exit codes from ``citelock.cli._app.EXIT_CODES``. They are generated, never
-edited by hand: change an entry of a table in the code and run this script. ``tests/test_reasons.py`` fails while
-the page differs from the generated tables.
+edited by hand: change an entry of a table in the code and run this script.
+``tests/project/test_reasons.py`` fails while the page differs from the generated tables.
 
 Usage:
     python scripts/gen_reason_table.py [--check] [--page docs/reference/codes.md]

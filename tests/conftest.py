@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from citelock.store import make_engine
-from conftest_server import llama_server  # noqa: F401  (the real-server fixture)
+from support.llama_server import llama_server  # noqa: F401  (the real-server fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 

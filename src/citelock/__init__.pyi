@@ -2,7 +2,7 @@
 
 Each line below is one public name: ``citelock/__init__.py`` derives ``__all__`` and the lazy imports from
 this file at import time (:func:`lazy_loader.attach_stub`), and type checkers read it as the package's types.
-Adding a public name is one line here, and one in ``tests/test_public_api.py``, which pins the surface.
+Adding a public name is one line here, and one in ``tests/project/test_public_api.py``, which pins the surface.
 """
 
 from ._version import __version__ as __version__

@@ -32,9 +32,9 @@ or over 1,000 quotable chunks, are downgraded to ``sentence`` (1,000 chunks comp
 grammar spells every quotable sentence tail as a literal, so it grows with the square of sentence length and meets
 the 600 KB bound first (near 200 chunks of ~600 characters of short sentences, ~60 real web passages); it then
 downgrades to ``quote_sentence``. ``benchmarks/bench_local_grammar.py`` profiles every policy from 10 to 1,000
-chunks; with :func:`parser_limits` every grammar under these bounds decodes (``tests/test_local_grammar_limits.py``
-decodes one at the edge of each), and ``sentence`` / ``quote_sentence`` grammars of up to 1.5 MB did too, so the
-bound is the substring lexer's."""
+chunks; with :func:`parser_limits` every grammar under these bounds decodes
+(``tests/constraint/test_local_grammar_limits.py`` decodes one at the edge of each), and ``sentence`` /
+``quote_sentence`` grammars of up to 1.5 MB did too, so the bound is the substring lexer's."""
 
 
 class _LocalBase:

@@ -40,7 +40,7 @@ _SPACE_RUN = re.compile(r"\s*")
 _MAX_UNESCAPE_PASSES = 8
 
 # Every character ``str.isspace`` (and so ``\s``, ``str.split`` and ``str.strip``) counts as whitespace, except
-# the plain space. tests/test_record_fastpath.py checks the list against the running Python's Unicode database.
+# the plain space. tests/guard/test_record_fastpath.py checks the list against the running Python's Unicode database.
 _ODD_WHITESPACE = (
     "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
     "\u200a\u2028\u2029\u202f\u205f\u3000"
