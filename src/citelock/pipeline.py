@@ -335,7 +335,7 @@ class Citelock:
         max_chars: Character budget for the prompt (see :func:`citelock.assemble`).
         on_overflow: ``error`` or ``drop`` whole chunks when over budget.
         options: Bounds of the answer shape (:class:`citelock.SchemaOptions`).
-        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+        known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
 
     Raises:
         UsageError: a backend that is not a Backend or an unknown name, a sink of the wrong kind, a queue or
@@ -355,7 +355,7 @@ class Citelock:
         max_chars: int | None = None,
         on_overflow: Literal["error", "drop"] = "error",
         options: SchemaOptions | None = None,
-        store: Collection[str] | None = None,
+        known_ids: Collection[str] | None = None,
     ) -> None:
         if isinstance(backend, str):
             from citelock.backends import make_backend
@@ -393,7 +393,7 @@ class Citelock:
         self.max_chars = max_chars
         self.on_overflow: Literal["error", "drop"] = on_overflow
         self.options = options
-        self.store = store
+        self.known_ids = known_ids
 
     @property
     def backend(self) -> Backend:
@@ -418,7 +418,7 @@ class Citelock:
         policy: SpanPolicy | None = None,
         max_tokens: int | None = None,
         render: RenderStyle | None = None,
-        store: Collection[str] | None = None,
+        known_ids: Collection[str] | None = None,
         history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> GuardedAnswer:
         """Answer ``question`` from ``chunks`` with citations constrained by construction and checked by the guard.
@@ -431,7 +431,7 @@ class Citelock:
             policy: This request's span policy (default: the client's).
             max_tokens: Token budget for generation; defaults to the schema's longest possible answer.
             render: This request's render style (default: the client's).
-            store: Ids of the whole chunk store for this request (default: the client's).
+            known_ids: Ids of the whole chunk store for this request (default: the client's).
             history: Earlier turns of the conversation, oldest first, in the OpenAI shape
                 (``{"role": "user" | "assistant", "content": ...}``): sent between the system prompt and this
                 turn, and logged with it. Evidence is only this turn's ``chunks``: a span found only in an
@@ -458,7 +458,7 @@ class Citelock:
             )
             with trace.generating(prep.record, backend) as done:
                 generation = done(backend.generate(prep.record, prep.schema, max_tokens=prep.max_tokens))
-            return self._finish(prep, generation, style, store)
+            return self._finish(prep, generation, style, known_ids)
 
     async def aanswer(
         self,
@@ -470,7 +470,7 @@ class Citelock:
         policy: SpanPolicy | None = None,
         max_tokens: int | None = None,
         render: RenderStyle | None = None,
-        store: Collection[str] | None = None,
+        known_ids: Collection[str] | None = None,
         history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> GuardedAnswer:
         """The async :meth:`answer` (same arguments, same result).
@@ -503,7 +503,7 @@ class Citelock:
                     generation = done(
                         await asyncio.to_thread(backend.generate, prep.record, prep.schema, max_tokens=prep.max_tokens)
                     )
-            return await asyncio.to_thread(self._finish, prep, generation, style, store)
+            return await asyncio.to_thread(self._finish, prep, generation, style, known_ids)
 
     def stream(
         self,
@@ -515,7 +515,7 @@ class Citelock:
         policy: SpanPolicy | None = None,
         max_tokens: int | None = None,
         render: RenderStyle | None = None,
-        store: Collection[str] | None = None,
+        known_ids: Collection[str] | None = None,
         show: Show | None = None,
         on_diverge: OnDiverge | None = None,
         history: Iterable[Message | Mapping[str, Any]] | None = None,
@@ -529,14 +529,14 @@ class Citelock:
 
         Args:
             question: As for :meth:`answer` (so are ``chunks``, ``request_id``, ``metadata``, ``policy``,
-                ``max_tokens``, ``render``, ``store``).
+                ``max_tokens``, ``render``, ``known_ids``).
             chunks: Retrieved chunks, best first.
             request_id: Request id to use.
             metadata: Values recorded on the logged prompt.
             policy: This request's span policy.
             max_tokens: Token budget for generation.
             render: This request's render style.
-            store: Ids of the whole chunk store.
+            known_ids: Ids of the whole chunk store.
             show: When a reader may see a claim (``immediately``, ``after_checks``, ``after_judge``). Default:
                 ``after_judge`` on a high-stakes surface, ``immediately`` on a low-stakes one, ``after_checks``
                 without a surface.
@@ -552,7 +552,7 @@ class Citelock:
         from citelock.stream._drive import stream_events
 
         job = self._stream_job(
-            question, chunks, request_id, metadata, policy, max_tokens, render, store, show, on_diverge, history
+            question, chunks, request_id, metadata, policy, max_tokens, render, known_ids, show, on_diverge, history
         )
         return stream_events(job)
 
@@ -566,7 +566,7 @@ class Citelock:
         policy: SpanPolicy | None = None,
         max_tokens: int | None = None,
         render: RenderStyle | None = None,
-        store: Collection[str] | None = None,
+        known_ids: Collection[str] | None = None,
         show: Show | None = None,
         on_diverge: OnDiverge | None = None,
         history: Iterable[Message | Mapping[str, Any]] | None = None,
@@ -587,7 +587,7 @@ class Citelock:
             policy,
             max_tokens,
             render,
-            store,
+            known_ids,
             show,
             on_diverge,
             history,
@@ -604,21 +604,21 @@ class Citelock:
         policy: SpanPolicy | None,
         max_tokens: int | None,
         render: RenderStyle | None,
-        store: Collection[str] | None,
+        known_ids: Collection[str] | None,
         show: Show | None,
         on_diverge: OnDiverge | None,
         history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> StreamJob[GuardedAnswer]:
         style = self._style(render)
         prep = self._prepare(question, chunks, self.backend, policy, max_tokens, request_id, metadata, history)
-        return self._job(prep, self.backend, style, store, show, on_diverge)
+        return self._job(prep, self.backend, style, known_ids, show, on_diverge)
 
     def _job(
         self,
         prep: _Prepared,
         backend: Backend,
         style: RenderStyle,
-        store: Collection[str] | None,
+        known_ids: Collection[str] | None,
         show: Show | None,
         on_diverge: OnDiverge | None,
     ) -> StreamJob[GuardedAnswer]:
@@ -626,7 +626,7 @@ class Citelock:
         from citelock.stream._drive import StreamJob
         from citelock.stream._session import Session, default_on_diverge, default_show, memo_guard
 
-        scope = store if store is not None else self.store
+        scope = known_ids if known_ids is not None else self.known_ids
         session = Session(
             record=prep.record,
             guard=memo_guard(self.guard),
@@ -634,14 +634,14 @@ class Citelock:
             on_diverge=on_diverge if on_diverge is not None else default_on_diverge(self.guard),
             free_text=prep.schema is None,
             span_policy=prep.schema.policy if prep.schema is not None else None,
-            store=scope,
+            known_ids=scope,
         )
 
         def finish(generation: Generation, guard: Guard) -> GuardedAnswer:
             return self._finish(prep, generation, style, scope, guard=guard)
 
         def finish_partial(generation: Generation, parsed: Answer, guard: Guard, cut: Finding) -> GuardedAnswer:
-            result = guard.run(prep.record, parsed, store=scope)
+            result = guard.run(prep.record, parsed, known_ids=scope)
             findings = (*result.report.findings, cut)
             report = result.report.model_copy(update={"findings": findings, "ok": False})
             result = result.model_copy(update={"report": report, "decision": "block"})
@@ -677,13 +677,13 @@ class Citelock:
         prep: _Prepared,
         generation: Generation,
         render: RenderStyle,
-        store: Collection[str] | None,
+        known_ids: Collection[str] | None,
         *,
         guard: Guard | None = None,
     ) -> GuardedAnswer:
         parsed = _parse(prep, generation)
         run = guard if guard is not None else self.guard
-        result = run.run(prep.record, parsed, store=store if store is not None else self.store)
+        result = run.run(prep.record, parsed, known_ids=known_ids if known_ids is not None else self.known_ids)
         return self._deliver(_guarded(prep, generation, parsed, result, render), result)
 
     def _deliver(self, guarded: GuardedAnswer, result: GuardResult) -> GuardedAnswer:
@@ -709,7 +709,7 @@ class AnswerOptions(TypedDict, total=False):
     on_overflow: Literal["error", "drop"]
     max_tokens: int | None
     options: SchemaOptions | None
-    store: Collection[str] | None
+    known_ids: Collection[str] | None
     request_id: str | None
     metadata: Mapping[str, Any] | None
     surface: SurfacePolicy | None
@@ -765,7 +765,7 @@ def answer(
         on_overflow: ``error`` or ``drop`` whole chunks when over budget.
         max_tokens: Token budget for generation; defaults to the schema's longest possible answer.
         options: Bounds of the answer shape (:class:`citelock.SchemaOptions`).
-        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+        known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         request_id: Request id to use (default: a fresh one).
         metadata: Values recorded on the logged prompt (surface, user, trace ids).
         surface: Run the guard under this surface policy (``Guard(surface, judge, escalate=escalate)``).

@@ -102,7 +102,7 @@ REASONS: Mapping[ReasonCode, ReasonInfo] = MappingProxyType(
             _P,
             "id",
             "the cited id is not one of this prompt's chunks",
-            "re-answer citing this prompt's ids; pass the store's ids (store=) to tell STALE_ID from FABRICATED_ID",
+            "re-answer citing this prompt's ids; pass the store's ids (known_ids=) to tell STALE_ID from FABRICATED_ID",
         ),
         ReasonCode.STALE_ID: _info(
             _P,

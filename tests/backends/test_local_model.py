@@ -66,7 +66,7 @@ def test_constrained_generation_never_fabricates(local: citelock.Backend, case: 
         backend=local,
         policy=policy,  # type: ignore[arg-type]
         options=CI_OPTIONS,
-        store=set(CORPUS) | {"c-999"},
+        known_ids=set(CORPUS) | {"c-999"},
     )
     # Answering or abstaining is the model's choice (it differs by CPU); either way the answer is well formed.
     if result.answer.abstained:
@@ -106,7 +106,7 @@ def test_a_schema_without_abstention_always_answers_and_never_fabricates(
         backend=local,
         policy=policy,  # type: ignore[arg-type]
         options=MUST_ANSWER,
-        store=set(CORPUS) | {"c-999"},
+        known_ids=set(CORPUS) | {"c-999"},
     )
     assert result.answer.claims and not result.answer.abstained
     assert 1 <= len(result.answer.claims) <= MUST_ANSWER.max_claims

@@ -88,7 +88,7 @@ def answers(backend: citelock.Backend) -> dict[str, list[tuple[dict[str, Any], c
                 backend=backend,
                 policy=policy,  # type: ignore[arg-type]
                 options=OPTIONS,
-                store=store,
+                known_ids=store,
             )  # raises if the output did not parse or verify: the test then fails
             out[policy].append((case, result))
     return out

@@ -129,7 +129,7 @@ def test_prompt_is_logged_exactly_as_sent(tmp_path: Path) -> None:
 
 def test_store_ids_tell_stale_from_fabricated() -> None:
     fake = FakeBackend(["It spans 880 meters [c-7]. Prices rose 5% [c-8]."], limits=NAIVE)
-    result = citelock.answer(QUESTION, CHUNKS, backend=fake, store={"c-1", "c-2", "c-7"})
+    result = citelock.answer(QUESTION, CHUNKS, backend=fake, known_ids={"c-1", "c-2", "c-7"})
     assert [f.reason for f in result.findings] == [ReasonCode.STALE_ID, ReasonCode.FABRICATED_ID]
 
 

@@ -73,7 +73,7 @@ def test_an_id_only_an_earlier_turn_carried_is_stale(tmp_path: Path) -> None:
     assert [f.reason for f in result.findings] == [ReasonCode.STALE_ID]
     never = _client(_answer("c-8", "the old guide"), tmp_path).answer("When did it open?", CHUNKS, history=HISTORY)
     assert [f.reason for f in never.findings] == [ReasonCode.ID_NOT_IN_PROMPT]
-    stored = _client(_answer("c-7", "x"), tmp_path).answer("When?", CHUNKS, history=HISTORY, store={"c-1", "c-2"})
+    stored = _client(_answer("c-7", "x"), tmp_path).answer("When?", CHUNKS, history=HISTORY, known_ids={"c-1", "c-2"})
     assert [f.reason for f in stored.findings] == [ReasonCode.FABRICATED_ID]  # the store's word wins
 
 

@@ -17,7 +17,7 @@ def record():
 
 def _one(record, chunk_id, span=None, store=None):
     cite = {"chunk_id": chunk_id} if span is None else {"chunk_id": chunk_id, "span": span}
-    return check(record, {"claims": [{"text": "A claim.", "citations": [cite]}]}, store=store).citations[0]
+    return check(record, {"claims": [{"text": "A claim.", "citations": [cite]}]}, known_ids=store).citations[0]
 
 
 @pytest.mark.parametrize(

@@ -102,7 +102,7 @@ def test_every_seeded_number_mismatch_is_still_caught() -> None:
         for item in corpus.items:
             if item.defect not in ("number_mismatch", "clean"):
                 continue
-            report = check(item.record, item.answer, store=corpus.store_ids)
+            report = check(item.record, item.answer, known_ids=corpus.store_ids)
             flagged = any(f.reason == ReasonCode.NUMBER_MISMATCH for f in report.findings)
             if item.defect == "number_mismatch":
                 total += 1

@@ -188,8 +188,8 @@ def _same_record_and_report(
     fast = record_from_messages(messages, chunks, question=question, request_id="r-1")
     slow = ref.record_from_messages(messages, chunks, question=question, request_id="r-1")
     assert _dump(fast) == _dump(slow)
-    fast_report = check(fast, answer, store=store)
-    slow_report = check(slow, answer, store=store)
+    fast_report = check(fast, answer, known_ids=store)
+    slow_report = check(slow, answer, known_ids=store)
     assert fast_report == slow_report
     return fast
 
@@ -320,7 +320,7 @@ def test_a_large_prompt_gives_the_reference_record_and_findings(simd: bool, seed
     )
     assert record.question_placement is not None
     assert len(record.offset_maps[1]) > 1  # the CRLF runs shifted the map
-    reasons = {f.reason.value for f in check(record, answer, store=store).findings}
+    reasons = {f.reason.value for f in check(record, answer, known_ids=store).findings}
     assert {"SPAN_ONLY_IN_QUESTION", "STALE_ID", "FABRICATED_ID", "UNCITED_CLAIM"} <= reasons
 
 
@@ -404,7 +404,7 @@ def test_real_web_passages_give_the_reference_records_and_findings(shared_data: 
         store = {c["id"] for c in chunks}
         record = _same_record_and_report(messages, chunks, question, {"claims": claims}, store)
         statuses |= {pc.status for pc in record.chunks}
-        reasons |= {f.reason.value for f in check(record, {"claims": claims}, store=store).findings}
+        reasons |= {f.reason.value for f in check(record, {"claims": claims}, known_ids=store).findings}
         sizes.append(len(user))
     assert statuses == {"complete", "truncated", "missing"}
     assert {"SPAN_NOT_IN_CHUNK", "SPAN_IN_OTHER_CHUNK", "SPAN_ONLY_IN_QUESTION", "FABRICATED_ID"} <= reasons

@@ -29,7 +29,7 @@ def _of(corpus: DefectCorpus, defect: str) -> list[SeededItem]:
 
 
 def _guard_triples(item: SeededItem, store: frozenset[str] | None) -> list[tuple[int, int | None, str]]:
-    report = check(item.record, item.answer, store=store)
+    report = check(item.record, item.answer, known_ids=store)
     got = [(f.claim_index, f.citation_index, f.reason.value) for f in report.findings if f.layer in GUARD_LAYERS]
     return sorted(got, key=lambda t: (t[0], -1 if t[1] is None else t[1], t[2]))
 
@@ -159,7 +159,7 @@ def test_without_a_store_stale_and_fabricated_are_id_not_in_prompt(corpus: Defec
 
 def test_clean_answers_raise_nothing_at_all(corpus: DefectCorpus) -> None:
     for item in _of(corpus, "clean"):
-        report = check(item.record, item.answer, store=corpus.store_ids)
+        report = check(item.record, item.answer, known_ids=corpus.store_ids)
         assert report.ok and not report.findings, (item.item_id, report.counts)
         assert all(c.passed for c in report.citations)
 
@@ -167,7 +167,7 @@ def test_clean_answers_raise_nothing_at_all(corpus: DefectCorpus) -> None:
 def test_span_in_other_chunk_names_the_chunk_that_holds_the_span(corpus: DefectCorpus) -> None:
     for item in _of(corpus, "span_in_other_chunk"):
         e = next(e for e in item.expected if e.citation_index is not None)
-        report = check(item.record, item.answer, store=corpus.store_ids)
+        report = check(item.record, item.answer, known_ids=corpus.store_ids)
         finding = next(f for f in report.findings if f.reason.value == "SPAN_IN_OTHER_CHUNK")
         assert finding.related_chunk_id == e.related_chunk_id
 

@@ -26,7 +26,7 @@ def guard_and_store(
     results: ResultStore | None = None,
 ) -> GuardResult:
     """``Guard(policy, judge).run(...)``, then every finding to ``queue`` and the result to ``results``."""
-    result = Guard(policy, judge, escalate=escalate, ordering=ordering).run(record, answer, store=store)
+    result = Guard(policy, judge, escalate=escalate, ordering=ordering).run(record, answer, known_ids=store)
     if queue is not None:
         queue.enqueue_result(result)
     if results is not None:

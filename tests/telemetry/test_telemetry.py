@@ -54,7 +54,7 @@ def captured() -> Iterator[Captured]:
 def test_guard_run_nests_under_the_current_span_with_one_evaluation_per_citation(captured: Captured) -> None:
     tracer = captured.tracer_provider.get_tracer("app")
     with tracer.start_as_current_span("app.request") as app:
-        result = guard().run(record(), ANSWER, store=STORE)
+        result = guard().run(record(), ANSWER, known_ids=STORE)
     (guard_span,) = captured.named("citelock.guard")
     assert guard_span.name == "citelock.guard finance"
     assert guard_span.parent is not None and guard_span.parent.span_id == app.get_span_context().span_id
@@ -86,13 +86,13 @@ def test_guard_run_nests_under_the_current_span_with_one_evaluation_per_citation
 def test_the_callers_guard_is_not_touched(captured: Captured) -> None:
     g = guard()
     judge = g.judge
-    g.run(record(), ANSWER, store=STORE)
+    g.run(record(), ANSWER, known_ids=STORE)
     assert g.judge is judge
 
 
 def test_span_events_option_puts_the_evaluations_on_the_guard_span(captured: Captured) -> None:
     telemetry.configure(tracer_provider=captured.tracer_provider, logger_provider=None, logs=False, span_events=True)
-    guard().run(record(), ANSWER, store=STORE)
+    guard().run(record(), ANSWER, known_ids=STORE)
     (guard_span,) = captured.named("citelock.guard")
     names = [e.name for e in guard_span.events]
     assert names == [telemetry.EVALUATION_EVENT] * 4  # three citations and the answer
@@ -105,7 +105,7 @@ def test_configure_refuses_to_emit_nowhere() -> None:
 
 
 def test_check_report_through_emit(captured: Captured) -> None:
-    report = citelock.check(record(), ANSWER, store=STORE)
+    report = citelock.check(record(), ANSWER, known_ids=STORE)
     assert telemetry.emit(report, response_id="chatcmpl-1") == 4  # three citations and the answer
     events = captured.events()
     # the free checks alone: support is not judged, so the unsupported claim's citation passes provenance
@@ -160,13 +160,13 @@ def test_aanswer_nests_its_steps_the_same_way(captured: Captured, tmp_path) -> N
 def test_an_audit_outside_any_trace_lands_on_the_original_trace(captured: Captured) -> None:
     origin = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
     logged = record().model_copy(update={"metadata": {"traceparent": origin}})
-    guard().run(logged, ANSWER, store=STORE)
+    guard().run(logged, ANSWER, known_ids=STORE)
     (guard_span,) = captured.named("citelock.guard")
     assert f"{guard_span.context.trace_id:032x}" == "ab" * 16
     assert guard_span.parent is not None and f"{guard_span.parent.span_id:016x}" == "cd" * 8
     # inside another trace (an audit job's span) it is linked to the original instead
     with captured.tracer_provider.get_tracer("job").start_as_current_span("audit.job"):
-        guard().run(logged, ANSWER, store=STORE)
+        guard().run(logged, ANSWER, known_ids=STORE)
     linked = captured.named("citelock.guard")[-1]
     assert [f"{link.context.trace_id:032x}" for link in linked.links] == ["ab" * 16]
 
@@ -174,7 +174,7 @@ def test_an_audit_outside_any_trace_lands_on_the_original_trace(captured: Captur
 def test_review_outcome_is_a_human_evaluation_on_the_original_trace(captured: Captured, tmp_path) -> None:
     origin = "00-" + "12" * 16 + "-" + "34" * 8 + "-01"
     logged = record().model_copy(update={"metadata": {"traceparent": origin}})
-    result = guard().run(logged, ANSWER, store=STORE)
+    result = guard().run(logged, ANSWER, known_ids=STORE)
     queue = ReviewQueue(str(tmp_path / "q.db"))
     entry = queue.enqueue_result(result)[0]
     assert telemetry.emit_review(entry, "accept", reviewer="ana", note="the passage does say so", record=logged) == 1
@@ -188,7 +188,7 @@ def test_review_outcome_is_a_human_evaluation_on_the_original_trace(captured: Ca
 
 def test_malformed_traceparent_is_ignored_not_fatal(captured: Captured) -> None:
     logged = record().model_copy(update={"metadata": {"traceparent": "not-a-traceparent"}})
-    guard().run(logged, ANSWER, store=STORE)
+    guard().run(logged, ANSWER, known_ids=STORE)
     (guard_span,) = captured.named("citelock.guard")
     assert guard_span.parent is None and not guard_span.links
 
@@ -207,7 +207,7 @@ from support.otel_scenario import ANSWER, STORE, guard, record
 spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
 tp = TracerProvider(); tp.add_span_processor(SimpleSpanProcessor(spans)); trace.set_tracer_provider(tp)
 lp = LoggerProvider(); lp.add_log_record_processor(SimpleLogRecordProcessor(logs)); _logs.set_logger_provider(lp)
-guard().run(record(), ANSWER, store=STORE)
+guard().run(record(), ANSWER, known_ids=STORE)
 guards = [s for s in spans.get_finished_spans() if s.name.startswith("citelock.guard")]
 print(len(guards), len(logs.get_finished_logs()))
 """
@@ -226,7 +226,7 @@ sys.meta_path.insert(0, Block())
 sys.path.insert(0, "tests")
 from support.otel_scenario import ANSWER, STORE, guard, record
 import citelock, citelock.telemetry as t
-result = guard().run(record(), ANSWER, store=STORE)
+result = guard().run(record(), ANSWER, known_ids=STORE)
 print(result.decision, t.active(), any(m.startswith("opentelemetry") for m in sys.modules))
 try:
     t.emit(result)
@@ -243,7 +243,7 @@ import sys
 sys.path.insert(0, "tests")
 import citelock.telemetry as t
 from support.otel_scenario import ANSWER, STORE, guard, record
-guard().run(record(), ANSWER, store=STORE)
+guard().run(record(), ANSWER, known_ids=STORE)
 print(t.active(), "opentelemetry.trace" in sys.modules)
 """
     env = {**__import__("os").environ, "CITELOCK_TELEMETRY": "off"}
@@ -260,7 +260,7 @@ def test_review_desk_outcome_is_emitted_on_the_logged_prompts_trace(captured: Ca
     origin = "00-" + "56" * 16 + "-" + "78" * 8 + "-01"
     logged = record("req-desk").model_copy(update={"metadata": {"traceparent": origin}})
     PromptLog(db).append(logged)
-    entry = ReviewQueue(db).enqueue_result(guard().run(logged, ANSWER, store=STORE))[0]
+    entry = ReviewQueue(db).enqueue_result(guard().run(logged, ANSWER, known_ids=STORE))[0]
     reviewer = Credential(username="ana", role="reviewer", kind="token", csrf="x", expires_at=None)
     ReviewDesk(db).record_outcome(entry.id, reviewer, "escalate", category="ranking")
     (review,) = [e for e in captured.events() if e["gen_ai.evaluation.name"] == "citelock.review"]
@@ -270,9 +270,8 @@ def test_review_desk_outcome_is_emitted_on_the_logged_prompts_trace(captured: Ca
 
 
 def test_citelock_audit_emits_for_logged_traffic_on_each_rows_original_trace(captured: Captured, tmp_path) -> None:
-    from support.audit_rows import make_row, write_jsonl
-
     from citelock.audit import run_audit
+    from support.audit_rows import make_row, write_jsonl
 
     traces = {i: f"{i + 1:032x}" for i in range(4)}
     rows = []
@@ -293,10 +292,10 @@ def test_in_process_judges_get_no_span_unless_asked(captured: Captured) -> None:
     from citelock.judges import LexicalJudge
 
     lexical = Guard(SurfacePolicy(name="finance", stakes="high"), LexicalJudge())
-    result = lexical.run(record(), ANSWER, store=STORE)
+    result = lexical.run(record(), ANSWER, known_ids=STORE)
     assert result.accounting.judge_calls > 0 and captured.named("citelock.judge") == []
     telemetry.configure(tracer_provider=captured.tracer_provider, judge_spans="all")
-    result = lexical.run(record(), ANSWER, store=STORE)
+    result = lexical.run(record(), ANSWER, known_ids=STORE)
     calls = result.accounting.judge_calls + result.accounting.diagnosis_calls
     assert len(captured.named("citelock.judge")) == calls
     with pytest.raises(UsageError, match="judge_spans"):
@@ -308,11 +307,11 @@ def test_evaluating_parents_the_events_to_the_callers_generation(captured: Captu
     with tracer.start_as_current_span("chat gpt-x") as generation:
         pass  # the caller's own openai call, already finished
     with telemetry.evaluating(span=generation, response_id="chatcmpl-42"):
-        guard().run(record(), ANSWER, store=STORE)
+        guard().run(record(), ANSWER, known_ids=STORE)
     events = captured.events()
     assert {e["_span_id"] for e in events} == {generation.get_span_context().span_id}
     assert {e["gen_ai.response.id"] for e in events} == {"chatcmpl-42"}
-    guard().run(record(), ANSWER, store=STORE)  # outside the block: back to the guard span and the request id
+    guard().run(record(), ANSWER, known_ids=STORE)  # outside the block: back to the guard span and the request id
     later = captured.events()[len(events) :]
     assert {e["gen_ai.response.id"] for e in later} == {"req-otel"}
 

@@ -96,7 +96,7 @@ class _Wrapper:
             latency=latency,
             max_tokens=prep.max_tokens,
         )
-        guarded = self._citelock._finish(prep, generation, self._citelock.render, self._citelock.store)
+        guarded = self._citelock._finish(prep, generation, self._citelock.render, self._citelock.known_ids)
         _attach(response, choice, guarded, generation.text, self._content)
         return response
 
@@ -222,7 +222,7 @@ def wrap(
     render: RenderStyle = "footnotes",
     content: Content = "rendered",
     options: SchemaOptions | None = None,
-    store: Collection[str] | None = None,
+    known_ids: Collection[str] | None = None,
     delivery: str | None = None,
 ) -> Any:
     """Wrap the ``openai`` client your application already calls: same call, citations constrained and guarded.
@@ -256,7 +256,7 @@ def wrap(
             application shows it; a blocked one is replaced by :data:`BLOCKED_TEXT`) or ``raw`` (the model's
             JSON). The raw output is always ``response.citelock_output``.
         options: Bounds of the answer shape (:class:`~citelock.SchemaOptions`).
-        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+        known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         delivery: Name of the server profile's delivery to use (default: its strongest).
 
     Returns:
@@ -271,7 +271,7 @@ def wrap(
         raise UsageError("this client is already wrapped; wrap the openai client once")
     backend = OpenAIBackend.from_client(client, server=server, delivery=delivery)
     config = Citelock(
-        backend, log=log, guard=guard, sinks=sinks, policy=policy, render=render, options=options, store=store
+        backend, log=log, guard=guard, sinks=sinks, policy=policy, render=render, options=options, known_ids=known_ids
     )
     if backend.transport.is_async:
         return AsyncWrappedOpenAI(client, config, backend, content)

@@ -153,11 +153,11 @@ def _check_and_print(
         elif log is not None and record.request_id not in log:
             log.append(record)
         if setup is None:
-            with windowed_check(record, parsed, store=ids) as view:
+            with windowed_check(record, parsed, known_ids=ids) as view:
                 del parsed  # each window keeps what it needs
                 _print(view, None, as_json=as_json)
                 return view.ok
-        result = setup.guard.run(record, parsed, store=ids)
+        result = setup.guard.run(record, parsed, known_ids=ids)
         if queue is not None and results is not None:  # the guard writes nothing: the command persists
             queue.enqueue_result(result)
             results.append(result)

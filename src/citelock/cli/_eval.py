@@ -170,7 +170,7 @@ def _mode_fns(
                 on_overflow="drop",
                 max_tokens=max_tokens,
                 options=options,
-                store=[c.id for c in chunks],
+                known_ids=[c.id for c in chunks],
                 render="none",
             )
 

@@ -76,7 +76,7 @@ def _shifted(model: Any, start: int) -> Any:
 
 @contextmanager
 def windowed_check(
-    record: PromptRecord, answer: Answer, *, store: Collection[str] | None = None
+    record: PromptRecord, answer: Answer, *, known_ids: Collection[str] | None = None
 ) -> Iterator[ReportView]:
     """Run the deterministic guard window by window; the view is valid inside the block.
 
@@ -94,7 +94,7 @@ def windowed_check(
             window = answer
             if len(bounds) > 1:
                 window = answer.model_copy(update={"claims": answer.claims[start:end]})
-            report = run_guard(record, window, store=store)
+            report = run_guard(record, window, known_ids=known_ids)
             for f in report.findings:
                 layer = f.layer if f.layer in findings else None
                 (findings[f.layer] if layer is not None else other).add(_shifted(f, start).model_dump_json())

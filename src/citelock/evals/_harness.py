@@ -80,7 +80,7 @@ def evaluate_item(
                 flags["resolve_context"].add(ci)
             if citation.chunk_id not in store_ids:
                 flags["resolve_store"].add(ci)
-    report = check(record, answer, store=store_ids)
+    report = check(record, answer, known_ids=store_ids)
     for f in report.findings:
         if f.reason in _SPAN_CODES:
             flags["spans"].add(f.claim_index)
@@ -91,9 +91,9 @@ def evaluate_item(
     faith = grade_faithfulness(record, answer, judge, mode=mode)
     flags["faithfulness"] = set(faith.unsupported)
     scrambled = grade_faithfulness(record, scramble_citations(answer, item.item_id), judge, mode=mode)
-    alone = Guard(_POLICY, judge, ordering=False).run(record, answer, store=store_ids)
+    alone = Guard(_POLICY, judge, ordering=False).run(record, answer, known_ids=store_ids)
     flags["judge"] = {f.claim_index for f in alone.report.findings if f.layer == Layer.SUPPORT}
-    production = Guard(_POLICY, judge).run(record, answer, store=store_ids)
+    production = Guard(_POLICY, judge).run(record, answer, known_ids=store_ids)
     flags["production"] = {f.claim_index for f in production.report.findings}
     expected_codes = sorted(
         {

@@ -33,7 +33,7 @@ def check(
     record: PromptRecord,
     answer: Answer | Mapping[str, Any] | str,
     *,
-    store: Collection[str] | None = None,
+    known_ids: Collection[str] | None = None,
     numbers: bool = True,
 ) -> GuardReport:
     """Run the deterministic guard on one answer against its logged prompt.
@@ -42,20 +42,20 @@ def check(
         record: The prompt exactly as sent (from :func:`citelock.serialize`, :func:`citelock.record_from_messages`
             or the prompt log).
         answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts.
-        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+        known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         numbers: Also run the ``NUMBER_MISMATCH`` pre-check.
 
     Returns:
         A :class:`GuardReport`; ``ok`` is True when there are no findings.
     """
-    return run_checks(PromptIndex.build(record), parse_answer(answer), store=store, numbers=numbers)
+    return run_checks(PromptIndex.build(record), parse_answer(answer), known_ids=known_ids, numbers=numbers)
 
 
 def run_checks(
     index: PromptIndex,
     parsed: Answer,
     *,
-    store: Collection[str] | None = None,
+    known_ids: Collection[str] | None = None,
     numbers: bool = True,
 ) -> GuardReport:
     """The free checks on a parsed answer, over the prompt's index built once by the caller (:meth:`Guard.run`).
@@ -63,7 +63,7 @@ def run_checks(
     Args:
         index: :meth:`PromptIndex.build` of the logged prompt.
         parsed: The parsed answer.
-        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+        known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         numbers: Also run the ``NUMBER_MISMATCH`` pre-check.
 
     Returns:
@@ -91,7 +91,7 @@ def run_checks(
         for xi, cited in enumerate(claim.citations):
             quoted = quote_body(claim.text) if quoting and claim.text.strip() else None
             citation = Citation(chunk_id=cited.chunk_id, span=quoted) if quoted else cited
-            result = check_citation(index, citation, ci, xi, store)
+            result = check_citation(index, citation, ci, xi, known_ids)
             checks.append(result)
             if not result.passed and result.reason is not None:
                 placed = index.by_id.get(citation.chunk_id)

@@ -101,7 +101,7 @@ class Guard:
         record: PromptRecord,
         answer: Answer | Mapping[str, Any] | str,
         *,
-        store: Collection[str] | None = None,
+        known_ids: Collection[str] | None = None,
     ) -> GuardResult:
         """Guard one answer against the prompt it was generated from, exactly as sent.
 
@@ -109,7 +109,7 @@ class Guard:
             record: The logged prompt (:func:`citelock.serialize`, :func:`citelock.record_from_messages` or the
                 prompt log).
             answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts (parsed once).
-            store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+            known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
 
         Returns:
             A :class:`GuardResult`: the report, the decision, what happens to each claim and, with a policy,
@@ -120,7 +120,7 @@ class Guard:
         """
         parsed = parse_answer(answer)
         if self.policy is None:
-            report = run_checks(PromptIndex.build(record), parsed, store=store, numbers=self.numbers)
+            report = run_checks(PromptIndex.build(record), parsed, known_ids=known_ids, numbers=self.numbers)
             decision, claims = decide_free(parsed, report)
             return GuardResult(
                 decision=decision,
@@ -129,15 +129,15 @@ class Guard:
                 accounting=JudgeAccounting(citations=len(report.citations)),
                 claims=claims,
             )
-        return self._run_policy(self.policy, record, parsed, store)
+        return self._run_policy(self.policy, record, parsed, known_ids)
 
     def _run_policy(
-        self, policy: SurfacePolicy, record: PromptRecord, parsed: Answer, store: Collection[str] | None
+        self, policy: SurfacePolicy, record: PromptRecord, parsed: Answer, known_ids: Collection[str] | None
     ) -> GuardResult:
         """The free checks, then support ③ on the citations the surface pays to judge, then the decision."""
         try:
             index = PromptIndex.build(record)
-            report = run_checks(index, parsed, store=store)
+            report = run_checks(index, parsed, known_ids=known_ids)
         except Exception as exc:  # a failing check is a finding, and the policy decides what it blocks
             report = _errored_report(record, exc)
             return self._result(policy, record, parsed, report, JudgeAccounting(errors=1))

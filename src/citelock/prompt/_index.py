@@ -220,7 +220,7 @@ def check_citation(
     citation: Citation,
     claim_index: int,
     citation_index: int,
-    store: Collection[str] | None = None,
+    known_ids: Collection[str] | None = None,
 ) -> CitationCheck:
     """Check one citation against the logged prompt.
 
@@ -229,7 +229,7 @@ def check_citation(
         citation: The citation to check.
         claim_index: Position of the claim in the answer.
         citation_index: Position of the citation in the claim.
-        store: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``; None to report
+        known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``; None to report
             ``ID_NOT_IN_PROMPT``.
 
     Returns:
@@ -249,8 +249,8 @@ def check_citation(
 
     placed = index.by_id.get(citation.chunk_id)
     if placed is None:
-        if store is not None:
-            return result(False, ReasonCode.STALE_ID if citation.chunk_id in store else ReasonCode.FABRICATED_ID)
+        if known_ids is not None:
+            return result(False, ReasonCode.STALE_ID if citation.chunk_id in known_ids else ReasonCode.FABRICATED_ID)
         if index.id_in_history(citation.chunk_id):
             return result(False, ReasonCode.STALE_ID)  # an id an earlier turn carried, not retrieved for this one
         return result(False, ReasonCode.ID_NOT_IN_PROMPT)

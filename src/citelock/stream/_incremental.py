@@ -183,10 +183,10 @@ class PrefixChecker:
     normalized as the guard normalizes them).
     """
 
-    def __init__(self, record: PromptRecord, store: Collection[str] | None = None) -> None:
+    def __init__(self, record: PromptRecord, known_ids: Collection[str] | None = None) -> None:
         self.index = PromptIndex.build(record)
         self.ids = tuple(self.index.by_id)
-        self.store = store
+        self.known_ids = known_ids
         self._bodies = [self.index.body(p) for p in self.index.by_id.values()]
 
     def claim(self, claim: PartialClaim, claim_index: int, quoting: bool) -> Divergence | None:
@@ -200,7 +200,7 @@ class PrefixChecker:
                 if cite.chunk_id_done or claim.done:
                     if cite.chunk_id not in self.index.by_id:
                         reason = check_citation(
-                            self.index, Citation(chunk_id=cite.chunk_id), claim_index, k, self.store
+                            self.index, Citation(chunk_id=cite.chunk_id), claim_index, k, self.known_ids
                         )
                         return Divergence(k, "chunk_id", cite.chunk_id, reason.reason or ReasonCode.ID_NOT_IN_PROMPT)
                 elif not any(i.startswith(cite.chunk_id) for i in self.ids):
@@ -232,7 +232,7 @@ class PrefixChecker:
         placed = self.index.by_id[chunk_id]
         if self.index.find_in_body(placed, needle) >= 0:
             return None
-        checked = check_citation(self.index, Citation(chunk_id=chunk_id, span=probe), claim_index, k, self.store)
+        checked = check_citation(self.index, Citation(chunk_id=chunk_id, span=probe), claim_index, k, self.known_ids)
         if checked.passed:
             return None
         return Divergence(k, "span", span, checked.reason or ReasonCode.SPAN_NOT_IN_CHUNK)

@@ -115,7 +115,7 @@ class Session:
     on_diverge: OnDiverge
     free_text: bool
     span_policy: str | None
-    store: Collection[str] | None = None
+    known_ids: Collection[str] | None = None
     tokens: int = 0
     cut: ClaimDiverged | None = None
     checked: list[Claim] = field(default_factory=list)
@@ -129,7 +129,7 @@ class Session:
 
     def __post_init__(self) -> None:
         self._reader = FreeTextReader() if self.free_text else JsonReader()
-        self._prefix = PrefixChecker(self.record, self.store)
+        self._prefix = PrefixChecker(self.record, self.known_ids)
 
     @property
     def text(self) -> str:
@@ -273,7 +273,7 @@ class Session:
         self.checked.append(built)
         prefix = Answer(claims=tuple(self.checked), span_policy=self.span_policy)
         numbers = True if self.guard.policy is not None else self.guard.numbers
-        report = check(self.record, prefix, store=self.store, numbers=numbers)
+        report = check(self.record, prefix, known_ids=self.known_ids, numbers=numbers)
         findings = tuple(f for f in report.findings if f.claim_index == n)
         citations = tuple(c for c in report.citations if c.claim_index == n)
         passed = not findings
@@ -298,7 +298,7 @@ class Session:
         if judging:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="citelock-judge")
-            self._pending[n] = self._pool.submit(self.guard.run, self.record, prefix, store=self.store)
+            self._pending[n] = self._pool.submit(self.guard.run, self.record, prefix, known_ids=self.known_ids)
         return out
 
     def _failed(self, n: int, reasons: tuple[ReasonCode, ...]) -> list[Event]:

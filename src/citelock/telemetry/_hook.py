@@ -134,11 +134,11 @@ def instrumented(run: _F) -> _F:
     """Decorate :meth:`citelock.Guard.run`: a ``citelock.guard`` span, judge spans and the evaluation events."""
 
     @functools.wraps(run)
-    def traced(self: Any, record: PromptRecord, answer: Any, *, store: Any = None) -> Any:
+    def traced(self: Any, record: PromptRecord, answer: Any, *, known_ids: Any = None) -> Any:
         impl = implementation()
         if impl is None:
-            return run(self, record, answer, store=store)
-        return impl.guard_run(run, self, record, answer, store)
+            return run(self, record, answer, known_ids=known_ids)
+        return impl.guard_run(run, self, record, answer, known_ids)
 
     return cast(_F, traced)
 

@@ -207,7 +207,7 @@ def _result_attributes(result: GuardResult) -> Attributes:
     }
 
 
-def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, store: Any) -> Any:
+def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, known_ids: Any) -> Any:
     """:meth:`citelock.Guard.run` inside a ``citelock.guard`` span, then its evaluation events."""
     surface = guard.policy.name if guard.policy is not None else None
     parent, links = _placement(_origin(record.metadata))
@@ -218,7 +218,7 @@ def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord,
     with _tracer().start_as_current_span(name, context=parent, links=links, attributes=attributes) as span:
         recording = span.is_recording()
         try:
-            result = run(_with_traced_judges(guard) if recording else guard, record, answer, store=store)
+            result = run(_with_traced_judges(guard) if recording else guard, record, answer, known_ids=known_ids)
         except Exception as exc:  # recorded on the span by the SDK; error.type per the conventions
             span.set_attribute("error.type", type(exc).__name__)
             raise
