@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 from pydantic import BaseModel, ConfigDict, Field
 
 from citelock.backends._protocol import Backend
-from citelock.constraint import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
+from citelock.constraint import DEFAULT_POLICY, CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock.errors import ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
 from citelock.guard import ClaimOutcome, Decision, Guard, GuardResult, JudgeAccounting, SurfacePolicy
 from citelock.judges import Judge
@@ -349,7 +349,7 @@ class Citelock:
         log: PromptLog | str | Path | None = None,
         guard: Guard | None = None,
         sinks: Iterable[Sink] = (),
-        policy: SpanPolicy = "substring",
+        policy: SpanPolicy = DEFAULT_POLICY,
         render: RenderStyle = "footnotes",
         template: str | PromptTemplate | None = None,
         max_chars: int | None = None,

@@ -174,7 +174,7 @@ def test_cli_answers_from_the_example_corpus(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode in (0, 1), done.stderr
     data = json.loads(done.stdout)
-    assert data["span_policy"] == "quote" and data["backend"] == "local"  # the CLI's default policy
+    assert data["span_policy"] == "substring" and data["backend"] == "local"  # the default policy (library and CLI)
     claims = data["answer"]["claims"]  # --no-abstain: at least one claim, by construction
     assert claims and data["answer"]["abstained"] is False
     assert all(len(c["citations"]) == 1 and c["citations"][0]["chunk_id"] in CORPUS for c in claims)

@@ -81,7 +81,7 @@ def test_top_k_retrieves_lexically(tmp_path: Path, fakes: list[FakeBackend]) -> 
     assert sent[0].id == "c-100" and len(sent) == 2
     assert "[1] c-100 (reports/traffic-2018.md)" in result.output
     assert "guard: OK" in result.output
-    assert "policy: quote" in result.output  # the default policy
+    assert "policy: substring" in result.output  # the default policy
 
 
 def test_naive_findings_exit_1_and_are_listed(tmp_path: Path, fakes: list[FakeBackend]) -> None:

@@ -43,7 +43,9 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> list[FakeBackend]:
 
 def _run(tmp_path: Path, *args: str) -> Any:
     chunks = str(EXAMPLES / "corpus.jsonl")
-    return runner.invoke(app, ["answer", "--db", str(tmp_path / "log.db"), "--chunks", chunks, "--stream", *args])
+    return runner.invoke(
+        app, ["answer", "--db", str(tmp_path / "log.db"), "--chunks", chunks, "--stream", "--policy", "quote", *args]
+    )
 
 
 def test_stream_shows_each_verified_claim_with_a_mark_then_the_footnotes_and_guard_line(

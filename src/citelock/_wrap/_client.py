@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from citelock._wrap._request import Prepared, prepare
 from citelock._wrap._stream import CallersStream
 from citelock.backends._openai import OpenAIBackend
-from citelock.constraint._schema import SchemaOptions, SpanPolicy
+from citelock.constraint._schema import DEFAULT_POLICY, SchemaOptions, SpanPolicy
 from citelock.errors import UsageError
 from citelock.guard import Guard
 from citelock.pipeline import Citelock, GuardedAnswer, Sink
@@ -217,7 +217,7 @@ def wrap(
     guard: Guard | None = None,
     log: PromptLog | str | Path | None = None,
     sinks: Iterable[Sink] = (),
-    policy: SpanPolicy = "substring",
+    policy: SpanPolicy = DEFAULT_POLICY,
     server: str | ServerProfile | None = None,
     render: RenderStyle = "footnotes",
     content: Content = "rendered",

@@ -140,7 +140,9 @@ def answer_model(
     Args:
         chunks: The passages retrieved for this turn (records or dicts with ``id`` and ``text``).
         policy: Requested span policy. A JSON Schema enforces ``sentence`` and ``id`` exactly; ``substring``
-            and ``quote`` need a grammar, so they are downgraded (``schema.downgrade_reason`` says why).
+            (the library's default elsewhere) and ``quote`` need a grammar, so they are downgraded
+            (``schema.downgrade_reason`` says why); the default is therefore ``sentence``, what ``substring``
+            becomes on a JSON-Schema call, without a downgrade notice on every request.
         server: The server kind the model is sent to (its JSON Schema limits and keywords), or a profile.
         options: Bounds of the answer shape.
 

@@ -15,7 +15,7 @@ from citelock.backends import _registry
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, EXIT_RUNTIME, app
 from citelock.cli._io import fail, iter_json_lines, shown, text_option
 from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, surface_options, surface_setup
-from citelock.constraint import POLICY_ORDER, SchemaOptions, SpanPolicy
+from citelock.constraint import DEFAULT_POLICY, POLICY_ORDER, SchemaOptions, SpanPolicy
 from citelock.errors import UnparsedAnswerError
 from citelock.guard import Guard
 from citelock.pipeline import Citelock, GuardedAnswer, Sink
@@ -97,11 +97,12 @@ def answer(
     policy: Annotated[
         Literal["quote", "quote_sentence", "substring", "sentence", "id"],
         typer.Option(
-            help="span policy requested (downgraded, with the reason, if the backend cannot take it). quote (the "
-            "default): each claim is copied verbatim from the one chunk it cites; JSON-Schema servers get its "
-            "sentence form, quote_sentence"
+            help="span policy requested (downgraded, with the reason, if the backend cannot take it). substring "
+            "(the default, as in the library): each citation's span is verbatim text of the chunk it cites; quote: "
+            "each claim is itself copied verbatim from that chunk (support by construction; JSON-Schema servers "
+            "get its sentence form, quote_sentence)"
         ),
-    ] = "quote",
+    ] = DEFAULT_POLICY,
     model: Annotated[
         str | None,
         typer.Option(

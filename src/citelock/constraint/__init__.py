@@ -9,6 +9,7 @@ from citelock.constraint._gbnf import gbnf_grammar, gbnf_literal
 from citelock.constraint._grammar import QUOTE_LEAD_INS, QUOTE_MIN_WORDS, quote_body, quote_tails, word_pieces
 from citelock.constraint._model import build_model
 from citelock.constraint._schema import (
+    DEFAULT_POLICY,
     POLICY_ORDER,
     BackendLimits,
     CitationSchema,
@@ -22,6 +23,7 @@ from citelock.constraint._schema import (
 )
 
 __all__ = [
+    "DEFAULT_POLICY",
     "POLICY_ORDER",
     "QUOTE_LEAD_INS",
     "QUOTE_MIN_WORDS",

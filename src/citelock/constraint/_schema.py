@@ -77,6 +77,11 @@ GRAMMAR_DIALECTS: tuple[GrammarDialect, ...] = ("lark", "gbnf")
 """The grammar dialects a schema is spelled in: llguidance's Lark (:attr:`CitationSchema.grammar`) and GBNF
 (:attr:`CitationSchema.gbnf`: llama.cpp's ``grammar``; SGLang and vLLM read it as EBNF)."""
 POLICY_ORDER: tuple[SpanPolicy, ...] = ("quote", "quote_sentence", "substring", "sentence", "id")
+# The one default of the library and the command line: the mission's contract, for any caller's prompt and
+# wording. Each citation's id is one of this prompt's and its span verbatim text of that chunk; a backend without a
+# substring primitive gets ``sentence``, then ``id``, and the downgrade is recorded. ``quote`` (the claim's text is
+# itself a verbatim span: support by construction) is the stricter choice a high-stakes surface makes explicitly.
+DEFAULT_POLICY: SpanPolicy = "substring"
 """Every span policy, strongest first."""
 
 DOWNGRADES: dict[SpanPolicy, tuple[SpanPolicy, ...]] = {
@@ -578,7 +583,7 @@ def clear_schema_cache() -> None:
 
 
 def build_schema(
-    context: Context, policy: SpanPolicy = "substring", options: SchemaOptions | None = None
+    context: Context, policy: SpanPolicy = DEFAULT_POLICY, options: SchemaOptions | None = None
 ) -> CitationSchema:
     """Build the citation schema for ``context`` under ``policy`` (cached by the context's content hash).
 
