@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from citelock.constraint._grammar import ABSTENTION, QUOTE_LEAD_INS, QUOTE_MIN_WORDS, Bounds, json_body, word_pieces
 from citelock.errors import InputError
 
-__all__ = ["gbnf_grammar", "gbnf_literal"]
+__all__ = ["clear_gbnf_cache", "gbnf_grammar", "gbnf_literal"]
 
 _JSON_CHAR = r'[^"\\\x00-\x1F\x7F] | "\\" ["\\bfnrt]'
 """One character of a JSON string body (no ``\\u`` escapes), as :data:`JSON_STRING_CHAR` says for Lark."""
@@ -175,7 +177,46 @@ def _can_start(piece: str) -> bool:
 _Trie = dict[str, "_Trie"]
 
 
+_NAME = "\x00"
+"""Where a chunk's rule name goes in its cached rules: never in a rule's text (literals write it as ``\\x00``)."""
+_SPAN_CACHE_CHARS = 8_000_000
+_span_cache: OrderedDict[tuple[str, int], str] = OrderedDict()
+_span_cache_chars = 0
+_span_cache_lock = threading.Lock()
+
+
+def clear_gbnf_cache() -> None:
+    """Forget every chunk's cached substring rules (for benchmarks measuring cold builds)."""
+    global _span_cache_chars
+    with _span_cache_lock:
+        _span_cache.clear()
+        _span_cache_chars = 0
+
+
 def _substring_rules(name: str, body: str, most: int) -> list[str]:
+    """:func:`_trie_rules` of a chunk, cached per ``(body, most)``: a chunk retrieved again costs a lookup.
+
+    The cache is an LRU bounded by the characters it holds (:data:`_SPAN_CACHE_CHARS`), safe across threads.
+    """
+    global _span_cache_chars
+    key = (body, most)
+    with _span_cache_lock:
+        block = _span_cache.get(key)
+        if block is not None:
+            _span_cache.move_to_end(key)
+    if block is None:
+        block = "\n".join(_trie_rules(_NAME, body, most))
+        with _span_cache_lock:
+            if key not in _span_cache and len(block) + len(body) <= _SPAN_CACHE_CHARS:
+                _span_cache[key] = block
+                _span_cache_chars += len(block) + len(body)
+                while _span_cache_chars > _SPAN_CACHE_CHARS:
+                    (old_body, _), old = _span_cache.popitem(last=False)
+                    _span_cache_chars -= len(old) + len(old_body)
+    return [block.replace(_NAME, name)] if block else []
+
+
+def _trie_rules(name: str, body: str, most: int) -> list[str]:
     """Rules matching every non-blank run of ``body``'s pieces of at most ``most`` escaped characters.
 
     The runs form a trie. A node whose continuations branch is a rule of its own (``NAME`` the root, ``NAME-K``
