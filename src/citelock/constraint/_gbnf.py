@@ -19,12 +19,15 @@ and :func:`~citelock.constraint._schema.fit_schema` downgrades a grammar that is
 from __future__ import annotations
 
 import json
+import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from citelock.constraint._grammar import ABSTENTION, QUOTE_LEAD_INS, QUOTE_MIN_WORDS, Bounds, json_body, word_pieces
 from citelock.errors import InputError
 
-__all__ = ["gbnf_grammar", "gbnf_literal"]
+__all__ = ["clear_gbnf_cache", "gbnf_grammar", "gbnf_literal"]
 
 _JSON_CHAR = r'[^"\\\x00-\x1F\x7F] | "\\" ["\\bfnrt]'
 """One character of a JSON string body (no ``\\u`` escapes), as :data:`JSON_STRING_CHAR` says for Lark."""
@@ -47,6 +50,8 @@ def gbnf_literal(text: str) -> str:
     Raises:
         InputError: ``text`` holds a lone surrogate (not Unicode text: no UTF-8 output can ever match it).
     """
+    if _NEEDS_ESCAPE.search(text) is None:  # most literals: nothing to escape
+        return f'"{text}"'
     out = ['"']
     for char in text:
         code = ord(char)
@@ -62,6 +67,10 @@ def gbnf_literal(text: str) -> str:
             out.append(char)
     out.append('"')
     return "".join(out)
+
+
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f-\x9f\ud800-\udfff]')
+"""A character :func:`gbnf_literal` writes other than as itself (or refuses)."""
 
 
 def _lit(text: str) -> str:
@@ -168,7 +177,46 @@ def _can_start(piece: str) -> bool:
 _Trie = dict[str, "_Trie"]
 
 
+_NAME = "\x00"
+"""Where a chunk's rule name goes in its cached rules: never in a rule's text (literals write it as ``\\x00``)."""
+_SPAN_CACHE_CHARS = 8_000_000
+_span_cache: OrderedDict[tuple[str, int], str] = OrderedDict()
+_span_cache_chars = 0
+_span_cache_lock = threading.Lock()
+
+
+def clear_gbnf_cache() -> None:
+    """Forget every chunk's cached substring rules (for benchmarks measuring cold builds)."""
+    global _span_cache_chars
+    with _span_cache_lock:
+        _span_cache.clear()
+        _span_cache_chars = 0
+
+
 def _substring_rules(name: str, body: str, most: int) -> list[str]:
+    """:func:`_trie_rules` of a chunk, cached per ``(body, most)``: a chunk retrieved again costs a lookup.
+
+    The cache is an LRU bounded by the characters it holds (:data:`_SPAN_CACHE_CHARS`), safe across threads.
+    """
+    global _span_cache_chars
+    key = (body, most)
+    with _span_cache_lock:
+        block = _span_cache.get(key)
+        if block is not None:
+            _span_cache.move_to_end(key)
+    if block is None:
+        block = "\n".join(_trie_rules(_NAME, body, most))
+        with _span_cache_lock:
+            if key not in _span_cache and len(block) + len(body) <= _SPAN_CACHE_CHARS:
+                _span_cache[key] = block
+                _span_cache_chars += len(block) + len(body)
+                while _span_cache_chars > _SPAN_CACHE_CHARS:
+                    (old_body, _), old = _span_cache.popitem(last=False)
+                    _span_cache_chars -= len(old) + len(old_body)
+    return [block.replace(_NAME, name)] if block else []
+
+
+def _trie_rules(name: str, body: str, most: int) -> list[str]:
     """Rules matching every non-blank run of ``body``'s pieces of at most ``most`` escaped characters.
 
     The runs form a trie. A node whose continuations branch is a rule of its own (``NAME`` the root, ``NAME-K``
@@ -190,25 +238,7 @@ def _substring_rules(name: str, body: str, most: int) -> list[str]:
             node = node.setdefault(step, {})
     if not root:
         return []
-    lines: list[str] = []
-    pending: list[tuple[str, _Trie]] = [(name, root)]
-    count = 0
-    while pending:
-        rule, node = pending.pop()
-        parts = []
-        for piece, child in node.items():
-            chain = _chain(child)
-            if not child:
-                parts.append(_lit(piece))
-            elif chain is not None:
-                parts.append(_lit(piece) + " " + _nested(chain))
-            else:
-                count += 1
-                child_rule = f"{name}-{count:x}"
-                pending.append((child_rule, child))
-                parts.append(f"{_lit(piece)} {child_rule}?")
-        lines.append(f"{rule} ::= " + " | ".join(parts))
-    return lines
+    return _TrieWriter(name).rules(root)
 
 
 _INLINE_CHAIN = 16
@@ -216,23 +246,81 @@ _INLINE_CHAIN = 16
 llguidance's reader refuses groups nested past about 30 deep."""
 
 
-def _chain(node: _Trie) -> list[str] | None:
-    """The pieces of a trie that never branches (at most :data:`_INLINE_CHAIN` of them), else None."""
-    out: list[str] = []
-    while node:
-        if len(node) > 1 or len(out) >= _INLINE_CHAIN:
-            return None
-        piece, node = next(iter(node.items()))
-        out.append(piece)
-    return out
+class _TrieWriter:
+    """Writes one chunk's trie as rules, each node visited once.
 
+    A chunk's word pieces recur in many runs, so each piece's literal is escaped once, and whether a node is a
+    short chain (and its inline spelling) is worked out once per node, not once per walk down it.
+    """
 
-def _nested(chain: list[str]) -> str:
-    """``("a" ("b" ("c")?)?)?``: any prefix of the chain, the empty one included."""
-    out = ""
-    for piece in reversed(chain):
-        out = f"({_lit(piece)}{' ' + out if out else ''})?"
-    return out
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._literals: dict[str, str] = {}
+        self._depth: dict[int, int] = {}  # id(node) -> length of its branch-free run (over the limit: capped)
+        self._inline: dict[int, str] = {}  # id(node) -> its run as nested optional groups
+
+    def _lit(self, piece: str) -> str:
+        literal = self._literals.get(piece)
+        if literal is None:
+            literal = self._literals[piece] = gbnf_literal(piece)
+        return literal
+
+    def _chain_depth(self, node: _Trie) -> int:
+        """The pieces in ``node``'s run before it ends (0: a leaf); over :data:`_INLINE_CHAIN` if it branches."""
+        path: list[_Trie] = []
+        depth = 0
+        while node:
+            known = self._depth.get(id(node))
+            if known is not None:
+                depth = known
+                break
+            if len(node) > 1:
+                depth = _INLINE_CHAIN + 1
+                break
+            path.append(node)
+            node = next(iter(node.values()))
+        for step in reversed(path):
+            depth = min(depth + 1, _INLINE_CHAIN + 1)
+            self._depth[id(step)] = depth
+        return depth
+
+    def _nested(self, node: _Trie) -> str:
+        """``("a" ("b" ("c")?)?)?`` for a branch-free run ``a b c``: any prefix of it, the empty one included."""
+        path: list[tuple[_Trie, str]] = []
+        out = ""
+        while node:
+            known = self._inline.get(id(node))
+            if known is not None:
+                out = known
+                break
+            piece, child = next(iter(node.items()))
+            path.append((node, piece))
+            node = child
+        for step, piece in reversed(path):
+            out = f"({self._lit(piece)}{' ' + out if out else ''})?"
+            self._inline[id(step)] = out
+        return out
+
+    def rules(self, root: _Trie) -> list[str]:
+        """The rules of the trie under ``root`` (``NAME`` the root, ``NAME-K`` the branching nodes below it)."""
+        lines: list[str] = []
+        pending: list[tuple[str, _Trie]] = [(self._name, root)]
+        count = 0
+        while pending:
+            rule, node = pending.pop()
+            parts = []
+            for piece, child in node.items():
+                if not child:
+                    parts.append(self._lit(piece))
+                elif self._chain_depth(child) <= _INLINE_CHAIN:
+                    parts.append(self._lit(piece) + " " + self._nested(child))
+                else:
+                    count += 1
+                    child_rule = f"{self._name}-{count:x}"
+                    pending.append((child_rule, child))
+                    parts.append(f"{self._lit(piece)} {child_rule}?")
+            lines.append(f"{rule} ::= " + " | ".join(parts))
+        return lines
 
 
 def _quote_rules(policy: str, bounds: Bounds, sentences: Mapping[str, Sequence[str]]) -> list[str]:

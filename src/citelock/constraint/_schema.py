@@ -28,6 +28,7 @@ model, :meth:`CitationSchema.parse_output`), for surfaces that must answer and f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -38,7 +39,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Literal
 
-from citelock.constraint._gbnf import gbnf_grammar
+from citelock.constraint._gbnf import clear_gbnf_cache, gbnf_grammar
 from citelock.constraint._grammar import (
     QUOTE_LEAD_INS,
     QUOTE_MIN_WORDS,
@@ -577,15 +578,20 @@ _cache_lock = threading.Lock()
 
 
 def clear_schema_cache() -> None:
-    """Forget every cached schema (for benchmarks measuring cold builds)."""
+    """Forget every cached schema and grammar piece (for benchmarks measuring cold builds)."""
     with _cache_lock:
         _cache.clear()
+    clear_gbnf_cache()
 
 
 def build_schema(
     context: Context, policy: SpanPolicy = DEFAULT_POLICY, options: SchemaOptions | None = None
 ) -> CitationSchema:
-    """Build the citation schema for ``context`` under ``policy`` (cached by the context's content hash).
+    """Build the citation schema for ``context`` under ``policy``.
+
+    Built schemas are cached (the last 64, thread-safe) by the hash of the chunks' ids and texts, the policy and
+    the options: the schema depends on nothing else, so a later turn over the same chunks (another question, a
+    retry, a follow-up) reuses it, grammars included, and gets it with its own ``context_hash``.
 
     Args:
         context: The assembled context (its chunks are exactly the prompt's chunks).
@@ -601,18 +607,35 @@ def build_schema(
     if not context.chunks:
         raise UsageError("the context has no chunks; a citation schema needs at least one chunk id")
     opts = options or SchemaOptions()
-    key = (context.content_hash(), policy, opts)
+    content_hash = context.content_hash()
+    key = (_chunks_hash(context), policy, opts)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
-            return hit
-    schema = _build(context, policy, opts, key[0])
+    if hit is not None:
+        return hit if hit.context_hash == content_hash else _rehashed(hit, content_hash)
+    schema = _build(context, policy, opts, content_hash)
     with _cache_lock:
         _cache[key] = schema
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return schema
+
+
+def _chunks_hash(context: Context) -> str:
+    """sha256 over the (id, text) of every chunk, in order: all a schema is built from."""
+    payload = json.dumps([[c.id, c.text] for c in context.chunks], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _rehashed(schema: CitationSchema, content_hash: str) -> CitationSchema:
+    """A cached schema for another context over the same chunks, with the grammars and model already built."""
+    out = replace(schema, context_hash=content_hash)
+    for name in ("gbnf", "model"):
+        if name in schema.__dict__:
+            out.__dict__[name] = schema.__dict__[name]
+    return out
 
 
 def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_hash: str) -> CitationSchema:
@@ -727,8 +750,9 @@ def fit_schema(
                 requested_policy=policy,
                 downgrade_reason="; ".join(reasons) if reasons else None,
             )
-            if "gbnf" in schema.__dict__:  # the limit check built the GBNF grammar: the fitted schema keeps it
-                fitted.__dict__["gbnf"] = schema.__dict__["gbnf"]
+            for name in ("gbnf", "model"):  # built already (the limit check builds the GBNF): kept
+                if name in schema.__dict__:
+                    fitted.__dict__[name] = schema.__dict__[name]
             return fitted
         reasons.append(problem)
     raise UsageError(f"no span policy fits this backend's limits ({'; '.join(reasons)}); assemble fewer chunks")

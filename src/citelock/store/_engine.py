@@ -98,6 +98,9 @@ def _wal(cursor: Any, *, timeout: float = 30.0) -> None:
             delay = min(delay * 2, 0.1)
 
 
+_ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || :name, 0))")
+
+
 def _lock_key(name: str) -> str:
     return "citelock:" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
 
@@ -129,8 +132,5 @@ def serialized(engine: Engine, name: str) -> Iterator[Connection]:
             return
         with conn.begin():
             if dialect == "postgresql":
-                conn.execute(
-                    text("SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || :name, 0))"),
-                    {"name": _lock_key(name)},
-                )
+                conn.execute(_ADVISORY_LOCK, {"name": _lock_key(name)})
             yield conn

@@ -35,6 +35,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     func,
     insert,
     select,
@@ -84,6 +85,16 @@ _log = Table(
 )
 Index(f"{_TABLE}_seq", _log.c.seq, unique=True)
 
+# Built once: an append runs the same three statements every time (SQLAlchemy caches their compiled forms).
+_SELECT_ID = select(_log.c.request_id).where(_log.c.request_id == bindparam("request_id"))
+_SELECT_HEAD = (
+    select(_log.c.seq, _log.c.prev_hash, _log.c.chain_hash, _log.c.alg, _log.c.request_id, _log.c.record_sha256)
+    .where(_log.c.seq.is_not(None))
+    .order_by(_log.c.seq.desc())
+    .limit(1)
+)
+_INSERT = insert(_log)
+
 
 def _upgrade(conn: Connection) -> None:
     # create_all makes the index with a new table; a table from before the chain gets it here.
@@ -126,38 +137,29 @@ class PromptLog:
         payload = record.model_dump_json()
         record_sha256 = content_hash(payload)
         alg = ALG_HMAC if self._key is not None else ALG_PLAIN
-        c = _log.c
         try:
             with serialized(self.engine, _TABLE) as conn:
-                if conn.execute(select(c.request_id).where(c.request_id == record.request_id)).first():
+                if conn.execute(_SELECT_ID, {"request_id": record.request_id}).first():
                     raise _duplicate(record.request_id)
-                head = (
-                    conn.execute(
-                        select(c.seq, c.prev_hash, c.chain_hash, c.alg, c.request_id, c.record_sha256)
-                        .where(c.seq.is_not(None))
-                        .order_by(c.seq.desc())
-                        .limit(1)
-                    )
-                    .mappings()
-                    .first()
-                )
+                head = conn.execute(_SELECT_HEAD).mappings().first()
                 if head is None:
                     seq, prev = 1, self._seal(conn)
                 else:
                     self._check_head(head)
                     seq, prev = int(head["seq"]) + 1, str(head["chain_hash"])
                 conn.execute(
-                    insert(_log).values(
-                        request_id=record.request_id,
-                        created_at=record.created_at,
-                        sha256=record.sha256,
-                        record_sha256=record_sha256,
-                        record=payload,
-                        seq=seq,
-                        prev_hash=prev,
-                        chain_hash=link_hash(self._key, seq, prev, record.request_id, record_sha256),
-                        alg=alg,
-                    )
+                    _INSERT,
+                    {
+                        "request_id": record.request_id,
+                        "created_at": record.created_at,
+                        "sha256": record.sha256,
+                        "record_sha256": record_sha256,
+                        "record": payload,
+                        "seq": seq,
+                        "prev_hash": prev,
+                        "chain_hash": link_hash(self._key, seq, prev, record.request_id, record_sha256),
+                        "alg": alg,
+                    },
                 )
         except IntegrityError:  # the serialized check above makes this unreachable, barring other writers
             raise _duplicate(record.request_id) from None
