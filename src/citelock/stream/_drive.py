@@ -99,7 +99,7 @@ def _partial_generation(job: StreamJob[Any], started: float, first: float | None
     return Generation(
         text=job.session.text,
         backend=backend.name,
-        model=str(getattr(backend, "model", backend.name)),
+        model=str(getattr(backend, "model_label", None) or getattr(backend, "model", backend.name)),
         enforced=False,
         completion_tokens=job.session.tokens,
         latency_s=time.perf_counter() - started,
