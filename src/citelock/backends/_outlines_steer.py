@@ -34,14 +34,12 @@ class Steering:
         self.limits = engine_limits if engine_limits is not None else parser_limits()
         self.tensor_library_name: str = model.tensor_library_name
 
-    def processor(self, output_type: Any) -> Any:
-        """A fresh checked logits processor for ``output_type`` (a ``CFG`` in Lark, or a ``JsonSchema``)."""
-        from outlines.types import CFG
+    def processor(self, dialect: str, text: str) -> Any:
+        """A fresh checked logits processor for a grammar (``dialect`` ``lark``) or a JSON Schema (``json_schema``).
 
-        if isinstance(output_type, CFG):
-            spec = self.llg.grammar_from("lark", output_type.definition)
-        else:
-            spec = self.llg.grammar_from("json_schema", output_type.schema)
+        The dialect is explicit: llguidance's ``grammar_from("grammar", ...)`` would guess between Lark and GBNF.
+        """
+        spec = self.llg.grammar_from("lark" if dialect == "lark" else "json_schema", text)
         return checked_processor(spec, self.backend.llg_tokenizer, self.tensor_library_name, self.limits)
 
 
@@ -49,7 +47,8 @@ def checked_processor(grammar: str, tokenizer: Any, tensor_library_name: str, li
     """The llguidance logits processor of outlines, with ``limits`` and every engine error recorded, not only warned.
 
     The returned processor has ``error`` (None, or the first engine error: a rejected token, a matcher error, an
-    exception inside the processor), ``calls`` (one per sampled token) and ``first_token_s(started)``. After an
+    exception inside the processor), ``calls`` (one per sampled token), ``mask_s`` (time spent in the processor,
+    the matchers' setup at the first token included) and ``first_token_s(started)``. After an
     error only end-of-sequence is allowed, so decoding stops at once; the caller raises.
     """
     from outlines.backends.llguidance import LLGuidanceLogitsProcessor
@@ -60,10 +59,11 @@ def checked_processor(grammar: str, tokenizer: Any, tensor_library_name: str, li
             self.error: str | None = None
             self.calls = 0
             self.first_call: float | None = None
+            self.mask_s = 0.0
 
         def reset(self) -> None:
             self.is_first_token = True  # what outlines' reset does: the matchers are set up again
-            self.error, self.calls, self.first_call = None, 0, None
+            self.error, self.calls, self.first_call, self.mask_s = None, 0, None, 0.0
 
         def _setup(self, batch_size: int) -> None:
             from llguidance import LLMatcher
@@ -83,11 +83,14 @@ def checked_processor(grammar: str, tokenizer: Any, tensor_library_name: str, li
 
         def process_logits(self, input_ids: Any, logits: Any) -> Any:
             self.calls += 1
+            tick = time.perf_counter()
             if self.first_call is None:
-                self.first_call = time.perf_counter()
+                self.first_call = tick
             try:
                 if self.error is None:
-                    return self._checked(input_ids, logits)
+                    biased = self._checked(input_ids, logits)
+                    self.mask_s += time.perf_counter() - tick
+                    return biased
             except Exception as exc:  # raised inside llama.cpp's callback it would be swallowed: keep it
                 self._fail(f"{type(exc).__name__} in the logits processor: {exc}")
             logits[:] = float("-inf")  # only end-of-sequence: stop now, the caller raises
