@@ -20,8 +20,9 @@ Two tables:
 2. **build** — per request, the constraint's build time: the citation schema (``fit_schema``, shared by both
    backends), then what each backend adds: ours through outlines (for a steerable model, the grammar or JSON
    Schema text straight to a processor on the llguidance backend built once per model; no outlines output type,
-   whose ``JsonSchema`` validates against the meta-schema), outlines' own per-call path (``outlines.Generator(model, CFG(...))``, which
-   builds a new llguidance backend, vocabulary included, every call), and the local backend's grammar compile.
+   whose ``JsonSchema`` validates against the meta-schema), outlines' own per-call path
+   (``outlines.Generator(model, CFG(...))``, which builds a new llguidance backend, vocabulary included, every
+   call), and the local backend's grammar compile.
 
 Both backends run on one ``llama_cpp.Llama`` (the local runtime's), so the weights, threads and context match.
 

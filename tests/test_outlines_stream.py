@@ -10,14 +10,16 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import citelock
-from citelock import Citelock, Generation, GuardedAnswer, ReasonCode
+from citelock import Citelock, Generation, Guard, GuardedAnswer, ReasonCode, SurfacePolicy
 from citelock.backends import OutlinesBackend
-from citelock.errors import UsageError
+from citelock.errors import ConstraintViolationError, UsageError
+from citelock.store import PromptLog, ResultStore
 
 outlines = pytest.importorskip(
     "outlines", reason="the outlines extra is not installed: pip install 'citelock[outlines]'"
@@ -188,3 +190,26 @@ def test_a_model_type_outlines_does_not_stream_yields_its_answer_as_one_step(mon
     assert script.read == 0  # generate, not generate_stream
     events = list(Citelock(backend, policy="id").stream(QUESTION, CHUNKS))
     assert events[-1].type == "done" and [e.claim_index for e in events if e.type == "claim.checked"] == [0, 1]
+
+
+def test_an_output_that_breaks_the_schema_raises_and_persists_the_checked_claims(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No id or span diverges, yet the whole output is not an answer the schema allows (an extra key): the
+    stream raises ConstraintViolationError instead of a done event, and what was checked reaches the store."""
+    broken = GOOD[:-1] + ',"note":"x"}'
+    db = tmp_path / "citelock.db"
+    results = ResultStore(db)
+    backend = _backend(monkeypatch, Script(broken, size=4))
+    low = SurfacePolicy(name="chat", stakes="low", sample_rate=1.0, on_fail="drop_claim")
+    client = Citelock(backend, policy="id", log=PromptLog(db), guard=Guard(low), sinks=[results])
+    seen: list[Any] = []
+    with pytest.raises(ConstraintViolationError, match="output broke the constraint sent as JsonSchema"):
+        for event in client.stream(QUESTION, CHUNKS, request_id="broken-1"):
+            seen.append(event)
+    assert "done" not in [e.type for e in seen]
+    stored = results.for_request("broken-1")
+    assert stored is not None and stored.decision == "block"
+    assert len(stored.claims) == len([e for e in seen if e.type == "claim.checked"]) == 2
+    truncation = [f for f in stored.report.findings if f.reason == ReasonCode.ANSWER_TRUNCATED]
+    assert len(truncation) == 1 and "the constraint failed mid-decode" in truncation[0].detail

@@ -150,3 +150,26 @@ def test_astream(backend: Any) -> None:
 
     _assert_guaranteed(asyncio.run(collect()), show="immediately")
     _lock_is_free(backend)
+
+
+def test_an_engine_error_mid_stream_raises_and_persists_the_truncation(backend: Any, tmp_path: Path) -> None:
+    """A lexer too small for the span alternatives: llguidance errors inside llama.cpp's sampler callback once
+    ``{"claims":[`` is decoded; the stream raises instead of ending with an answer, and the store has the entry."""
+    import llguidance
+
+    from citelock.backends import OutlinesBackend
+    from citelock.errors import ConstraintViolationError
+
+    starved = OutlinesBackend(backend.model, engine_limits=llguidance.LLParserLimits(max_lexer_states=30))
+    db = tmp_path / "citelock.db"
+    results = ResultStore(db)
+    client = Citelock(starved, log=PromptLog(db), guard=Guard(LOW), sinks=[results], options=OPTIONS)
+    seen: list[Any] = []
+    with pytest.raises(ConstraintViolationError, match="the constraint engine failed mid-decode"):
+        for event in client.stream(QUESTION, CHUNKS, request_id="starved-1", policy="substring"):
+            seen.append(event)
+    assert "done" not in [e.type for e in seen]
+    _lock_is_free(starved)
+    stored = results.for_request("starved-1")
+    assert stored is not None and stored.decision == "block"
+    assert ReasonCode.ANSWER_TRUNCATED in {f.reason for f in stored.report.findings}

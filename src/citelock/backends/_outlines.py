@@ -22,7 +22,9 @@ Facts designed around (read in outlines 1.3 and llguidance 1.x):
   engine error or an output outside the constraint raises :class:`citelock.ConstraintViolationError`, never an
   answer reported as enforced.
 - ``VLLMOffline`` and the server clients are black boxes to outlines (it passes the output type to the engine);
-  their output is verified the same way. Transformers and VLLMOffline do not stream.
+  their output is verified the same way. Transformers, VLLMOffline and dottxt do not stream:
+  :meth:`OutlinesBackend.stream` yields their whole output as one delta; the others stream through outlines'
+  ``generate_stream`` (``astream`` for the async clients).
 """
 
 from __future__ import annotations
