@@ -322,9 +322,10 @@ class OutlinesBackend:
         if schema is None:
             counter = counting_processor(self.model.tensor_library_name) if self.kind.steerable else None
             return _Request(self._input(record), None, counter, kwargs, "none")
+        steering = self._steer() if self.kind.steerable else None  # once per model: not this request's cost
         started = time.perf_counter()
-        if self.kind.steerable:  # the text straight to llguidance: no outlines output type to build
-            output_type, processor = None, self._steer().processor(*self._sent(schema))
+        if steering is not None:  # the text straight to llguidance: no outlines output type to build
+            output_type, processor = None, steering.processor(*self._sent(schema))
         else:
             output_type, processor = self.output_type(schema), None
         constraint_ms = (time.perf_counter() - started) * 1000
