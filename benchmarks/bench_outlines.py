@@ -11,12 +11,18 @@ Two tables:
    - ``local constrained``: :class:`LocalBackend` (our own decode loop, fast-forward of forced tokens on, as
      shipped) and ``local constrained, no ff``;
 
-   and the ratios: outlines constrained / outlines unconstrained, and outlines constrained / local constrained
-   (the goal: at least 0.9x).
+   and the ratios: outlines constrained / outlines unconstrained, / local constrained (the goal: at least 0.9x)
+   and / local constrained without fast-forward. Where the time goes is beside them: the share of the local
+   backend's tokens the grammar forced (fast-forwarded in one batch; outlines' llama.cpp model samples every
+   token with one forward pass, and a logits processor can only mask, never add tokens), and the constraint's
+   time per token (the local loop's mask; outlines' llguidance processor, its matchers' setup included, from the
+   ``mask_ms`` note of each generation).
 2. **build** — per request, the constraint's build time: the citation schema (``fit_schema``, shared by both
-   backends), then what each backend adds: ours through outlines (output type + a processor on the llguidance
-   backend built once per model), outlines' own per-call path (``outlines.Generator(model, CFG(...))``, which
-   builds a new llguidance backend, vocabulary included, every call), and the local backend's grammar compile.
+   backends), then what each backend adds: ours through outlines (for a steerable model, the grammar or JSON
+   Schema text straight to a processor on the llguidance backend built once per model; no outlines output type,
+   whose ``JsonSchema`` validates against the meta-schema), outlines' own per-call path
+   (``outlines.Generator(model, CFG(...))``, which builds a new llguidance backend, vocabulary included, every
+   call), and the local backend's grammar compile.
 
 Both backends run on one ``llama_cpp.Llama`` (the local runtime's), so the weights, threads and context match.
 
@@ -60,6 +66,14 @@ def _speed(generation: citelock.Generation) -> float | None:
     return tokens / decode if tokens and decode > 0 else None
 
 
+def _note(generation: citelock.Generation, key: str) -> float:
+    """A ``key=value`` note of a generation (``forced_tokens``, ``mask_ms``), 0 when absent."""
+    for note in generation.notes:
+        if note.startswith(f"{key}="):
+            return float(note.split("=", 1)[1])
+    return 0.0
+
+
 def _median(values: list[float | None]) -> float:
     kept = [v for v in values if v is not None]
     return statistics.median(kept) if kept else float("nan")
@@ -69,14 +83,20 @@ def bench_speed(backends: dict[str, Any], naive: OutlinesBackend, policies: list
     corpus, cases = _cases(n)
     rows = []
     for policy in policies:
-        speeds: dict[str, list[float | None]] = {name: [] for name in (*backends, "outlines unconstrained")}
-        tokens: dict[str, list[int]] = {name: [] for name in speeds}
+        names = (*backends, "outlines unconstrained")
+        speeds: dict[str, list[float | None]] = {name: [] for name in names}
+        tokens: dict[str, list[int]] = {name: [] for name in names}
+        forced: dict[str, list[float]] = {name: [] for name in names}
+        mask_ms: dict[str, list[float]] = {name: [] for name in names}
         for case in cases:
             chunks = [corpus[i] for i in case["chunks"]]
             for name, backend in backends.items():
                 result = citelock.answer(case["question"], chunks, backend=backend, policy=policy, options=OPTIONS)  # type: ignore[arg-type]
-                speeds[name].append(_speed(result.generation))
-                tokens[name].append(result.generation.completion_tokens or 0)
+                generation = result.generation
+                speeds[name].append(_speed(generation))
+                tokens[name].append(generation.completion_tokens or 0)
+                forced[name].append(_note(generation, "forced_tokens"))
+                mask_ms[name].append(_note(generation, "mask_ms"))
             # the same structured prompt, no output type: what outlines decodes at when nothing is constrained
             context = citelock.assemble(case["question"], chunks)
             record = citelock.serialize(context)
@@ -84,13 +104,16 @@ def bench_speed(backends: dict[str, Any], naive: OutlinesBackend, policies: list
             speeds["outlines unconstrained"].append(_speed(free))
             tokens["outlines unconstrained"].append(free.completion_tokens or 0)
         med = {name: _median(values) for name, values in speeds.items()}
-        for name in speeds:
+        for name in names:
+            total = sum(tokens[name]) or 1
             rows.append(
                 {
                     "policy": policy, "mode": name, "answers": len(cases),
                     "tokens": statistics.median(tokens[name]), "tok_s": med[name],
+                    "forced": sum(forced[name]) / total, "mask_ms_token": sum(mask_ms[name]) / total,
                     "vs_outlines_free": med[name] / med["outlines unconstrained"],
                     "vs_local": med[name] / med["local constrained"],
+                    "vs_local_noff": med[name] / med["local constrained, no ff"],
                 }
             )  # fmt: skip
     return rows
@@ -109,13 +132,14 @@ def bench_build(model: Any, policies: list[str], n: int, reps: int) -> list[dict
         times: dict[str, list[float]] = {"schema": [], "ours (outlines)": [], "outlines Generator": [], "local": []}
         for case in cases:
             context = citelock.assemble(case["question"], [corpus[i] for i in case["chunks"]])
+            record = citelock.serialize(context)
             for _ in range(reps):
                 clear_schema_cache()
                 tick = time.perf_counter()
                 schema = fit_schema(context, policy, LOCAL_LIMITS, OPTIONS)  # type: ignore[arg-type]
                 times["schema"].append((time.perf_counter() - tick) * 1000)
                 tick = time.perf_counter()
-                ours._steer().processor(ours.output_type(schema))
+                ours._prepare(record, schema, 64)  # what a request builds: its output type or its processor
                 times["ours (outlines)"].append((time.perf_counter() - tick) * 1000)
                 tick = time.perf_counter()
                 outlines.Generator(model, CFG(schema.grammar), backend="llguidance")
@@ -130,12 +154,17 @@ def bench_build(model: Any, policies: list[str], n: int, reps: int) -> list[dict
 def print_tables(speed: list[dict[str, Any]], build: list[dict[str, Any]]) -> None:
     if speed:
         table = Table(title="decode speed: outlines' llama.cpp model vs the local backend (same Llama, same prompts)")
-        for col in ("policy", "mode", "answers", "median tokens", "tokens/s", "/ outlines unconstrained", "/ local"):
+        cols = (
+            "policy", "mode", "answers", "median tokens", "forced share", "processor ms/token", "tokens/s",
+            "/ outlines unconstrained", "/ local", "/ local no ff",
+        )  # fmt: skip
+        for col in cols:
             table.add_column(col, justify="left" if col in ("policy", "mode") else "right")
         for r in speed:
             table.add_row(
-                r["policy"], r["mode"], str(r["answers"]), f"{r['tokens']:.0f}", f"{r['tok_s']:.1f}",
-                f"{r['vs_outlines_free']:.2f}x", f"{r['vs_local']:.2f}x",
+                r["policy"], r["mode"], str(r["answers"]), f"{r['tokens']:.0f}", f"{r['forced']:.0%}",
+                f"{r['mask_ms_token']:.2f}", f"{r['tok_s']:.1f}", f"{r['vs_outlines_free']:.2f}x",
+                f"{r['vs_local']:.2f}x", f"{r['vs_local_noff']:.2f}x",
             )  # fmt: skip
         console.print(table)
     if build:

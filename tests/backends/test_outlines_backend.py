@@ -138,3 +138,17 @@ def test_a_black_box_output_outside_the_constraint_raises_and_is_never_enforced(
         "temperature": 0.0,
         PROFILES["openai"].max_tokens_field: kwargs[PROFILES["openai"].max_tokens_field],
     }
+
+
+def test_output_types_are_built_once_per_constraint_in_a_bounded_cache() -> None:
+    """outlines' JsonSchema validates against the meta-schema on every construction: one per distinct schema."""
+    backend = OutlinesBackend(_openai_model())
+    context = citelock.assemble("When did it open?", CHUNKS)
+    schema = fit_schema(context, "sentence", backend.limits, SchemaOptions(max_claims=1))
+    first = backend.output_type(schema)
+    assert backend.output_type(schema) is first and json.loads(first.schema) == schema.json_schema
+    for n in range(2, 42):  # 40 other constraints: the first is evicted, the cache stays bounded
+        backend.output_type(fit_schema(context, "sentence", backend.limits, SchemaOptions(max_claims=n)))
+    assert len(backend._output_types) == 32 and all(kept is not first for kept in backend._output_types.values())
+    again = backend.output_type(schema)
+    assert again is not first and again.schema == first.schema

@@ -22,7 +22,9 @@ Facts designed around (read in outlines 1.3 and llguidance 1.x):
   engine error or an output outside the constraint raises :class:`citelock.ConstraintViolationError`, never an
   answer reported as enforced.
 - ``VLLMOffline`` and the server clients are black boxes to outlines (it passes the output type to the engine);
-  their output is verified the same way. Transformers and VLLMOffline do not stream.
+  their output is verified the same way. Transformers, VLLMOffline and dottxt do not stream:
+  :meth:`OutlinesBackend.stream` yields their whole output as one delta; the others stream through outlines'
+  ``generate_stream`` (``astream`` for the async clients).
 """
 
 from __future__ import annotations
@@ -31,14 +33,14 @@ import asyncio
 import json
 import threading
 import time
-import warnings
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from citelock.backends._local import LOCAL_LIMITS
-from citelock.backends._protocol import Generation
+from citelock.backends._outlines_steer import Steering, counting_processor
+from citelock.backends._protocol import Generation, stream_in_thread
 from citelock.constraint._schema import BackendLimits, CitationSchema, GrammarDialect
 from citelock.errors import ConstraintViolationError, MissingExtraError, TruncatedOutputError, UsageError
 from citelock.records import PromptRecord
@@ -48,6 +50,8 @@ __all__ = ["MODEL_KINDS", "ModelKind", "OutlinesBackend", "OutlinesGeneration"]
 
 _GRAMMAR_POLICIES = ("quote", "quote_sentence", "substring")
 """Policies sent as an outlines ``CFG``; ``sentence`` and ``id`` travel as ``JsonSchema``."""
+_OUTPUT_TYPE_CACHE = 32
+"""Output types kept per backend (the most recently used), as the local backend keeps compiled grammars."""
 
 _FREE_TEXT = BackendLimits(policies=())
 _JSON_ONLY = BackendLimits(
@@ -120,8 +124,8 @@ def _kinds() -> dict[str, ModelKind]:
         ModelKind("Mistral", False, _JSON_ONLY, None),
         ModelKind("AsyncMistral", False, _JSON_ONLY, None, is_async=True),
         ModelKind("Gemini", False, _JSON_ONLY, None, "max_output_tokens"),
-        ModelKind("Dottxt", False, _JSON_ONLY, None, None),
-        ModelKind("AsyncDottxt", False, _JSON_ONLY, None, None, is_async=True),
+        ModelKind("Dottxt", False, _JSON_ONLY, None, None, streams=False),
+        ModelKind("AsyncDottxt", False, _JSON_ONLY, None, None, is_async=True, streams=False),
     ]
     return {row.name: row for row in rows}
 
@@ -248,6 +252,7 @@ class OutlinesBackend:
         self._steering: Any = None
         self._setup_lock = threading.Lock()
         self._model_lock = threading.Lock() if self.kind.serial else None
+        self._output_types: dict[tuple[str, str], Any] = {}
 
     @property
     def model_label(self) -> str:
@@ -262,28 +267,48 @@ class OutlinesBackend:
     def output_type(self, schema: CitationSchema) -> Any:
         """The outlines output type for ``schema``: ``CFG`` for grammar policies, ``JsonSchema`` for the others.
 
+        Built once per distinct constraint (a bounded cache: outlines' ``JsonSchema`` validates the schema against
+        the JSON Schema meta-schema, 7-13 ms per call); steerable models do not need it (:meth:`generate` hands
+        their llguidance backend the grammar or schema text directly).
+
         Raises:
             UsageError: the schema breaks this model type's limits (fit it with :func:`citelock.fit_schema`).
         """
+        dialect, text = self._sent(schema)
+        key = (dialect, text)
+        with self._setup_lock:
+            cached = self._output_types.pop(key, None)
+            if cached is not None:
+                self._output_types[key] = cached  # most recently used last
+                return cached
+        types = _import_outlines().types
+        made = types.CFG(text) if dialect != "json_schema" else types.JsonSchema(text)
+        with self._setup_lock:
+            self._output_types[key] = made
+            while len(self._output_types) > _OUTPUT_TYPE_CACHE:
+                self._output_types.pop(next(iter(self._output_types)))
+        return made
+
+    def _sent(self, schema: CitationSchema) -> tuple[str, str]:
+        """What the constraint engine gets: (``lark`` | ``gbnf`` | ``json_schema``, the grammar or schema text)."""
         problem = self.limits.violation(schema)
         if problem is not None:
             raise UsageError(
                 f"not sent: {problem}; fit the schema to this model type first "
                 "(citelock.fit_schema(context, policy, backend.limits) downgrades it)"
             )
-        types = _import_outlines().types
         if schema.policy in _GRAMMAR_POLICIES:
             if self.kind.grammar is None:  # only reachable with limits= wider than the engine
                 raise UsageError(f"outlines' {self.kind.name} takes no grammar; the {schema.policy} policy needs one")
-            return types.CFG(schema.grammar_in(self.kind.grammar))
+            return self.kind.grammar, schema.grammar_in(self.kind.grammar)
         sent = schema.guidance_json_schema() if self.kind.steerable else schema.json_schema
-        return types.JsonSchema(sent)
+        return "json_schema", json.dumps(sent)  # as outlines' JsonSchema writes a dict (ensure_ascii)
 
-    def _steer(self) -> _Steering:
+    def _steer(self) -> Steering:
         with self._setup_lock:
             if self._steering is None:
-                self._steering = _Steering(self.model, self._engine_limits)
-            steering: _Steering = self._steering
+                self._steering = Steering(self.model, self._engine_limits)
+            steering: Steering = self._steering
             return steering
 
     def _prepare(self, record: PromptRecord, schema: CitationSchema | None, max_tokens: int) -> _Request:
@@ -297,9 +322,12 @@ class OutlinesBackend:
         if schema is None:
             counter = counting_processor(self.model.tensor_library_name) if self.kind.steerable else None
             return _Request(self._input(record), None, counter, kwargs, "none")
+        steering = self._steer() if self.kind.steerable else None  # once per model: not this request's cost
         started = time.perf_counter()
-        output_type = self.output_type(schema)
-        processor = self._steer().processor(output_type) if self.kind.steerable else None
+        if steering is not None:  # the text straight to llguidance: no outlines output type to build
+            output_type, processor = None, steering.processor(*self._sent(schema))
+        else:
+            output_type, processor = self.output_type(schema), None
         constraint_ms = (time.perf_counter() - started) * 1000
         described = f"CFG ({self.kind.grammar})" if schema.policy in _GRAMMAR_POLICIES else "JsonSchema"
         return _Request(self._input(record), output_type, processor, kwargs, described, constraint_ms)
@@ -350,6 +378,86 @@ class OutlinesBackend:
         text = await self.model.generate(request.model_input, request.constraint, **request.kwargs)
         return self._verified(record, schema, request, text, started, max_tokens)
 
+    def stream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> Iterator[str | OutlinesGeneration]:
+        """:meth:`generate` delta by delta (outlines' ``generate_stream``), then the verified :class:`Generation`.
+
+        The deltas are the text outlines streams (empty ones are skipped); their concatenation is the returned
+        generation's text, verified exactly as :meth:`generate` verifies it. A model type outlines does not
+        stream (Transformers, VLLMOffline, dottxt) yields its whole output as one delta. Closing the iterator
+        stops generation (outlines' generator, and llama.cpp's decode under it, is closed).
+
+        Raises:
+            UsageError: as :meth:`generate` (an async model type: use :meth:`astream`).
+            ConstraintViolationError: the constraint engine failed during decoding, or the output is not an
+                answer the schema allows.
+        """
+        if self.kind.is_async:
+            raise UsageError(f"outlines' {self.kind.name} is async; call astream (citelock.Citelock.astream)")
+        if not self.kind.streams:
+            generation = self.generate(record, schema, max_tokens=max_tokens)
+            yield generation.text
+            yield generation
+            return
+        request = self._prepare(record, schema, max_tokens)
+        started = time.perf_counter()
+        pieces: list[str] = []
+        lock = self._model_lock
+        if lock is not None:
+            lock.acquire()
+        source = self.model.generate_stream(request.model_input, request.constraint, **request.kwargs)
+        try:
+            for piece in source:
+                if piece:
+                    pieces.append(piece)
+                    yield piece
+        finally:
+            source.close()
+            self._after_stream()
+            if lock is not None:
+                lock.release()
+        yield self._verified(record, schema, request, "".join(pieces), started, max_tokens, streamed=True)
+
+    async def astream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> AsyncIterator[str | OutlinesGeneration]:
+        """:meth:`stream` without blocking the event loop: awaited on async model types, else in a worker thread.
+
+        ``aclose()`` (or a cancelled task) stops generation.
+
+        Raises:
+            The same errors as :meth:`stream`.
+        """
+        if not self.kind.is_async:
+            async for item in stream_in_thread(lambda: self.stream(record, schema, max_tokens=max_tokens)):
+                yield item
+            return
+        if not self.kind.streams:
+            generation = await self.agenerate(record, schema, max_tokens=max_tokens)
+            yield generation.text
+            yield generation
+            return
+        request = self._prepare(record, schema, max_tokens)
+        started = time.perf_counter()
+        pieces: list[str] = []
+        source = self.model.generate_stream(request.model_input, request.constraint, **request.kwargs)
+        try:
+            async for piece in source:
+                if piece:
+                    pieces.append(piece)
+                    yield piece
+        finally:
+            await source.aclose()
+        yield self._verified(record, schema, request, "".join(pieces), started, max_tokens, streamed=True)
+
+    def _after_stream(self) -> None:
+        """What outlines' ``generate`` does after a call and its ``generate_stream`` does not: reset llama.cpp."""
+        if self.kind.name == "LlamaCpp":
+            reset = getattr(getattr(self.model, "model", None), "reset", None)
+            if callable(reset):
+                reset()
+
     def _verified(
         self,
         record: PromptRecord,
@@ -358,7 +466,14 @@ class OutlinesBackend:
         text: Any,
         started: float,
         max_tokens: int,
+        *,
+        streamed: bool = False,
     ) -> OutlinesGeneration:
+        """The generation, verified.
+
+        ``streamed``: a cut at ``max_tokens`` is reported (``finish_reason="length"``), for the stream's driver to
+        persist the checked claims and raise, rather than raised here.
+        """
         total = time.perf_counter() - started
         if not isinstance(text, str):
             raise ConstraintViolationError(
@@ -374,6 +489,10 @@ class OutlinesBackend:
                 f"({processor.error[:300]}); the output is not constrained and is not used: {text[:120]!r}"
             )
         if _truncated(text, sampled, max_tokens):
+            if streamed:  # the constraint held up to the cut: the pipeline raises TruncatedOutputError after it
+                return self._generation(
+                    text, request, sampled, total, started, max_tokens, enforced=True, truncated=True
+                )
             raise TruncatedOutputError(
                 f"request {record.request_id}: the output stopped at max_tokens={max_tokens} before the answer "
                 f"was complete (got {text[-60:]!r}); raise max_tokens or lower the SchemaOptions bounds",
@@ -401,15 +520,19 @@ class OutlinesBackend:
         max_tokens: int,
         *,
         enforced: bool,
+        truncated: bool = False,
     ) -> OutlinesGeneration:
         processor = request.processor
         first = processor.first_token_s(started) if processor is not None else None
         # every sampled token went through the processor; one that ended generation early was end-of-sequence
-        cut = sampled is not None and sampled >= max_tokens
+        cut = truncated or (sampled is not None and sampled >= max_tokens)
         tokens = None if sampled is None else sampled if cut else max(sampled - 1, 0)
         notes = [f"outlines {self.kind.name}: output type {request.described}"]
         if enforced:
             notes.append(f"constraint_ms={request.constraint_ms:.1f}")
+            mask_s = getattr(processor, "mask_s", None)
+            if mask_s is not None:
+                notes.append(f"mask_ms={mask_s * 1000:.1f}")  # as the local backend notes its own
         return OutlinesGeneration(
             text=text,
             backend=self.name,
@@ -418,7 +541,8 @@ class OutlinesBackend:
             completion_tokens=tokens,
             latency_s=total,
             first_token_s=first,
-            finish_reason="length" if cut and not enforced else "stop",  # an enforced output was verified complete
+            # an enforced output was verified complete, unless a stream reports its cut (``truncated``)
+            finish_reason="length" if cut and (not enforced or truncated) else "stop",
             notes=tuple(notes),
             model_type=self.kind.name,
             output_type=request.described,
@@ -468,132 +592,3 @@ def _truncated(text: str, tokens: int | None, max_tokens: int) -> bool:
     except json.JSONDecodeError:
         return tokens is not None  # a black box's cut is found by verification (it reports no token count)
     return False
-
-
-class _Steering:
-    """The llguidance backend of one steerable outlines model, built once: each request gets its own processor."""
-
-    def __init__(self, model: Any, engine_limits: Any) -> None:
-        try:
-            import llguidance
-            from outlines.backends.llguidance import LLGuidanceBackend
-        except ImportError:
-            raise MissingExtraError("outlines", "llguidance") from None
-        from citelock.runtime._llama import parser_limits
-
-        self.llg = llguidance
-        with warnings.catch_warnings():  # llguidance calls a deprecated llama.cpp accessor once per token
-            warnings.simplefilter("ignore", DeprecationWarning)
-            self.backend = LLGuidanceBackend(model)
-        self.limits = engine_limits if engine_limits is not None else parser_limits()
-        self.tensor_library_name: str = model.tensor_library_name
-
-    def processor(self, output_type: Any) -> Any:
-        """A fresh checked logits processor for ``output_type`` (a ``CFG`` in Lark, or a ``JsonSchema``)."""
-        from outlines.types import CFG
-
-        if isinstance(output_type, CFG):
-            spec = self.llg.grammar_from("lark", output_type.definition)
-        else:
-            spec = self.llg.grammar_from("json_schema", output_type.schema)
-        return checked_processor(spec, self.backend.llg_tokenizer, self.tensor_library_name, self.limits)
-
-
-def checked_processor(grammar: str, tokenizer: Any, tensor_library_name: str, limits: Any) -> Any:
-    """The llguidance logits processor of outlines, with ``limits`` and every engine error recorded, not only warned.
-
-    The returned processor has ``error`` (None, or the first engine error: a rejected token, a matcher error, an
-    exception inside the processor), ``calls`` (one per sampled token) and ``first_token_s(started)``. After an
-    error only end-of-sequence is allowed, so decoding stops at once; the caller raises.
-    """
-    from outlines.backends.llguidance import LLGuidanceLogitsProcessor
-
-    class CheckedProcessor(LLGuidanceLogitsProcessor):
-        def __init__(self) -> None:
-            super().__init__(grammar, tokenizer, tensor_library_name)
-            self.error: str | None = None
-            self.calls = 0
-            self.first_call: float | None = None
-
-        def reset(self) -> None:
-            self.is_first_token = True  # what outlines' reset does: the matchers are set up again
-            self.error, self.calls, self.first_call = None, 0, None
-
-        def _setup(self, batch_size: int) -> None:
-            from llguidance import LLMatcher
-
-            super()._setup(batch_size)
-            self.ll_matchers = [LLMatcher(tokenizer, grammar, log_level=0, limits=limits) for _ in range(batch_size)]
-            for matcher in self.ll_matchers:
-                if matcher.is_error():
-                    self._fail(f"llguidance refused the grammar: {matcher.get_error()}")
-
-        def first_token_s(self, started: float) -> float | None:
-            return None if self.first_call is None else max(self.first_call - started, 0.0)
-
-        def _fail(self, message: str) -> None:
-            if self.error is None:
-                self.error = message
-
-        def process_logits(self, input_ids: Any, logits: Any) -> Any:
-            self.calls += 1
-            if self.first_call is None:
-                self.first_call = time.perf_counter()
-            try:
-                if self.error is None:
-                    return self._checked(input_ids, logits)
-            except Exception as exc:  # raised inside llama.cpp's callback it would be swallowed: keep it
-                self._fail(f"{type(exc).__name__} in the logits processor: {exc}")
-            logits[:] = float("-inf")  # only end-of-sequence: stop now, the caller raises
-            logits[:, tokenizer.eos_token] = 0.0
-            return logits
-
-        def _checked(self, input_ids: Any, logits: Any) -> Any:
-            if self.is_first_token:
-                self._setup(len(input_ids))
-                self.is_first_token = False
-            else:
-                for i, matcher in enumerate(self.ll_matchers):
-                    token = int(input_ids[i][-1].item())
-                    if not matcher.consume_token(token) or matcher.is_error():
-                        self._fail(f"the engine rejected token {token}: {matcher.get_error()}")
-            if self.error is not None:
-                raise _EngineStopped
-            biased = self._bias_logits(input_ids, logits)
-            for matcher in self.ll_matchers:
-                if matcher.is_error():
-                    self._fail(f"engine error computing the mask: {matcher.get_error()}")
-                    raise _EngineStopped
-            return biased
-
-    return CheckedProcessor()
-
-
-def counting_processor(tensor_library_name: str) -> Any:
-    """A logits processor that changes nothing and counts sampled tokens (accounting for unconstrained decoding)."""
-    from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
-
-    class CountingProcessor(OutlinesLogitsProcessor):
-        def __init__(self) -> None:
-            super().__init__(tensor_library_name)
-            self.error: str | None = None
-            self.calls = 0
-            self.first_call: float | None = None
-
-        def reset(self) -> None:
-            self.calls, self.first_call = 0, None
-
-        def first_token_s(self, started: float) -> float | None:
-            return None if self.first_call is None else max(self.first_call - started, 0.0)
-
-        def process_logits(self, input_ids: Any, logits: Any) -> Any:
-            self.calls += 1
-            if self.first_call is None:
-                self.first_call = time.perf_counter()
-            return logits
-
-    return CountingProcessor()
-
-
-class _EngineStopped(Exception):
-    """Internal: the engine failed; the processor switches to end-of-sequence only."""

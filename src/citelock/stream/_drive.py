@@ -5,7 +5,8 @@ delta by delta; any other backend's whole output arrives as one step, with the s
 pipeline) passes two functions: ``finish(generation, guard)``, the whole answer's guarded result exactly as
 ``Citelock.answer`` builds and persists it, and ``finish_partial(generation, answer, guard, finding)``, the
 result of a stream that stopped early (cancelled by its consumer, cut at a divergence, or cut by the server),
-persisted with an ``ANSWER_TRUNCATED`` finding. Generation stops as soon as the consumer stops iterating.
+persisted with an ``ANSWER_TRUNCATED`` finding (also when the backend raises ``ConstraintViolationError``
+mid-stream, which then propagates). Generation stops as soon as the consumer stops iterating.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from citelock.backends._protocol import Backend, Generation, stream_in_thread
 from citelock.constraint._schema import CitationSchema
-from citelock.errors import TruncatedOutputError
+from citelock.errors import ConstraintViolationError, TruncatedOutputError
 from citelock.guard import Guard
 from citelock.records import Answer, Finding, Layer, PromptRecord, ReasonCode
 from citelock.stream._events import Done
@@ -99,7 +100,7 @@ def _partial_generation(job: StreamJob[Any], started: float, first: float | None
     return Generation(
         text=job.session.text,
         backend=backend.name,
-        model=str(getattr(backend, "model", backend.name)),
+        model=str(getattr(backend, "model_label", None) or getattr(backend, "model", backend.name)),
         enforced=False,
         completion_tokens=job.session.tokens,
         latency_s=time.perf_counter() - started,
@@ -140,6 +141,10 @@ def stream_events(job: StreamJob[A]) -> Iterator[Event | Done[A]]:
         except TruncatedOutputError:
             settled = True
             _stopped(job, started, first, "truncated", "the server cut the stream")
+            raise
+        except ConstraintViolationError:
+            settled = True
+            _stopped(job, started, first, "failed", "the constraint failed mid-decode")
             raise
         finally:
             close = getattr(source, "close", None)
@@ -202,6 +207,10 @@ async def astream_events(job: StreamJob[A]) -> AsyncIterator[Event | Done[A]]:
         except TruncatedOutputError:
             settled = True
             await asyncio.to_thread(_stopped, job, started, first, "truncated", "the server cut the stream")
+            raise
+        except ConstraintViolationError:
+            settled = True
+            await asyncio.to_thread(_stopped, job, started, first, "failed", "the constraint failed mid-decode")
             raise
         finally:
             await source.aclose()
