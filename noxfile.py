@@ -29,7 +29,7 @@ nox.options.sessions = ["lint", "typecheck", "tests", "docs"]
 
 LINT_PATHS = ["src", "tests", "benchmarks", "examples", "scripts", "noxfile.py"]
 # The markers of tests that need more than pip-installed wheels: the fast lane deselects them.
-HEAVY_MARKERS = ["local_model", "server", "postgres", "browser", "ray", "shared_data"]
+HEAVY_MARKERS = ["local_model", "server", "postgres", "browser", "ray", "shared_data", "phoenix_server", "slow"]
 FAST_LANE = "not (" + " or ".join(HEAVY_MARKERS) + ")"
 # Every extra that installs from wheels alone: no compiler (llama-cpp-python is in local, server and bench), no
 # model package (local, gemma, research). llguidance, of the local extra, is a wheel: the grammar tests need it.
@@ -76,6 +76,11 @@ def tests(session: nox.Session) -> None:
         "-q",
         "-m",
         FAST_LANE,
+        # one worker per core (pytest-xdist), a test file's tests on one worker: module fixtures stay shared
+        "-n",
+        "auto",
+        "--dist",
+        "loadfile",
         *session.posargs,
         env={"CITELOCK_NO_SKIP": "1"},
     )

@@ -232,6 +232,7 @@ def test_running_the_same_input_twice_adds_nothing(tmp_path: Path, target: str) 
     assert _counts(target) == counts  # the same answers: no new queue entries, no new results
 
 
+@pytest.mark.slow
 def test_one_and_two_processes_give_identical_rows(tmp_path: Path) -> None:
     path = str(write_jsonl(tmp_path / "rows.jsonl", make_rows(40), bad_lines()))
     one = run_audit([path], out=tmp_path / "one", settings=SURFACE, processes=1)
@@ -280,6 +281,7 @@ def _keys(out: Path) -> list[str]:
     return [row["key"] for row in read_report(out)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", ["kill", "interrupt"])
 def test_a_killed_or_interrupted_audit_resumes_exactly_once(tmp_path: Path, stop: str) -> None:
     rows = make_rows(300)
@@ -359,6 +361,7 @@ def test_results_of_an_older_database_keep_and_gain_the_key_column(tmp_path: Pat
     assert "citelock_results_result_key" in indexes
 
 
+@pytest.mark.slow
 def test_a_judge_server_that_goes_away_stops_the_audit_before_committing(tmp_path: Path) -> None:
     server = JudgeServer()  # the judge asks which model the server runs when it is built
     settings = AuditSettings(surface="support", judge="llm", judge_base_url=server.url)

@@ -14,6 +14,9 @@ from support.scripts_loader import load_script
 
 fuzz = load_script("fuzz_cli")
 
+pytestmark = pytest.mark.slow
+
+
 SLICE = {
     "answer": 80,
     "prompt": 50,

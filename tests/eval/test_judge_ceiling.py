@@ -80,6 +80,7 @@ def _synthetic_rows(ceiling: ModuleType, n: int = 80) -> object:
     return rows
 
 
+@pytest.mark.slow
 def test_nested_cv_finds_a_separating_feature(ceiling: ModuleType) -> None:
     rows = _synthetic_rows(ceiling)
     baseline = ceiling.Scorer(ceiling.FAMILIES[0], rows)

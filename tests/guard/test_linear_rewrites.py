@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from contextlib import suppress
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,9 @@ from citelock.prompt import PromptIndex, check_citation, record_from_messages
 from citelock.prompt._parse import _unclosed_cite, parse_free_text
 from citelock.records import Citation, PlacedChunk, ReasonCode
 from citelock.text import normalize
+
+pytestmark = pytest.mark.slow
+
 
 _OLD_UNCLOSED = re.compile(r"<cite\b(?![^>]*>.*?</cite\s*>)", re.DOTALL)
 _PIECES = ["<cite", "<cite ", 'id="a"', ">", "</cite>", "</cite >", "</cite", "x", " ", "<", "\n", "citex"]

@@ -94,6 +94,7 @@ def test_derivable_is_bounded_and_exact_to_the_claims_precision() -> None:
     assert derivable("203", many, arithmetic=True)  # 101 + 102
 
 
+@pytest.mark.slow
 def test_every_seeded_number_mismatch_is_still_caught() -> None:
     """The derived-number rule must not open a hole: 20 seeded corpora, 1,200 changed numbers, none excused."""
     caught = total = clean_alarms = 0

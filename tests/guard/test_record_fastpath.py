@@ -98,6 +98,7 @@ ASCII_CHUNK = st.lists(st.sampled_from(ASCII_PIECES), max_size=12).map("".join)
 OTHER_CHUNK = st.sampled_from(["é  x", "caf\u0065\u0301", "&amp; y", "R&D", ""])
 
 
+@pytest.mark.slow
 @given(st.lists(st.one_of(ASCII_CHUNK, OTHER_CHUNK), max_size=40))
 @settings(max_examples=400, deadline=None)
 def test_normalize_all_is_normalize_each(texts: list[str]) -> None:
@@ -113,6 +114,7 @@ NUMBERISH = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @given(NUMBERISH)
 @settings(max_examples=800, deadline=None)
 def test_numbers_are_the_reference(text: str) -> None:
@@ -215,6 +217,7 @@ def _mangle(text: str, separator: str, escape_times: int, nfd: bool) -> str:
     st.sampled_from([None, "", "What grew in 2023?", "revenue grew"]),
     st.data(),
 )
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None)
 def test_records_and_findings_are_the_reference(
     chunk_specs: list[tuple[str, str]],

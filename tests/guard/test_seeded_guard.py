@@ -49,6 +49,7 @@ def test_every_class_has_enough_items(corpus: DefectCorpus) -> None:
     assert len({item.item_id for item in corpus.items}) == len(corpus.items)
 
 
+@pytest.mark.slow
 def test_generation_is_deterministic(corpus: DefectCorpus) -> None:
     again = generate_corpus(seed=7, per_class=PER_CLASS)
     assert [i.record.model_dump() for i in again.items] == [i.record.model_dump() for i in corpus.items]

@@ -58,6 +58,7 @@ def _week(
     return population, labels, true_rate
 
 
+@pytest.mark.slow
 def test_the_interval_covers_a_12_percent_false_pass_rate_in_at_least_90_percent_of_200_seeded_runs() -> None:
     covered = 0
     for run in range(200):
@@ -90,6 +91,7 @@ def _alarm_weeks(fp: float, run: int, weeks: int, window: int = 4, min_labels: i
     return flags
 
 
+@pytest.mark.slow
 def test_the_alarm_fires_in_the_first_week_at_12_percent_and_rarely_on_a_full_window_at_3_percent() -> None:
     # 5,000 judged citations a week, PLAN's audit rates (about 900 labels a week, ~275 effective not-yes ones)
     fired = [_alarm_weeks(0.12, run, weeks=1)[0] for run in range(50)]

@@ -491,6 +491,7 @@ def _race(base: str, entry_id: str, clients: list[httpx.Client], csrfs: list[str
     return codes
 
 
+@pytest.mark.slow
 def test_concurrent_resolutions_one_wins_the_rest_conflict(target: str) -> None:
     seeded = seed_desk(target, accounts=False)
     names = [f"rev{i}" for i in range(6)]

@@ -220,6 +220,7 @@ def test_a_sign_in_purges_ended_sessions_and_tokens_and_keeps_the_rest(
     assert client.get("/api/v1/me").json()["username"] == "alice"  # the sign-in itself stands
 
 
+@pytest.mark.slow
 def test_the_desk_purges_at_most_once_per_interval(client: TestClient, seeded: Seeded, clock: Clock) -> None:
     assert timedelta(minutes=10) == PURGE_INTERVAL  # the desk's default, which `client` serves with
     accounts = seeded.desk.accounts

@@ -264,6 +264,7 @@ def _writer(target: str, worker: int, count: int) -> None:
         queue.enqueue([finding(worker * 1000 + n)], surface=f"w{worker}")
 
 
+@pytest.mark.slow
 def test_concurrent_processes_lose_no_entry(target: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(target, w, 50)) for w in range(4)]

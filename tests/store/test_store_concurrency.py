@@ -34,6 +34,9 @@ from citelock.store._engine import to_url
 from support.fakes import REVENUE_CHUNKS, KeywordJudge, make_record
 from support.guarding import guard_and_store
 
+pytestmark = pytest.mark.slow
+
+
 PG_URL = os.environ.get("CITELOCK_TEST_POSTGRES_URL")
 WRITERS = 8
 TRIALS = 10
