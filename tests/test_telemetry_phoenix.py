@@ -74,7 +74,7 @@ def test_a_guarded_answer_is_one_trace_in_phoenix_with_one_evaluation_per_citati
     tracer = exporting.get_tracer("app")
     with tracer.start_as_current_span("app.request") as app:
         result = guard().run(record(), ANSWER, store=STORE)
-    assert exporting.force_flush(30_000)
+    assert telemetry.flush(30.0) and exporting.force_flush(30_000)
     trace_id = f"{app.get_span_context().trace_id:032x}"
     judge_calls = result.accounting.judge_calls + result.accounting.diagnosis_calls
     spans = _trace_spans(Client(base_url=phoenix), trace_id, 2 + judge_calls)
@@ -132,7 +132,7 @@ def test_review_outcome_reaches_the_same_trace_as_a_human_annotation(
     entry = ReviewQueue(str(tmp_path / "q.db")).enqueue_result(result)[0]
     # later, outside any trace: the reviewer's outcome goes to the trace the logged prompt carries
     assert telemetry.emit_review(entry, "repair", reviewer="ana", note="cite clause 7", record=logged) == 1
-    assert exporting.force_flush(30_000)
+    assert telemetry.flush(30.0) and exporting.force_flush(30_000)
     trace_id = f"{app.get_span_context().trace_id:032x}"
     client = Client(base_url=phoenix)
     judge_calls = result.accounting.judge_calls + result.accounting.diagnosis_calls

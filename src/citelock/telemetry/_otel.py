@@ -20,9 +20,11 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import _logs, context, trace
@@ -31,6 +33,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanK
 
 from citelock._version import __version__
 from citelock.records import GuardReport, PromptRecord, Verdict
+from citelock.telemetry import _deferred
 from citelock.telemetry._events import EVALUATION_EVENT, SEMCONV_VERSION, Attributes, evaluation_events, review_event
 from citelock.telemetry._hook import SETTINGS
 
@@ -208,24 +211,52 @@ def _result_attributes(result: GuardResult) -> Attributes:
 
 
 def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, store: Any) -> Any:
-    """:meth:`citelock.Guard.run` inside a ``citelock.guard`` span, then its evaluation events."""
+    """:meth:`citelock.Guard.run` inside a ``citelock.guard`` span, the rest handed to the telemetry thread.
+
+    The span's result attributes, its evaluation events and its end are built there, with the end time and the
+    trace context captured here.
+    """
     surface = guard.policy.name if guard.policy is not None else None
     parent, links = _placement(_origin(record.metadata))
     attributes: Attributes = {"gen_ai.operation.name": "citelock.guard", "citelock.request_id": record.request_id}
     if surface:
         attributes["citelock.surface"] = surface
     name = f"citelock.guard {surface}" if surface else "citelock.guard"
-    with _tracer().start_as_current_span(name, context=parent, links=links, attributes=attributes) as span:
-        recording = span.is_recording()
-        try:
+    span = _tracer().start_span(name, context=parent, links=links, attributes=attributes)
+    recording = span.is_recording()
+    try:
+        with trace.use_span(span, end_on_exit=False):
             result = run(_with_traced_judges(guard) if recording else guard, record, answer, store=store)
-        except Exception as exc:  # recorded on the span by the SDK; error.type per the conventions
+    except BaseException as exc:  # recorded on the span by use_span; error.type per the conventions
+        if isinstance(exc, Exception):
             span.set_attribute("error.type", type(exc).__name__)
-            raise
+        span.end()
+        raise
+    _hand_off(result, span, recording)
+    return result
+
+
+def _hand_off(result: GuardResult, span: Span, recording: bool) -> None:
+    """Queue what is left of one guard span (attributes, events, end) for the worker; nothing when nothing records."""
+    plan = _plan(span, None)
+    if plan is None and not recording:
+        span.end()
+        return
+    ended = time.time_ns()
+
+    def run() -> None:
         if recording:
             span.set_attributes(_result_attributes(result))
-        _emit_events(result, span, None)
-    return result
+        if plan is not None:
+            _write_events(result, plan, ended, worker=True)
+        span.end(end_time=ended)
+
+    def on_drop() -> None:  # queue full: the span still ends, with what its events would have said in brief
+        if recording:
+            span.set_attributes({**_result_attributes(result), "citelock.telemetry.dropped": True})
+        span.end(end_time=ended)
+
+    _deferred.submit(_deferred.Job(run, on_drop))
 
 
 def _logs_enabled(logger: _logs.Logger) -> bool:
@@ -234,38 +265,64 @@ def _logs_enabled(logger: _logs.Logger) -> bool:
     return bool(enabled(event_name=EVALUATION_EVENT)) if enabled is not None else True
 
 
-def _log_context(span: Span) -> context.Context:
-    evaluated = _EVALUATED.get()
-    target = evaluated[0] if evaluated is not None and evaluated[0] is not None else span.get_span_context()
-    return trace.set_span_in_context(NonRecordingSpan(target))
+@dataclass(frozen=True)
+class _Plan:
+    """Where one result's events go, decided on the request thread (providers, parent, response id)."""
+
+    logger: _logs.Logger | None
+    span: Span | None
+    target: SpanContext
+    response_id: str | None
 
 
-def _emit_events(result: GuardResult | GuardReport, span: Span, response_id: str | None) -> int:
-    """The evaluation events of ``result``: as log records (parented to the evaluated span) and/or span events."""
+def _plan(span: Span, response_id: str | None) -> _Plan | None:
+    """The events' destinations, or None when nothing would record them (no work at all then)."""
     logger = _logger() if SETTINGS.logs else None
     to_logs = logger is not None and _logs_enabled(logger)
     to_span = SETTINGS.span_events and span.is_recording()
     if not to_logs and not to_span:
-        return 0
+        return None
     evaluated = _EVALUATED.get()
+    target = evaluated[0] if evaluated is not None and evaluated[0] is not None else span.get_span_context()
     response = response_id or (evaluated[1] if evaluated is not None else None)
+    return _Plan(logger if to_logs else None, span if to_span else None, target, response)
+
+
+def _write_events(
+    result: GuardResult | GuardReport, plan: _Plan, timestamp: int | None, *, worker: bool = False
+) -> int:
+    """The evaluation events of ``result``: as log records (parented to the evaluated span) and/or span events.
+
+    On the worker (``worker``) the GIL is released after each event, so a request thread waiting for it runs
+    first: the worker takes what the request threads leave.
+    """
     try:
-        events = evaluation_events(result, response_id=response)
+        events = evaluation_events(result, response_id=plan.response_id)
     except Exception:  # a telemetry bug must never fail a guard run; it is logged, not hidden
         _log.exception("citelock could not build the evaluation events of request %s", _request_id(result))
         return 0
-    ctx = _log_context(span)
+    ctx = trace.set_span_in_context(NonRecordingSpan(plan.target))
     for event in events:
-        if to_logs and logger is not None:
-            logger.emit(
+        if plan.logger is not None:
+            plan.logger.emit(
+                timestamp=timestamp,
+                observed_timestamp=timestamp,
                 event_name=EVALUATION_EVENT,
                 attributes=event,
                 context=ctx,
                 severity_number=SeverityNumber.INFO,
             )
-        if to_span:
-            span.add_event(EVALUATION_EVENT, event)
+        if plan.span is not None:
+            plan.span.add_event(EVALUATION_EVENT, event, timestamp=timestamp)
+        if worker:
+            time.sleep(0)
     return len(events)
+
+
+def _emit_events(result: GuardResult | GuardReport, span: Span, response_id: str | None) -> int:
+    """The evaluation events of ``result`` now, on this thread (an explicit :func:`citelock.telemetry.emit`)."""
+    plan = _plan(span, response_id)
+    return 0 if plan is None else _write_events(result, plan, None)
 
 
 def _request_id(result: GuardResult | GuardReport) -> str:
