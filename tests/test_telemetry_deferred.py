@@ -106,7 +106,7 @@ def test_queue_size_must_be_a_positive_int() -> None:
 
 
 def test_pending_events_are_written_at_interpreter_exit() -> None:
-    code = """
+    code = r"""
 import sys
 sys.path.insert(0, "tests")
 from opentelemetry.sdk._logs import LoggerProvider
@@ -117,7 +117,7 @@ from otel_scenario import ANSWER, STORE, guard, record
 class Count(LogRecordExporter):
     def export(self, batch):
         for item in batch:
-            print("event", item.log_record.attributes["gen_ai.evaluation.name"], flush=True)
+            sys.stdout.write(f"event {item.log_record.attributes['gen_ai.evaluation.name']}\n")  # one write a line
         return LogRecordExportResult.SUCCESS
     def shutdown(self):
         pass
@@ -128,9 +128,19 @@ provider = LoggerProvider()
 provider.add_log_record_processor(SimpleLogRecordProcessor(Count()))
 telemetry.configure(logger_provider=provider)
 guard().run(record(), ANSWER, store=STORE)
-print("returned", flush=True)
+sys.stdout.write("returned\n")  # no flush: the events left pending are written at exit
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     lines = out.stdout.split("\n")
     assert "returned" in lines
     assert sum(line.startswith("event ") for line in lines) == 4, out.stdout + out.stderr
+
+
+def test_deferred_false_writes_the_events_inside_guard_run(exporters, blocked_worker) -> None:
+    spans, _, tracer_provider = exporters
+    telemetry.configure(
+        tracer_provider=tracer_provider, logger_provider=None, logs=False, span_events=True, deferred=False
+    )
+    guard().run(record(), ANSWER, store=STORE)  # the worker is held: only the request thread can have written them
+    (guard_span,) = [s for s in spans.get_finished_spans() if s.name.startswith("citelock.guard")]
+    assert len(guard_span.events) == 4
