@@ -180,3 +180,26 @@ def test_a_whole_stream_evaluates_the_providers_response_id(captured: Captured, 
     assert chat.attributes is not None and chat.attributes["gen_ai.response.id"] == "s-1"
     assert {e["gen_ai.response.id"] for e, _ in captured.events()} == {"s-1"}
     assert {span_id for _, span_id in captured.events()} == {chat.context.span_id}
+
+
+@pytest.mark.server
+def test_a_wrapped_call_on_the_real_server_is_traced(captured: Captured, llama_server: Any, tmp_path: Path) -> None:
+    from test_wrap_server import FABRICATED, OPTS, case
+
+    messages, chunks = case(7)
+    own = openai.OpenAI(base_url=llama_server.base_url, api_key="local", max_retries=0, timeout=300)
+    client = citelock.wrap(own, server="llama-cpp-python", log=str(tmp_path / "log.db"), options=OPTS)
+    with captured.tracer_provider.get_tracer("app").start_as_current_span("app.request") as app:
+        response = client.chat.completions.create(messages=messages, chunks=chunks, max_tokens=200)
+    steps = captured.by_step()
+    assert steps["citelock.answer"].parent is not None
+    assert steps["citelock.answer"].parent.span_id == app.get_span_context().span_id
+    chat = steps["chat"]
+    assert chat.attributes is not None and chat.attributes["gen_ai.response.id"] == response.id  # the server's id
+    assert chat.attributes["gen_ai.usage.input_tokens"] == response.usage.prompt_tokens
+    events = captured.events()
+    assert {span_id for _, span_id in events} == {chat.context.span_id}
+    assert {e["gen_ai.response.id"] for e, _ in events} == {response.id}
+    (answer,) = [e for e, _ in events if e["gen_ai.evaluation.name"] == "citelock.answer"]
+    assert answer["gen_ai.evaluation.score.label"] == response.citelock.decision
+    assert not {e["gen_ai.evaluation.score.label"] for e, _ in events} & FABRICATED  # the constraint's guarantee
