@@ -330,3 +330,34 @@ def test_unparseable_answer_is_an_error_on_the_guard_span(captured: Captured) ->
     assert span.attributes["error.type"] == "ParseError"
     assert span.status.status_code.name == "ERROR"
     assert captured.events() == []
+
+
+def test_citelock_stream_is_traced_as_answer_and_keeps_no_span_current_between_events(captured: Captured) -> None:
+    import asyncio
+
+    from opentelemetry import trace as otel_trace
+
+    chunks = [Chunk(id="c1", text="Revenue grew 12% in 2024.")]
+    tracer = captured.tracer_provider.get_tracer("app")
+    for run in ("sync", "async"):
+        client = citelock.Citelock(FakeBackend([{"claims": [ANSWER["claims"][0]]}]))
+        captured.spans.clear()
+        captured.logs.clear()
+        with tracer.start_as_current_span("app.request") as app:
+            if run == "sync":
+                for _ in client.stream("How did revenue do?", chunks):
+                    assert otel_trace.get_current_span() is app
+            else:
+
+                async def consume(app: object = app, client: citelock.Citelock = client) -> None:
+                    async for _ in client.astream("How did revenue do?", chunks):
+                        assert otel_trace.get_current_span() is app
+
+                asyncio.run(consume())
+        by_name = {s.name.split(" ")[0]: s for s in captured.finished()}
+        answer_span = by_name["citelock.answer"]
+        assert answer_span.parent is not None and answer_span.parent.span_id == app.get_span_context().span_id
+        for step in ("citelock.assemble", "chat", "citelock.guard"):
+            assert by_name[step].parent is not None, (run, step)
+            assert by_name[step].parent.span_id == answer_span.context.span_id, (run, step)
+        assert {e["_span_id"] for e in captured.events()} == {by_name["chat"].context.span_id}, run

@@ -528,7 +528,7 @@ def answer_trace(question: str) -> Iterator[_AnswerTrace]:
 
 
 class StreamTrace:
-    """The spans of one streamed answer (a wrapped ``stream=True`` call): ``Citelock.answer``'s, across iteration.
+    """The spans of one streamed answer (``Citelock.stream``, a wrapped ``stream=True`` call), across iteration.
 
     ``citelock.answer`` starts when the call is made (its ``citelock.assemble`` step runs then); ``chat`` starts
     when iteration begins and ends when the generation is complete; the final guard runs under
@@ -543,13 +543,14 @@ class StreamTrace:
         self.evaluated: tuple[SpanContext | None, str | None] | None = None
 
     def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
-        token = context.attach(self.context)
+        token, answer = context.attach(self.context), _ANSWER.set(self.span.get_span_context())
         try:
             return _AnswerTrace(self.span).assemble(fn, *args)
         except BaseException as exc:
             self._end(exc)
             raise
         finally:
+            _ANSWER.reset(answer)
             context.detach(token)
 
     def _job(self, job: Any) -> Any:
