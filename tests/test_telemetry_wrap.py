@@ -9,6 +9,9 @@ response id and usage, and every evaluation event parented to that chat span wit
 from __future__ import annotations
 
 import asyncio
+import http.server
+import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,10 +29,71 @@ from citelock import telemetry
 
 openai = pytest.importorskip("openai")
 from openai_transport import Server, completion, scripted_async_client, scripted_client  # noqa: E402
-from test_wrap import CHUNKS, cited, conversation  # noqa: E402
-from test_wrap_stream import FABRICATED, _serve  # noqa: E402
 
+CHUNKS = [
+    {"id": "kb-1", "text": "The ferry leaves Arden at 7:15 every weekday. It returns at 18:40."},
+    {"id": "kb-2", "text": "Bicycles travel free on the ferry. Dogs must be on a lead."},
+]
+FABRICATED_IDS = {"ID_NOT_IN_PROMPT", "FABRICATED_ID", "STALE_ID"}
+STEP = 5  # characters per SSE chunk
+
+
+def cited(chunk_id: str, span: str, text: str) -> str:
+    return json.dumps({"claims": [{"text": text, "citations": [{"chunk_id": chunk_id, "span": span}]}]})
+
+
+GOOD = cited("kb-1", "The ferry leaves Arden at 7:15 every weekday.", "The ferry leaves at 7:15.")
 ANSWER = cited("kb-999", "The ferry leaves Arden at 7:15 every weekday.", "The ferry leaves at 6:00.")
+
+
+def conversation() -> list[dict[str, str]]:
+    """The caller's own turn, the chunks in its own format."""
+    passages = "\n".join(f"Passage [{c['id']}]: {c['text']}" for c in CHUNKS)
+    return [
+        {"role": "system", "content": "You are Harbourline's support assistant. Be brief."},
+        {"role": "user", "content": f"Use these passages.\n{passages}\n\nQuestion: When does the ferry leave?"},
+    ]
+
+
+class _SSE(http.server.BaseHTTPRequestHandler):
+    """Streams ``body`` over SSE (it ignores every constraint), STEP characters a chunk, completion id ``s-1``."""
+
+    protocol_version = "HTTP/1.0"
+    body = GOOD
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        pieces = [self.body[n : n + STEP] for n in range(0, len(self.body), STEP)]
+        for n, piece in enumerate(pieces):
+            choice = {
+                "index": 0,
+                "delta": {"content": piece},
+                "finish_reason": "stop" if n == len(pieces) - 1 else None,
+            }
+            chunk = {"id": "s-1", "object": "chat.completion.chunk", "created": 0, "model": "sse", "choices": [choice]}
+            try:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):  # the client closed the stream
+                return
+        self.wfile.write(b"data: [DONE]\n\n")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _serve(body: str) -> Iterator[tuple[str, None]]:
+    handler = type("Handler", (_SSE,), {"body": body})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", None
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 class Captured:
@@ -110,12 +174,12 @@ def test_an_async_wrapped_call_is_traced_the_same_way(captured: Captured) -> Non
 
 
 @pytest.fixture
-def fabricating() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    yield from _serve(FABRICATED)
+def fabricating() -> Iterator[tuple[str, None]]:
+    yield from _serve(ANSWER)
 
 
 def test_a_streamed_wrapped_call_is_traced_and_no_span_leaks_into_the_callers_loop(
-    captured: Captured, fabricating: tuple[str, list[dict[str, Any]]]
+    captured: Captured, fabricating: tuple[str, None]
 ) -> None:
     url, _ = fabricating
     client = citelock.wrap(openai.OpenAI(base_url=url, api_key="x", max_retries=0), server="llama-cpp-python")
@@ -131,7 +195,7 @@ def test_a_streamed_wrapped_call_is_traced_and_no_span_leaks_into_the_callers_lo
 
 
 def test_an_async_streamed_wrapped_call_is_traced_the_same_way(
-    captured: Captured, fabricating: tuple[str, list[dict[str, Any]]]
+    captured: Captured, fabricating: tuple[str, None]
 ) -> None:
     url, _ = fabricating
     client = citelock.wrap(openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0), server="llama-cpp-python")
@@ -151,9 +215,7 @@ def test_an_async_streamed_wrapped_call_is_traced_the_same_way(
     _assert_traced_like_answer(captured, app, done.answer.request_id)
 
 
-def test_a_stream_closed_early_still_ends_its_spans(
-    captured: Captured, fabricating: tuple[str, list[dict[str, Any]]]
-) -> None:
+def test_a_stream_closed_early_still_ends_its_spans(captured: Captured, fabricating: tuple[str, None]) -> None:
     url, _ = fabricating
     client = citelock.wrap(openai.OpenAI(base_url=url, api_key="x", max_retries=0), server="llama-cpp-python")
     with captured.tracer_provider.get_tracer("app").start_as_current_span("app.request"):
@@ -167,9 +229,7 @@ def test_a_stream_closed_early_still_ends_its_spans(
 
 
 @pytest.fixture
-def good() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    from test_wrap_stream import GOOD
-
+def good() -> Iterator[tuple[str, None]]:
     yield from _serve(GOOD)
 
 
@@ -184,13 +244,12 @@ def test_a_whole_stream_evaluates_the_providers_response_id(captured: Captured, 
 
 @pytest.mark.server
 def test_a_wrapped_call_on_the_real_server_is_traced(captured: Captured, llama_server: Any, tmp_path: Path) -> None:
-    from test_wrap_server import FABRICATED, OPTS, case
-
-    messages, chunks = case(7)
+    options = citelock.SchemaOptions(max_claims=1, max_citations=1, max_text_chars=40, max_span_chars=60)
+    messages = conversation()
     own = openai.OpenAI(base_url=llama_server.base_url, api_key="local", max_retries=0, timeout=300)
-    client = citelock.wrap(own, server="llama-cpp-python", log=str(tmp_path / "log.db"), options=OPTS)
+    client = citelock.wrap(own, server="llama-cpp-python", log=str(tmp_path / "log.db"), options=options)
     with captured.tracer_provider.get_tracer("app").start_as_current_span("app.request") as app:
-        response = client.chat.completions.create(messages=messages, chunks=chunks, max_tokens=200)
+        response = client.chat.completions.create(messages=messages, chunks=CHUNKS, max_tokens=200)
     steps = captured.by_step()
     assert steps["citelock.answer"].parent is not None
     assert steps["citelock.answer"].parent.span_id == app.get_span_context().span_id
@@ -202,4 +261,4 @@ def test_a_wrapped_call_on_the_real_server_is_traced(captured: Captured, llama_s
     assert {e["gen_ai.response.id"] for e, _ in events} == {response.id}
     (answer,) = [e for e, _ in events if e["gen_ai.evaluation.name"] == "citelock.answer"]
     assert answer["gen_ai.evaluation.score.label"] == response.citelock.decision
-    assert not {e["gen_ai.evaluation.score.label"] for e, _ in events} & FABRICATED  # the constraint's guarantee
+    assert not {e["gen_ai.evaluation.score.label"] for e, _ in events} & FABRICATED_IDS  # the constraint's guarantee
