@@ -19,6 +19,19 @@ a shared machine hits every mode alike:
 - ``on: Phoenix + a span per judge call``: ``judge_spans="all"``. By default (``auto``) the lexical judge's calls
   get no span (microseconds each, in process: a span would cost more than the call); a judge that calls a model
   gets one per call.
+- ``..., on the request thread``: the same with ``deferred=False``: the events built, and the guard span ended,
+  inside ``Guard.run`` (how every answer was traced before the telemetry thread; the "before" rows).
+
+By default (``deferred=True``) a guard run only starts and ends its span's bookkeeping on the request thread and
+hands the result to citelock's telemetry thread, which builds the 21 events. After each timed answer the bench
+calls ``telemetry.flush()`` outside the timed region: the worker's work is done between answers, as in a service
+where each answer waits seconds for its generation. ``all-thread cpu`` is the process's CPU time per answer over
+a block, flush and exporter threads included (the mean): the total work, wherever it runs.
+
+A second table times the integration alone: ``Guard.run``'s telemetry wrapper around a run that returns a
+precomputed result (the same 20-citation result), so the guard's own variance on a loaded machine does not
+drown the difference. ``added`` there is what the integration costs a call; its ratios are against a call that
+does nothing, so read the added column.
 
 Spans are 1 guard span per answer (+20 judge spans in the last row), events 21 per answer (20 citations, the
 answer). The exporter works in its own thread, so on a loaded machine its work competes for the GIL and the CPUs
@@ -45,6 +58,7 @@ from typing import Any
 
 from citelock import Chunk, Guard, SurfacePolicy, assemble, serialize, telemetry
 from citelock.judges import LexicalJudge
+from citelock.telemetry._hook import instrumented
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from phoenix_server import phoenix_executable, running_phoenix
@@ -69,7 +83,9 @@ def scenario() -> tuple[Any, dict[str, Any]]:
 
 
 @contextmanager
-def mode_phoenix(base: str, logs: bool, judge_spans: telemetry.JudgeSpans = "auto") -> Iterator[Callable[[], None]]:
+def mode_phoenix(
+    base: str, logs: bool, judge_spans: telemetry.JudgeSpans = "auto", deferred: bool = True
+) -> Iterator[Callable[[], None]]:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
@@ -103,6 +119,7 @@ def mode_phoenix(base: str, logs: bool, judge_spans: telemetry.JudgeSpans = "aut
             logs=logs,
             span_events=True,
             judge_spans=judge_spans,
+            deferred=deferred,
         )
 
     try:
@@ -144,37 +161,70 @@ def main() -> None:
             modes["on: Phoenix + a span per judge call"] = stack.enter_context(
                 mode_phoenix(base, logs=False, judge_spans="all")
             )
-        times: dict[str, list[float]] = {name: [] for name in modes}
-        cpu: dict[str, list[float]] = {name: [] for name in modes}
-        block = max(1, args.answers // args.rounds)
-        for apply in modes.values():  # warm-up: imports, caches, exporter connections
-            apply()
-            for _ in range(20):
-                guard.run(record, answer)
-        for _ in range(args.rounds):
-            for name, apply in modes.items():
-                apply()
-                for _ in range(block):
-                    started, started_cpu = time.perf_counter_ns(), time.thread_time_ns()
-                    guard.run(record, answer)
-                    cpu[name].append((time.thread_time_ns() - started_cpu) / 1e6)
-                    times[name].append((time.perf_counter_ns() - started) / 1e6)
+            modes["on: Phoenix, on the request thread"] = stack.enter_context(
+                mode_phoenix(base, logs=False, deferred=False)
+            )
+            modes["on: Phoenix + logs, on the request thread"] = stack.enter_context(
+                mode_phoenix(base, logs=True, deferred=False)
+            )
+        full = measure(modes, lambda: guard.run(record, answer), args.answers, args.rounds)
+        fixed = guard.run(record, answer)
+        alone = instrumented(lambda self, record, answer, store=None: fixed)  # the integration around no work
+        own = measure(modes, lambda: alone(guard, record, answer), args.answers * 4, args.rounds)
         telemetry.configure()
 
-    off, off_cpu = statistics.median(times["off"]), statistics.median(cpu["off"])
     print(
         f"guard path per answer, {CITATIONS} citations, {CITATIONS} judge calls (lexical); "
-        f"{len(times['off'])} answers per mode, {args.rounds} interleaved rounds; load {os.getloadavg()[0]:.2f}"
+        f"{args.answers} answers per mode, {args.rounds} interleaved rounds; load {os.getloadavg()[0]:.2f}"
     )
+    table(full)
     print(
-        f"{'mode':38} {'wall p50':>9} {'wall p95':>9} {'added':>7} {'ratio':>6} "
-        f"{'cpu p50':>8} {'cpu p95':>8} {'added':>7} {'ratio':>6}   (ms)"
+        f"\nthe integration alone (Guard.run's telemetry around a precomputed result), {args.answers * 4} calls a mode"
     )
-    for name in modes:
-        p50, c50 = statistics.median(times[name]), statistics.median(cpu[name])
+    table(own)
+    print(f"answers whose events the telemetry queue dropped: {telemetry.dropped()}")
+
+
+Samples = dict[str, tuple[list[float], list[float], list[float]]]
+
+
+def measure(modes: dict[str, Callable[[], None]], call: Callable[[], object], answers: int, rounds: int) -> Samples:
+    """Per mode: wall ms and request-thread CPU ms per call, and the process's CPU ms per call over each block."""
+    out: Samples = {name: ([], [], []) for name in modes}
+    block = max(1, answers // rounds)
+    for apply in modes.values():  # warm-up: imports, caches, exporter connections
+        apply()
+        for _ in range(20):
+            call()
+        telemetry.flush()
+    for _ in range(rounds):
+        for name, apply in modes.items():
+            wall, cpu, process = out[name]
+            apply()
+            block_cpu = time.process_time_ns()
+            for _ in range(block):
+                started, started_cpu = time.perf_counter_ns(), time.thread_time_ns()
+                call()
+                cpu.append((time.thread_time_ns() - started_cpu) / 1e6)
+                wall.append((time.perf_counter_ns() - started) / 1e6)
+                telemetry.flush()  # outside the timed region: the worker's work, between answers
+            process.append((time.process_time_ns() - block_cpu) / 1e6 / block)
+    return out
+
+
+def table(samples: Samples) -> None:
+    """Print p50/p95 wall and request-thread CPU, the p50 added over ``off`` and the ratio, and all-thread CPU."""
+    off, off_cpu = statistics.median(samples["off"][0]), statistics.median(samples["off"][1])
+    print(
+        f"{'mode':42} {'wall p50':>9} {'wall p95':>9} {'added':>7} {'ratio':>6} "
+        f"{'cpu p50':>8} {'cpu p95':>8} {'added':>7} {'ratio':>6} {'all-thread cpu':>15}   (ms)"
+    )
+    for name, (wall, cpu, process) in samples.items():
+        p50, c50 = statistics.median(wall), statistics.median(cpu)
         print(
-            f"{name:38} {p50:9.3f} {percentile(times[name], 0.95):9.3f} {p50 - off:7.3f} {p50 / off:6.2f} "
-            f"{c50:8.3f} {percentile(cpu[name], 0.95):8.3f} {c50 - off_cpu:7.3f} {c50 / off_cpu:6.2f}"
+            f"{name:42} {p50:9.3f} {percentile(wall, 0.95):9.3f} {p50 - off:7.3f} {p50 / off:6.2f} "
+            f"{c50:8.3f} {percentile(cpu, 0.95):8.3f} {c50 - off_cpu:7.3f} {c50 / off_cpu:6.2f} "
+            f"{statistics.fmean(process):15.3f}"
         )
 
 

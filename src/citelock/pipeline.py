@@ -46,7 +46,7 @@ from citelock.records import (
 )
 from citelock.render import RenderStyle, render_answer, require_style
 from citelock.store import PromptLog, ResultStore, ReviewQueue
-from citelock.telemetry._hook import answer_trace, trace_metadata
+from citelock.telemetry._hook import answer_trace, stream_trace, trace_metadata
 
 if TYPE_CHECKING:
     from citelock.stream import Done, OnDiverge, Show, StreamEvent
@@ -551,10 +551,23 @@ class Citelock:
         """
         from citelock.stream._drive import stream_events
 
-        job = self._stream_job(
-            question, chunks, request_id, metadata, policy, max_tokens, render, known_ids, show, on_diverge, history
+        streamed = stream_trace()  # Citelock.answer's spans, across the caller's iteration (otel extra)
+        job = streamed.assemble(
+            self._stream_job,
+            question,
+            chunks,
+            request_id,
+            metadata,
+            policy,
+            max_tokens,
+            render,
+            known_ids,
+            show,
+            on_diverge,
+            history,
         )
-        return stream_events(job)
+        events: Iterator[StreamEvent | Done[GuardedAnswer]] = streamed.events(job, stream_events)
+        return events
 
     async def astream(
         self,
@@ -578,7 +591,9 @@ class Citelock:
         """
         from citelock.stream._drive import astream_events
 
+        streamed = stream_trace()
         job = await asyncio.to_thread(
+            streamed.assemble,
             self._stream_job,
             question,
             chunks,
@@ -592,7 +607,7 @@ class Citelock:
             on_diverge,
             history,
         )
-        async for event in astream_events(job):
+        async for event in streamed.aevents(job, astream_events):
             yield event
 
     def _stream_job(

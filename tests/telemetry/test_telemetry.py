@@ -26,10 +26,15 @@ class Captured:
     logs: InMemoryLogRecordExporter
     tracer_provider: TracerProvider
 
+    def finished(self) -> tuple[ReadableSpan, ...]:
+        assert telemetry.flush(30.0)  # the guard span ends on citelock's telemetry thread
+        return self.spans.get_finished_spans()
+
     def named(self, prefix: str) -> list[ReadableSpan]:
-        return [s for s in self.spans.get_finished_spans() if s.name.startswith(prefix)]
+        return [s for s in self.finished() if s.name.startswith(prefix)]
 
     def events(self) -> list[dict[str, object]]:
+        assert telemetry.flush(30.0)
         out = []
         for item in self.logs.get_finished_logs():
             assert item.log_record.event_name == telemetry.EVALUATION_EVENT
@@ -123,7 +128,7 @@ def test_citelock_answer_spans_and_events_parented_to_the_generation(captured: C
     tracer = captured.tracer_provider.get_tracer("app")
     with tracer.start_as_current_span("app.request") as app:
         result = client.answer("How did revenue do?", chunks)
-    by_name = {s.name.split(" ")[0]: s for s in captured.spans.get_finished_spans()}
+    by_name = {s.name.split(" ")[0]: s for s in captured.finished()}
     answer_span = by_name["citelock.answer"]
     assert answer_span.parent is not None and answer_span.parent.span_id == app.get_span_context().span_id
     for step in ("citelock.assemble", "chat", "citelock.guard"):
@@ -150,7 +155,7 @@ def test_aanswer_nests_its_steps_the_same_way(captured: Captured, tmp_path) -> N
     chunks = [Chunk(id="c1", text="Revenue grew 12% in 2024.")]
     with captured.tracer_provider.get_tracer("app").start_as_current_span("app.request"):
         asyncio.run(client.aanswer("How did revenue do?", chunks))
-    by_name = {s.name.split(" ")[0]: s for s in captured.spans.get_finished_spans()}
+    by_name = {s.name.split(" ")[0]: s for s in captured.finished()}
     answer_span = by_name["citelock.answer"]
     for step in ("citelock.assemble", "chat", "citelock.guard"):
         assert by_name[step].parent is not None and by_name[step].parent.span_id == answer_span.context.span_id
@@ -208,6 +213,8 @@ spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
 tp = TracerProvider(); tp.add_span_processor(SimpleSpanProcessor(spans)); trace.set_tracer_provider(tp)
 lp = LoggerProvider(); lp.add_log_record_processor(SimpleLogRecordProcessor(logs)); _logs.set_logger_provider(lp)
 guard().run(record(), ANSWER, known_ids=STORE)
+import citelock.telemetry
+assert citelock.telemetry.flush(30.0)
 guards = [s for s in spans.get_finished_spans() if s.name.startswith("citelock.guard")]
 print(len(guards), len(logs.get_finished_logs()))
 """
@@ -323,3 +330,34 @@ def test_unparseable_answer_is_an_error_on_the_guard_span(captured: Captured) ->
     assert span.attributes["error.type"] == "ParseError"
     assert span.status.status_code.name == "ERROR"
     assert captured.events() == []
+
+
+def test_citelock_stream_is_traced_as_answer_and_keeps_no_span_current_between_events(captured: Captured) -> None:
+    import asyncio
+
+    from opentelemetry import trace as otel_trace
+
+    chunks = [Chunk(id="c1", text="Revenue grew 12% in 2024.")]
+    tracer = captured.tracer_provider.get_tracer("app")
+    for run in ("sync", "async"):
+        client = citelock.Citelock(FakeBackend([{"claims": [ANSWER["claims"][0]]}]))
+        captured.spans.clear()
+        captured.logs.clear()
+        with tracer.start_as_current_span("app.request") as app:
+            if run == "sync":
+                for _ in client.stream("How did revenue do?", chunks):
+                    assert otel_trace.get_current_span() is app
+            else:
+
+                async def consume(app: object = app, client: citelock.Citelock = client) -> None:
+                    async for _ in client.astream("How did revenue do?", chunks):
+                        assert otel_trace.get_current_span() is app
+
+                asyncio.run(consume())
+        by_name = {s.name.split(" ")[0]: s for s in captured.finished()}
+        answer_span = by_name["citelock.answer"]
+        assert answer_span.parent is not None and answer_span.parent.span_id == app.get_span_context().span_id
+        for step in ("citelock.assemble", "chat", "citelock.guard"):
+            assert by_name[step].parent is not None, (run, step)
+            assert by_name[step].parent.span_id == answer_span.context.span_id, (run, step)
+        assert {e["_span_id"] for e in captured.events()} == {by_name["chat"].context.span_id}, run

@@ -74,7 +74,7 @@ def test_a_guarded_answer_is_one_trace_in_phoenix_with_one_evaluation_per_citati
     tracer = exporting.get_tracer("app")
     with tracer.start_as_current_span("app.request") as app:
         result = guard().run(record(), ANSWER, known_ids=STORE)
-    assert exporting.force_flush(30_000)
+    assert telemetry.flush(30.0) and exporting.force_flush(30_000)
     trace_id = f"{app.get_span_context().trace_id:032x}"
     judge_calls = result.accounting.judge_calls + result.accounting.diagnosis_calls
     spans = _trace_spans(Client(base_url=phoenix), trace_id, 2 + judge_calls)
@@ -132,7 +132,7 @@ def test_review_outcome_reaches_the_same_trace_as_a_human_annotation(
     entry = ReviewQueue(str(tmp_path / "q.db")).enqueue_result(result)[0]
     # later, outside any trace: the reviewer's outcome goes to the trace the logged prompt carries
     assert telemetry.emit_review(entry, "repair", reviewer="ana", note="cite clause 7", record=logged) == 1
-    assert exporting.force_flush(30_000)
+    assert telemetry.flush(30.0) and exporting.force_flush(30_000)
     trace_id = f"{app.get_span_context().trace_id:032x}"
     client = Client(base_url=phoenix)
     judge_calls = result.accounting.judge_calls + result.accounting.diagnosis_calls
@@ -148,3 +148,29 @@ def test_review_outcome_reaches_the_same_trace_as_a_human_annotation(
     assert [(a["name"], a["result"]["label"]) for a in human] == [("citelock.review", "repair")]
     code = {(a["name"], a["result"]["label"]) for a in annotations if a["annotator_kind"] == "CODE"}
     assert set(EXPECTED.values()) <= code
+
+
+def test_a_wrapped_call_is_one_trace_in_phoenix_with_its_evaluations_on_the_chat_span(
+    phoenix: str, exporting: TracerProvider
+) -> None:
+    pytest.importorskip("openai")
+    from openai_transport import Server, completion, scripted_client
+    from test_telemetry_wrap import ANSWER as WRAPPED
+    from test_telemetry_wrap import CHUNKS, conversation
+
+    import citelock
+
+    client = citelock.wrap(scripted_client(Server(completion(WRAPPED))), server="llama-cpp-python")
+    with exporting.get_tracer("app").start_as_current_span("app.request") as app:
+        client.chat.completions.create(model="m", messages=conversation(), chunks=CHUNKS)
+    assert telemetry.flush(30.0) and exporting.force_flush(30_000)
+    spans = _trace_spans(Client(base_url=phoenix), f"{app.get_span_context().trace_id:032x}", 5)
+    by_step = {s["name"].split(" ")[0]: s for s in spans}
+    assert set(by_step) == {"app.request", "citelock.answer", "citelock.assemble", "chat", "citelock.guard"}
+    answer = by_step["citelock.answer"]
+    assert answer.get("parent_id") == by_step["app.request"]["context"]["span_id"]
+    for step in ("citelock.assemble", "chat", "citelock.guard"):
+        assert by_step[step].get("parent_id") == answer["context"]["span_id"], step
+    assert by_step["chat"]["attributes"]["gen_ai.response.id"] == "chatcmpl-test"
+    events = [e for e in by_step["citelock.guard"].get("events", []) if e["name"] == telemetry.EVALUATION_EVENT]
+    assert events and {e["attributes"]["gen_ai.response.id"] for e in events} == {"chatcmpl-test"}

@@ -27,6 +27,7 @@ from citelock.pipeline import Citelock, GuardedAnswer, Sink
 from citelock.render import RenderStyle
 from citelock.runtime._profiles import ServerProfile
 from citelock.store import PromptLog
+from citelock.telemetry._hook import answer_trace, stream_trace
 
 if TYPE_CHECKING:
     from citelock.stream._drive import StreamJob
@@ -143,16 +144,21 @@ class _Completions:
         """
         owner = self._owner
         model = None if "model" in arguments else owner._backend.transport.model
-        prepared = owner._prepare(dict(arguments), model)
         if arguments.get("stream"):
             from citelock.stream._drive import stream_events
 
-            return stream_events(owner._job(prepared))
-        started = perf_counter()
-        response, choice = owner._backend.transport.send(
-            prepared.arguments, citelock_request_id=prepared.record.request_id
-        )
-        return owner._finish(prepared, response, choice, perf_counter() - started)
+            streamed = stream_trace()  # Citelock.answer's spans, across the caller's iteration
+            prepared = streamed.assemble(owner._prepare, dict(arguments), model)
+            return streamed.events(owner._job(prepared), stream_events)
+        with answer_trace() as trace:  # spans per step when the otel extra is installed, as Citelock.answer
+            prepared = trace.assemble(owner._prepare, dict(arguments), model)
+            with trace.generating(prepared.record, owner._backend) as done:
+                started = perf_counter()
+                response, choice = owner._backend.transport.send(
+                    prepared.arguments, citelock_request_id=prepared.record.request_id
+                )
+                done(response)
+            return owner._finish(prepared, response, choice, perf_counter() - started)
 
 
 class _Chat:
@@ -190,17 +196,22 @@ class _AsyncCompletions:
         """
         owner = self._owner
         model = None if "model" in arguments else await owner._backend.transport.amodel()
-        prepared = await asyncio.to_thread(owner._prepare, dict(arguments), model)
         if arguments.get("stream"):
             from citelock.stream._drive import astream_events
 
-            return astream_events(owner._job(prepared))
-        started = perf_counter()
-        response, choice = await owner._backend.transport.asend(
-            prepared.arguments, citelock_request_id=prepared.record.request_id
-        )
-        latency = perf_counter() - started
-        return await asyncio.to_thread(owner._finish, prepared, response, choice, latency)
+            streamed = stream_trace()
+            prepared = await asyncio.to_thread(streamed.assemble, owner._prepare, dict(arguments), model)
+            return streamed.aevents(owner._job(prepared), astream_events)
+        with answer_trace() as trace:
+            prepared = await asyncio.to_thread(trace.assemble, owner._prepare, dict(arguments), model)
+            with trace.generating(prepared.record, owner._backend) as done:
+                started = perf_counter()
+                response, choice = await owner._backend.transport.asend(
+                    prepared.arguments, citelock_request_id=prepared.record.request_id
+                )
+                done(response)
+            latency = perf_counter() - started
+            return await asyncio.to_thread(owner._finish, prepared, response, choice, latency)
 
 
 class AsyncWrappedOpenAI(_Wrapper):

@@ -10,6 +10,8 @@ and its evaluation events through the Logs API, following the GenAI semantic con
 - :func:`emit`: the events of a result made elsewhere (a :func:`citelock.check` report, a replay).
 - :func:`evaluating`: parent the events of the guard runs in a block to the caller's generation span.
 - :func:`emit_review`: a reviewer's outcome as a HUMAN evaluation on the original trace.
+- :func:`flush`: wait for the events built on citelock's telemetry thread (tests, your own provider shutdown);
+  :func:`dropped`: how many answers' events a full queue dropped.
 - :func:`evaluation_events`: the events as plain attribute dicts (what is emitted, for tests and sinks).
 """
 
@@ -18,9 +20,11 @@ from citelock.telemetry._hook import (
     JudgeSpans,
     active,
     configure,
+    dropped,
     emit,
     emit_review,
     evaluating,
+    flush,
     trace_metadata,
 )
 
@@ -30,10 +34,12 @@ __all__ = [
     "SEMCONV_VERSION",
     "active",
     "configure",
+    "dropped",
     "emit",
     "emit_review",
     "evaluating",
     "evaluation_events",
+    "flush",
     "review_event",
     "trace_metadata",
 ]

@@ -20,9 +20,11 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import _logs, context, trace
@@ -31,6 +33,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanK
 
 from citelock._version import __version__
 from citelock.records import GuardReport, PromptRecord, Verdict
+from citelock.telemetry import _deferred
 from citelock.telemetry._events import EVALUATION_EVENT, SEMCONV_VERSION, Attributes, evaluation_events, review_event
 from citelock.telemetry._hook import SETTINGS
 
@@ -45,6 +48,7 @@ __all__ = [
     "guard_run",
     "parse_traceparent",
     "reset",
+    "stream_trace",
     "trace_metadata",
 ]
 
@@ -208,24 +212,55 @@ def _result_attributes(result: GuardResult) -> Attributes:
 
 
 def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, known_ids: Any) -> Any:
-    """:meth:`citelock.Guard.run` inside a ``citelock.guard`` span, then its evaluation events."""
+    """:meth:`citelock.Guard.run` inside a ``citelock.guard`` span, the rest handed to the telemetry thread.
+
+    The span's result attributes, its evaluation events and its end are built there, with the end time and the
+    trace context captured here.
+    """
     surface = guard.policy.name if guard.policy is not None else None
     parent, links = _placement(_origin(record.metadata))
     attributes: Attributes = {"gen_ai.operation.name": "citelock.guard", "citelock.request_id": record.request_id}
     if surface:
         attributes["citelock.surface"] = surface
     name = f"citelock.guard {surface}" if surface else "citelock.guard"
-    with _tracer().start_as_current_span(name, context=parent, links=links, attributes=attributes) as span:
-        recording = span.is_recording()
-        try:
+    span = _tracer().start_span(name, context=parent, links=links, attributes=attributes)
+    recording = span.is_recording()
+    try:
+        with trace.use_span(span, end_on_exit=False):
             result = run(_with_traced_judges(guard) if recording else guard, record, answer, known_ids=known_ids)
-        except Exception as exc:  # recorded on the span by the SDK; error.type per the conventions
+    except BaseException as exc:  # recorded on the span by use_span; error.type per the conventions
+        if isinstance(exc, Exception):
             span.set_attribute("error.type", type(exc).__name__)
-            raise
+        span.end()
+        raise
+    _hand_off(result, span, recording)
+    return result
+
+
+def _hand_off(result: GuardResult, span: Span, recording: bool) -> None:
+    """Queue what is left of one guard span (attributes, events, end) for the worker; nothing when nothing records."""
+    plan = _plan(span, None)
+    if plan is None and not recording:
+        span.end()
+        return
+    ended, deferred = time.time_ns(), SETTINGS.deferred
+
+    def run() -> None:
         if recording:
             span.set_attributes(_result_attributes(result))
-        _emit_events(result, span, None)
-    return result
+        if plan is not None:
+            _write_events(result, plan, ended, worker=deferred)
+        span.end(end_time=ended)
+
+    def on_drop() -> None:  # queue full: the span still ends, with what its events would have said in brief
+        if recording:
+            span.set_attributes({**_result_attributes(result), "citelock.telemetry.dropped": True})
+        span.end(end_time=ended)
+
+    if deferred:
+        _deferred.submit(_deferred.Job(run, on_drop))
+    else:
+        run()
 
 
 def _logs_enabled(logger: _logs.Logger) -> bool:
@@ -234,38 +269,64 @@ def _logs_enabled(logger: _logs.Logger) -> bool:
     return bool(enabled(event_name=EVALUATION_EVENT)) if enabled is not None else True
 
 
-def _log_context(span: Span) -> context.Context:
-    evaluated = _EVALUATED.get()
-    target = evaluated[0] if evaluated is not None and evaluated[0] is not None else span.get_span_context()
-    return trace.set_span_in_context(NonRecordingSpan(target))
+@dataclass(frozen=True)
+class _Plan:
+    """Where one result's events go, decided on the request thread (providers, parent, response id)."""
+
+    logger: _logs.Logger | None
+    span: Span | None
+    target: SpanContext
+    response_id: str | None
 
 
-def _emit_events(result: GuardResult | GuardReport, span: Span, response_id: str | None) -> int:
-    """The evaluation events of ``result``: as log records (parented to the evaluated span) and/or span events."""
+def _plan(span: Span, response_id: str | None) -> _Plan | None:
+    """The events' destinations, or None when nothing would record them (no work at all then)."""
     logger = _logger() if SETTINGS.logs else None
     to_logs = logger is not None and _logs_enabled(logger)
     to_span = SETTINGS.span_events and span.is_recording()
     if not to_logs and not to_span:
-        return 0
+        return None
     evaluated = _EVALUATED.get()
+    target = evaluated[0] if evaluated is not None and evaluated[0] is not None else span.get_span_context()
     response = response_id or (evaluated[1] if evaluated is not None else None)
+    return _Plan(logger if to_logs else None, span if to_span else None, target, response)
+
+
+def _write_events(
+    result: GuardResult | GuardReport, plan: _Plan, timestamp: int | None, *, worker: bool = False
+) -> int:
+    """The evaluation events of ``result``: as log records (parented to the evaluated span) and/or span events.
+
+    On the worker (``worker``) the GIL is released after each event, so a request thread waiting for it runs
+    first: the worker takes what the request threads leave.
+    """
     try:
-        events = evaluation_events(result, response_id=response)
+        events = evaluation_events(result, response_id=plan.response_id)
     except Exception:  # a telemetry bug must never fail a guard run; it is logged, not hidden
         _log.exception("citelock could not build the evaluation events of request %s", _request_id(result))
         return 0
-    ctx = _log_context(span)
+    ctx = trace.set_span_in_context(NonRecordingSpan(plan.target))
     for event in events:
-        if to_logs and logger is not None:
-            logger.emit(
+        if plan.logger is not None:
+            plan.logger.emit(
+                timestamp=timestamp,
+                observed_timestamp=timestamp,
                 event_name=EVALUATION_EVENT,
                 attributes=event,
                 context=ctx,
                 severity_number=SeverityNumber.INFO,
             )
-        if to_span:
-            span.add_event(EVALUATION_EVENT, event)
+        if plan.span is not None:
+            plan.span.add_event(EVALUATION_EVENT, event, timestamp=timestamp)
+        if worker:
+            time.sleep(0)
     return len(events)
+
+
+def _emit_events(result: GuardResult | GuardReport, span: Span, response_id: str | None) -> int:
+    """The evaluation events of ``result`` now, on this thread (an explicit :func:`citelock.telemetry.emit`)."""
+    plan = _plan(span, response_id)
+    return 0 if plan is None else _write_events(result, plan, None)
 
 
 def _request_id(result: GuardResult | GuardReport) -> str:
@@ -341,8 +402,8 @@ class _AnswerTrace:
             "citelock.assemble", attributes={"gen_ai.operation.name": "citelock.assemble"}
         ) as span:
             prepared = fn(*args)
-            record = getattr(prepared, "record", None)
-            if isinstance(record, PromptRecord) and span.is_recording():
+            record = _record_of(prepared)
+            if record is not None and span.is_recording():
                 span.set_attribute("gen_ai.retrieval.documents", _documents(record))
                 span.set_attribute("citelock.request_id", record.request_id)
                 span.set_attribute("citelock.template", f"{record.template.name}.v{record.template.version}")
@@ -351,15 +412,12 @@ class _AnswerTrace:
 
     @contextmanager
     def generating(self, record: PromptRecord, backend: Any) -> Iterator[Callable[[_T], _T]]:
-        model = _requested_model(backend)
-        attributes: Attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": str(backend.name)}
-        if isinstance(model, str):
-            attributes["gen_ai.request.model"] = model
-        name = f"chat {model}" if isinstance(model, str) else "chat"
-        with _tracer().start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes) as span:
+        span = _chat_span(backend, None)
+        response: list[str] = []
+        with trace.use_span(span, end_on_exit=True):
 
             def done(generation: _T) -> _T:
-                _generation_attributes(span, record, generation)
+                response[:] = [_generation_attributes(span, record, generation)]
                 return generation
 
             try:
@@ -368,7 +426,26 @@ class _AnswerTrace:
                 span.set_attribute("error.type", type(exc).__name__)
                 raise
         # the guard that follows evaluates this generation
-        _EVALUATED.set((span.get_span_context(), record.request_id))
+        _EVALUATED.set((span.get_span_context(), response[0] if response else record.request_id))
+
+
+def _record_of(prepared: Any) -> PromptRecord | None:
+    """The logged prompt of a prepared request (the pipeline's, or a wrapped call's, which holds the pipeline's)."""
+    for candidate in (prepared, getattr(prepared, "prepared", None)):
+        record = getattr(candidate, "record", None)
+        if isinstance(record, PromptRecord):
+            return record
+    return None
+
+
+def _chat_span(backend: Any, parent: context.Context | None) -> Span:
+    """The ``chat {model}`` CLIENT span of one generation (not made current here)."""
+    model = _requested_model(backend)
+    attributes: Attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": str(backend.name)}
+    if isinstance(model, str):
+        attributes["gen_ai.request.model"] = model
+    name = f"chat {model}" if isinstance(model, str) else "chat"
+    return _tracer().start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attributes)
 
 
 def _requested_model(backend: Any) -> str | None:
@@ -389,22 +466,48 @@ def _requested_model(backend: Any) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def _generation_attributes(span: Span, record: PromptRecord, generation: Any) -> None:
+def _usage(generation: Any) -> tuple[Any, Any, Any, Any]:
+    """Model, input and output tokens and finish reason of a citelock generation or an SDK ``ChatCompletion``."""
+    usage = getattr(generation, "usage", None)
+    if usage is not None or hasattr(generation, "choices"):  # the openai SDK's response
+        choices = getattr(generation, "choices", None) or [None]
+        return (
+            getattr(generation, "model", None),
+            getattr(usage, "prompt_tokens", None),
+            getattr(usage, "completion_tokens", None),
+            getattr(choices[0], "finish_reason", None),
+        )
+    return (
+        getattr(generation, "model", None),
+        getattr(generation, "prompt_tokens", None),
+        getattr(generation, "completion_tokens", None),
+        getattr(generation, "finish_reason", None),
+    )
+
+
+def _generation_attributes(span: Span, record: PromptRecord, generation: Any) -> str:
+    """Record a finished generation on its chat span; return the id of the response (the provider's, if given)."""
+    provider_id = getattr(generation, "response_id", None)
+    if provider_id is None and hasattr(generation, "choices"):
+        provider_id = getattr(generation, "id", None)
+    response_id = provider_id if isinstance(provider_id, str) and provider_id else record.request_id
     if not span.is_recording():
-        return
+        return response_id
+    model, input_tokens, output_tokens, finish = _usage(generation)
     values: dict[str, Any] = {
-        "gen_ai.response.id": record.request_id,
-        "gen_ai.response.model": getattr(generation, "model", None),
-        "gen_ai.usage.input_tokens": getattr(generation, "prompt_tokens", None),
-        "gen_ai.usage.output_tokens": getattr(generation, "completion_tokens", None),
+        "gen_ai.response.id": response_id,
+        "citelock.request_id": record.request_id,
+        "gen_ai.response.model": model if isinstance(model, str) else None,
+        "gen_ai.usage.input_tokens": input_tokens,
+        "gen_ai.usage.output_tokens": output_tokens,
         "citelock.enforced": getattr(generation, "enforced", None),
     }
-    finish = getattr(generation, "finish_reason", None)
     if finish:
-        values["gen_ai.response.finish_reasons"] = [finish]
+        values["gen_ai.response.finish_reasons"] = [str(finish)]
     span.set_attributes({k: v for k, v in values.items() if v is not None})
     if values["gen_ai.response.model"] and "gen_ai.request.model" not in getattr(span, "attributes", {}):
         span.update_name(f"chat {values['gen_ai.response.model']}")
+    return response_id
 
 
 @contextmanager
@@ -422,3 +525,138 @@ def answer_trace(question: str) -> Iterator[_AnswerTrace]:
                 _ANSWER.reset(answer)
     finally:
         _EVALUATED.reset(token)
+
+
+class StreamTrace:
+    """The spans of one streamed answer (``Citelock.stream``, a wrapped ``stream=True`` call), across iteration.
+
+    ``citelock.answer`` starts when the call is made (its ``citelock.assemble`` step runs then); ``chat`` starts
+    when iteration begins and ends when the generation is complete; the final guard runs under
+    ``citelock.answer`` and evaluates ``chat``. No span is current between the events the caller receives.
+    """
+
+    def __init__(self) -> None:
+        self.span = _tracer().start_span("citelock.answer", attributes={"gen_ai.operation.name": "citelock.answer"})
+        self.context = trace.set_span_in_context(self.span)
+        self.chat: Span | None = None
+        self.chat_ended = self.ended = False
+        self.evaluated: tuple[SpanContext | None, str | None] | None = None
+
+    def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
+        token, answer = context.attach(self.context), _ANSWER.set(self.span.get_span_context())
+        try:
+            return _AnswerTrace(self.span).assemble(fn, *args)
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        finally:
+            _ANSWER.reset(answer)
+            context.detach(token)
+
+    def _job(self, job: Any) -> Any:
+        """A copy of the stream job whose finishing steps end ``chat`` first and evaluate it."""
+        twin = copy.copy(job)
+        twin.finish = self._evaluating(job.record, job.finish)
+        twin.finish_partial = self._evaluating(job.record, job.finish_partial)
+        return twin
+
+    def _evaluating(self, record: PromptRecord, step: Callable[..., _T]) -> Callable[..., _T]:
+        def run(generation: Any, *rest: Any) -> _T:
+            chat = self.chat
+            if chat is not None and not self.chat_ended:
+                self.evaluated = (chat.get_span_context(), _generation_attributes(chat, record, generation))
+                chat.end()
+                self.chat_ended = True
+            token = _EVALUATED.set(self.evaluated)
+            try:
+                return step(generation, *rest)
+            finally:
+                _EVALUATED.reset(token)
+
+        return run
+
+    def _begin(self, job: Any) -> None:
+        if self.chat is None:
+            self.chat = _chat_span(job.backend, self.context)
+
+    def _end(self, exc: BaseException | None) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        spans = [self.span] if self.chat is None or self.chat_ended else [self.chat, self.span]
+        self.chat_ended = True
+        for span in spans:
+            if isinstance(exc, Exception):
+                span.set_attribute("error.type", type(exc).__name__)
+            span.end()
+
+    def events(self, job: Any, drive: Callable[[Any], Iterator[_T]]) -> Iterator[_T]:
+        """``drive(job)``'s events, each step run under ``citelock.answer``."""
+        traced = self._job(job)
+        error: BaseException | None = None
+        token = context.attach(self.context)
+        try:
+            self._begin(job)
+            inner = drive(traced)
+        finally:
+            context.detach(token)
+        try:
+            while True:
+                token = context.attach(self.context)
+                try:
+                    item = next(inner)
+                except StopIteration:
+                    return
+                finally:
+                    context.detach(token)
+                yield item
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            token = context.attach(self.context)
+            try:
+                close = getattr(inner, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                context.detach(token)
+                self._end(error)
+
+    async def aevents(self, job: Any, drive: Callable[[Any], AsyncIterator[_T]]) -> AsyncIterator[_T]:
+        """:meth:`events` for an async stream."""
+        traced = self._job(job)
+        error: BaseException | None = None
+        token = context.attach(self.context)
+        try:
+            self._begin(job)
+            inner = drive(traced)
+        finally:
+            context.detach(token)
+        try:
+            while True:
+                token = context.attach(self.context)
+                try:
+                    item = await inner.__anext__()
+                except StopAsyncIteration:
+                    return
+                finally:
+                    context.detach(token)
+                yield item
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            token = context.attach(self.context)
+            try:
+                aclose = getattr(inner, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            finally:
+                context.detach(token)
+                self._end(error)
+
+
+def stream_trace() -> StreamTrace:
+    """The spans of one streamed answer (see :class:`StreamTrace`)."""
+    return StreamTrace()
