@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from citelock.backends._protocol import Backend
 from citelock.constraint import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock.errors import ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
-from citelock.guard import ClaimOutcome, Decision, Guard, GuardResult, JudgeAccounting, SurfacePolicy
+from citelock.guard import ClaimOutcome, Decision, Guard, GuardResult, JudgeAccounting, SurfacePolicy, should_abstain
 from citelock.judges import Judge
 from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
 from citelock.prompt._serialize import with_history
@@ -137,6 +137,8 @@ class GuardedAnswer(_Record):
         marked: The claims ``rendered`` marks unverified (``on_fail="mark"``), with their reason codes.
         trimmed: The claims served without some of their citations (``on_fail="drop_claim"``, another citation
             of the claim passed every check): ``removed_citations`` and the reason codes of the removed ones.
+        abstained_before_generation: The pipeline abstained without calling the model: no assembled chunk was
+            relevant enough to the question (the surface's ``abstain_below``); ``rendered`` is the abstention.
     """
 
     schema_version: Literal["1"] = GUARDED_ANSWER_SCHEMA_VERSION
@@ -163,6 +165,7 @@ class GuardedAnswer(_Record):
     removed: tuple[ClaimOutcome, ...] = ()
     marked: tuple[ClaimOutcome, ...] = ()
     trimmed: tuple[ClaimOutcome, ...] = ()
+    abstained_before_generation: bool = False
 
     @property
     def served(self) -> bool:
@@ -249,6 +252,33 @@ def _parse(prep: _Prepared, generation: Generation) -> Answer:
         raise UnparsedAnswerError(str(exc), record=record, generation=generation, where=exc.where) from None
 
 
+ABSTAIN_NOTE = "abstained before generating: no assembled chunk is relevant enough to the question"
+ABSTENTION_TEXT = "The sources do not answer this question."
+
+
+def early_abstention(guard: Guard, prep: _Prepared, backend: Backend) -> Generation | None:
+    """The abstention the pipeline returns instead of generating, or None to generate.
+
+    Only on a surface (a guard with a policy) whose ``abstain_below`` is set and whose relevance check is on,
+    when no assembled chunk is relevant enough (:func:`citelock.guard.should_abstain`). No token is spent.
+    """
+    policy = guard.policy
+    if policy is None or policy.abstain_below is None or policy.relevance == "off":
+        return None
+    if not should_abstain(prep.context.question, [c.text for c in prep.context.chunks], policy.abstain_below):
+        return None
+    return Generation(
+        text='{"claims":[],"abstained":true}',
+        backend=backend.name,
+        model=str(getattr(backend, "model", "") or backend.name),
+        enforced=False,
+        prompt_tokens=0,
+        completion_tokens=0,
+        finish_reason="abstained",
+        notes=(ABSTAIN_NOTE,),
+    )
+
+
 def _stats(prep: _Prepared, generation: Generation) -> GenerationStats:
     speed = None
     if generation.completion_tokens and generation.latency_s > 0:
@@ -273,6 +303,7 @@ def _guarded(
 ) -> GuardedAnswer:
     record, schema = prep.record, prep.schema
     report = result.report
+    early = ABSTAIN_NOTE in generation.notes
     # Rendering drops or marks claims only when the answer is served (a blocked one is shown whole).
     outcomes = result.claims if result.decision != "block" else None
     return GuardedAnswer(
@@ -292,13 +323,16 @@ def _guarded(
         dropped=prep.context.dropped,
         generation=_stats(prep, generation),
         render_style=render,
-        rendered=render_answer(parsed, report, prep.context, style=render, outcomes=outcomes),
+        rendered=ABSTENTION_TEXT
+        if early
+        else render_answer(parsed, report, prep.context, style=render, outcomes=outcomes),
         surface=result.surface,
         decision=result.decision,
         accounting=result.accounting,
         removed=result.dropped,
         marked=result.marked,
         trimmed=result.trimmed,
+        abstained_before_generation=early,
     )
 
 
@@ -456,6 +490,9 @@ class Citelock:
             prep = trace.assemble(
                 self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
             )
+            early = early_abstention(self.guard, prep, backend)
+            if early is not None:  # nothing relevant was assembled: abstain, no tokens spent
+                return self._finish(prep, early, style, store)
             with trace.generating(prep.record, backend) as done:
                 generation = done(backend.generate(prep.record, prep.schema, max_tokens=prep.max_tokens))
             return self._finish(prep, generation, style, store)
@@ -495,6 +532,9 @@ class Citelock:
                 metadata,
                 history,
             )
+            early = early_abstention(self.guard, prep, backend)
+            if early is not None:
+                return await asyncio.to_thread(self._finish, prep, early, style, store)
             agenerate = getattr(backend, "agenerate", None)
             with trace.generating(prep.record, backend) as done:
                 if agenerate is not None and inspect.iscoroutinefunction(agenerate):
@@ -684,6 +724,8 @@ class Citelock:
         parsed = _parse(prep, generation)
         run = guard if guard is not None else self.guard
         result = run.run(prep.record, parsed, store=store if store is not None else self.store)
+        if ABSTAIN_NOTE in generation.notes:
+            result = result.model_copy(update={"abstention": "pipeline"})
         return self._deliver(_guarded(prep, generation, parsed, result, render), result)
 
     def _deliver(self, guarded: GuardedAnswer, result: GuardResult) -> GuardedAnswer:
