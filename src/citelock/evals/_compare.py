@@ -312,8 +312,8 @@ def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -
     are not counted in ``clean_answers``. ``abstained_before_generation`` counts those the pipeline abstained
     on without generating (no assembled chunk relevant enough); ``off_question`` counts answers flagged
     ``OFF_QUESTION`` (they are not clean either). ``judge_support`` is ``supported / judged`` (cited pairs the
-    judge said yes to / pairs judged). ``claims_not_verbatim`` counts cited claims whose text (minus a quote lead-in) is in
-    none of their cited chunks: zero by construction under ``quote``.
+    judge said yes to / pairs judged). ``claims_not_verbatim`` counts cited claims whose text (minus a quote
+    lead-in) is in none of their cited chunks: zero by construction under ``quote``.
 
     ``hit_max_tokens`` counts every answer of the mode whose generation stopped at max_tokens, parsed or not
     (a constrained answer cut short fails to parse, so counting parsed answers only would miss it).
