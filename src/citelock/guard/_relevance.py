@@ -245,7 +245,8 @@ def relevance_finding(record: PromptRecord, answer: Answer, check: RelevanceChec
     """The answer-level ``OFF_QUESTION`` finding of a check that did not pass (None when it passed)."""
     if check.route == "pass":
         return None
-    asks = f" (it asks for a {check.answer_type})" if check.answer_type else ""
+    article = "an" if check.answer_type == "agent" else "a"
+    asks = f" (it asks for {article} {check.answer_type})" if check.answer_type else ""
     if not check.focus_met:
         asks += ", and no claim holds what it asks for"
     missing = f"; no claim mentions {', '.join(check.missing[:6])}" if check.missing else ""
