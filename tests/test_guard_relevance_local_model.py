@@ -88,7 +88,7 @@ def test_a_question_no_chunk_can_answer_is_abstained_on_before_generating(tmp_pa
 
 
 def test_the_readme_question_is_never_abstained_on(tmp_path: Path) -> None:
-    code, out = _answer(tmp_path, README_QUESTION, "--json")
+    _code, out = _answer(tmp_path, README_QUESTION, "--json")
     data = json.loads(out)
     assert data["abstained_before_generation"] is False
     assert data["generation"]["completion_tokens"] > 0
