@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from citelock import Guard, SurfacePolicy, assemble, serialize
+from citelock import Guard, SurfacePolicy, UsageError, assemble, serialize
 from citelock.cli import app
 from citelock.guard import SHIPPED_RELEVANCE, RelevanceRouting, check_relevance, chunk_relevance, should_abstain
 from citelock.guard._relevance import answer_focus, claim_relevance, score_answer
@@ -169,3 +169,50 @@ def test_citelock_check_reports_an_answer_to_another_question(tmp_path: Path) ->
     )
     assert own.exit_code == 0, own.output
     assert json.loads(own.stdout)["findings"] == []
+
+
+class _Recording:
+    """A text completer that answers a fixed word and records what it was sent."""
+
+    model_id = "recording"
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.sent: list[list[dict[str, str]]] = []
+
+    def complete(self, messages: list[dict[str, str]], *, choices: list[str] | None, max_tokens: int) -> str:
+        self.sent.append(messages)
+        return self.answer
+
+
+def _judged(answer: str) -> tuple[Guard, _Recording]:
+    from citelock.judges import RelevanceJudge
+
+    completer = _Recording(answer)
+    policy = SurfacePolicy(name="docs", stakes="low", sample_rate=0.0, relevance="judged")
+    return Guard(policy, relevance_judge=RelevanceJudge(completer)), completer
+
+
+@pytest.mark.parametrize(("word", "route"), [("yes", "pass"), ("partial", "review"), ("no", "fail")])
+def test_the_relevance_judge_settles_what_the_free_check_does_not_pass(word: str, route: str) -> None:
+    guard, completer = _judged(word)
+    result = guard.run(_record("How long is the Aurora Bridge?"), _quote(OPENED, "c-1"))
+    assert result.relevance is not None and result.relevance.judge_label == word and result.relevance.route == route
+    assert result.relevance.judge_version == "relevance.v1/recording"
+    off = [f for f in result.report.findings if f.reason is ReasonCode.OFF_QUESTION]
+    assert len(off) == (route != "pass")
+    (sent,) = completer.sent  # the question and the claims, nothing else
+    assert "How long is the Aurora Bridge?" in sent[1]["content"] and OPENED in sent[1]["content"]
+    assert "880 meters" not in sent[1]["content"]  # no passage
+    clean, unused = _judged("no")
+    assert clean.run(_record("When did the Aurora Bridge open?"), _quote(OPENED, "c-1")).relevance.route == "pass"  # type: ignore[union-attr]
+    assert unused.sent == []  # the free check passed it: the judge is not asked
+
+
+def test_a_relevance_judge_that_answers_otherwise_is_a_check_error() -> None:
+    guard, _ = _judged("maybe")
+    result = guard.run(_record("How long is the Aurora Bridge?"), _quote(OPENED, "c-1"))
+    errors = [f for f in result.report.findings if f.reason is ReasonCode.CHECK_ERROR]
+    assert len(errors) == 1 and errors[0].layer is Layer.RELEVANCE and "maybe" in errors[0].detail
+    with pytest.raises(UsageError, match="relevance_judge"):
+        Guard(SurfacePolicy(name="docs", stakes="low", sample_rate=0.0, relevance="judged"))

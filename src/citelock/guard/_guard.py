@@ -25,7 +25,7 @@ from citelock.guard._repair import decide, decide_free
 from citelock.guard._result import GuardResult, JudgeAccounting, SupportCheck, iso_week
 from citelock.guard._support import SupportRun, judge_support
 from citelock.guard._targets import select_targets
-from citelock.judges import Judge, default_judge
+from citelock.judges import Judge, RelevanceJudge, default_judge
 from citelock.judges._routing import Routing, shipped_routing
 from citelock.prompt import PromptIndex, parse_answer
 from citelock.records import Answer, Finding, GuardReport, Layer, PromptRecord, ReasonCode
@@ -57,6 +57,8 @@ class Guard:
         relevance: Without a policy: ``free`` (the default) runs the free relevance check (``OFF_QUESTION``)
             whenever the prompt record knows the question, ``off`` does not. With a policy, its ``relevance``
             decides.
+        relevance_judge: The relevance judge (:class:`citelock.judges.RelevanceJudge`) of a surface whose
+            ``relevance`` is ``judged``: it settles the answers the free relevance check does not pass.
 
     Raises:
         UsageError: ``judge``/``escalate`` without a policy; the policy's routing was calibrated for another
@@ -72,9 +74,16 @@ class Guard:
         ordering: bool = True,
         numbers: bool = True,
         relevance: RelevanceMode = "free",
+        relevance_judge: RelevanceJudge | None = None,
     ) -> None:
         if relevance not in ("off", "free", "judged"):
             raise UsageError(f"relevance must be off, free or judged, got {relevance!r}")
+        mode = policy.relevance if isinstance(policy, SurfacePolicy) else relevance
+        if mode == "judged" and not isinstance(relevance_judge, RelevanceJudge):
+            raise UsageError(
+                "relevance='judged' needs relevance_judge=citelock.judges.RelevanceJudge(completer), got "
+                f"{type(relevance_judge).__name__}"
+            )
         if policy is not None and not isinstance(policy, SurfacePolicy):
             raise UsageError(f"policy must be a citelock.SurfacePolicy or None, got {type(policy).__name__}")
         if policy is None and (judge is not None or escalate is not None):
@@ -92,7 +101,8 @@ class Guard:
         self.escalate = escalate
         self.ordering = ordering
         self.numbers = numbers
-        self.relevance: RelevanceMode = policy.relevance if policy is not None else relevance
+        self.relevance: RelevanceMode = mode
+        self.relevance_judge = relevance_judge if mode == "judged" else None
         self.routing: Routing | None = resolve_routing(policy, judge) if policy is not None else None
         self.escalate_routing: Routing | None = (
             shipped_routing(escalate.name, escalate.version) if escalate is not None else None
@@ -132,7 +142,7 @@ class Guard:
             report = run_checks(index, parsed, store=store, numbers=self.numbers)
             relevance: RelevanceCheck | None = None
             if self.relevance != "off":
-                report, relevance = add_relevance(index, parsed, report)
+                report, relevance = add_relevance(index, parsed, report, judge=self.relevance_judge)
             decision, claims = decide_free(parsed, report)
             return GuardResult(
                 decision=decision,
@@ -154,7 +164,9 @@ class Guard:
             index = PromptIndex.build(record)
             report = run_checks(index, parsed, store=store)
             if policy.relevance != "off":
-                report, relevance = add_relevance(index, parsed, report, policy.relevance_routing)
+                report, relevance = add_relevance(
+                    index, parsed, report, policy.relevance_routing, judge=self.relevance_judge
+                )
         except Exception as exc:  # a failing check is a finding, and the policy decides what it blocks
             report = _errored_report(record, exc)
             return self._result(policy, record, parsed, report, JudgeAccounting(errors=1))

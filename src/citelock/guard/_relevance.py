@@ -30,6 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from citelock.judges._relevance_judge import RelevanceJudge
 from citelock.judges._routing import Route
 from citelock.prompt import PromptIndex
 from citelock.records import Answer, ClaimCheck, Finding, GuardReport, Layer, PromptRecord, ReasonCode
@@ -47,6 +48,7 @@ __all__ = [
     "chunk_relevance",
     "answer_focus",
     "claim_relevance",
+    "judge_relevance",
     "relevance_finding",
     "score_answer",
     "should_abstain",
@@ -241,6 +243,26 @@ def check_relevance(
     )
 
 
+_JUDGE_ROUTES: dict[str, Route] = {"yes": "pass", "partial": "review", "no": "fail"}
+
+
+def judge_relevance(check: RelevanceCheck, claims: Sequence[str], judge: RelevanceJudge) -> RelevanceCheck:
+    """Settle a check the free check did not pass with the relevance judge: yes passes, partial reviews, no fails.
+
+    Raises:
+        JudgeOutputError: the judge's answer is not one of its three words (the caller makes it a finding).
+    """
+    verdict = judge.judge(check.question, claims)
+    return check.model_copy(
+        update={
+            "route": _JUDGE_ROUTES[verdict.label],
+            "judge_label": verdict.label,
+            "judge_raw": verdict.raw,
+            "judge_version": verdict.version,
+        }
+    )
+
+
 def relevance_finding(record: PromptRecord, answer: Answer, check: RelevanceCheck) -> Finding | None:
     """The answer-level ``OFF_QUESTION`` finding of a check that did not pass (None when it passed)."""
     if check.route == "pass":
@@ -269,11 +291,16 @@ def relevance_finding(record: PromptRecord, answer: Answer, check: RelevanceChec
 
 
 def add_relevance(
-    index: PromptIndex, parsed: Answer, report: GuardReport, routing: RelevanceRouting | None = None
+    index: PromptIndex,
+    parsed: Answer,
+    report: GuardReport,
+    routing: RelevanceRouting | None = None,
+    judge: RelevanceJudge | None = None,
 ) -> tuple[GuardReport, RelevanceCheck | None]:
     """Run the free relevance check on a checked answer and add its finding to the report.
 
-    The claims' cited passages are the bodies, as sent, of their first citation that passed provenance ①.
+    The claims' cited passages are the bodies, as sent, of their first citation that passed provenance ①. With
+    a ``judge``, an answer the free check does not pass is settled by the relevance judge (:func:`judge_relevance`).
 
     Returns:
         The report (with ``Layer.RELEVANCE`` and any ``OFF_QUESTION`` finding) and the check (None when there was
@@ -287,6 +314,23 @@ def add_relevance(
     check = check_relevance(record.question, parsed, report.claims, passages, routing or SHIPPED_RELEVANCE)
     if check is None:
         return report, None
+    if judge is not None and check.route != "pass":
+        factual = [parsed.claims[c.claim_index].text for c in report.claims if c.factual]
+        try:
+            check = judge_relevance(check, factual, judge)
+        except Exception as exc:  # a judge that raised is a finding; the free check's route stands
+            error = Finding(
+                request_id=record.request_id,
+                prompt_sha256=record.sha256,
+                reason=ReasonCode.CHECK_ERROR,
+                layer=Layer.RELEVANCE,
+                claim_index=-1,
+                claim="",
+                detail=f"the relevance judge failed on this answer: {type(exc).__name__}: {exc}",
+                verdicts={"relevance_judge": "error"},
+                judge_version=judge.version,
+            )
+            report = report.model_copy(update={"findings": (*report.findings, error), "ok": False})
     return with_relevance_finding(record, parsed, report, check), check
 
 
