@@ -96,3 +96,11 @@ def test_the_review_desk_renders_an_off_question_entry(tmp_path: Path) -> None:
         assert "OFF_QUESTION" in page.text and "(the whole answer)" in page.text
         assert "How long is the Aurora Bridge?" in page.text
         assert client.get("/?reason=OFF_QUESTION").status_code == 200
+
+
+def test_a_stream_abstains_before_generating_too(tmp_path: Path) -> None:
+    client, fake = _client(tmp_path / "s.db")
+    events = list(client.stream("What is the population of Harlow?", CHUNKS))
+    assert fake.calls == [] and events[-1].type == "done"
+    done = events[-1].answer  # type: ignore[union-attr]
+    assert done.abstained_before_generation and done.answer.abstained and done.findings == ()

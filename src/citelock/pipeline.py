@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from citelock.backends._protocol import Backend
 from citelock.constraint import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock.errors import ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
-from citelock.guard import ClaimOutcome, Decision, Guard, GuardResult, JudgeAccounting, SurfacePolicy, should_abstain
+from citelock.guard import ClaimOutcome, Decision, Guard, GuardResult, JudgeAccounting, SurfacePolicy
+from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT, Abstaining, early_abstention
 from citelock.judges import Judge
 from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
 from citelock.prompt._serialize import with_history
@@ -252,33 +253,6 @@ def _parse(prep: _Prepared, generation: Generation) -> Answer:
         raise UnparsedAnswerError(str(exc), record=record, generation=generation, where=exc.where) from None
 
 
-ABSTAIN_NOTE = "abstained before generating: no assembled chunk is relevant enough to the question"
-ABSTENTION_TEXT = "The sources do not answer this question."
-
-
-def early_abstention(guard: Guard, prep: _Prepared, backend: Backend) -> Generation | None:
-    """The abstention the pipeline returns instead of generating, or None to generate.
-
-    Only on a surface (a guard with a policy) whose ``abstain_below`` is set and whose relevance check is on,
-    when no assembled chunk is relevant enough (:func:`citelock.guard.should_abstain`). No token is spent.
-    """
-    policy = guard.policy
-    if policy is None or policy.abstain_below is None or policy.relevance == "off":
-        return None
-    if not should_abstain(prep.context.question, [c.text for c in prep.context.chunks], policy.abstain_below):
-        return None
-    return Generation(
-        text='{"claims":[],"abstained":true}',
-        backend=backend.name,
-        model=str(getattr(backend, "model", "") or backend.name),
-        enforced=False,
-        prompt_tokens=0,
-        completion_tokens=0,
-        finish_reason="abstained",
-        notes=(ABSTAIN_NOTE,),
-    )
-
-
 def _stats(prep: _Prepared, generation: Generation) -> GenerationStats:
     speed = None
     if generation.completion_tokens and generation.latency_s > 0:
@@ -490,7 +464,7 @@ class Citelock:
             prep = trace.assemble(
                 self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
             )
-            early = early_abstention(self.guard, prep, backend)
+            early = early_abstention(self.guard, prep.context, backend)
             if early is not None:  # nothing relevant was assembled: abstain, no tokens spent
                 return self._finish(prep, early, style, store)
             with trace.generating(prep.record, backend) as done:
@@ -532,7 +506,7 @@ class Citelock:
                 metadata,
                 history,
             )
-            early = early_abstention(self.guard, prep, backend)
+            early = early_abstention(self.guard, prep.context, backend)
             if early is not None:
                 return await asyncio.to_thread(self._finish, prep, early, style, store)
             agenerate = getattr(backend, "agenerate", None)
@@ -650,8 +624,12 @@ class Citelock:
         history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> StreamJob[GuardedAnswer]:
         style = self._style(render)
-        prep = self._prepare(question, chunks, self.backend, policy, max_tokens, request_id, metadata, history)
-        return self._job(prep, self.backend, style, store, show, on_diverge)
+        backend = self.backend
+        prep = self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata, history)
+        early = early_abstention(self.guard, prep.context, backend)
+        if early is not None:  # nothing relevant was assembled: the stream is the abstention, no tokens spent
+            return self._job(prep, Abstaining(backend.name, backend.limits, early), style, store, show, on_diverge)
+        return self._job(prep, backend, style, store, show, on_diverge)
 
     def _job(
         self,

@@ -8,7 +8,8 @@ parts, each general English, none tuned to a corpus:
   ``design``, ``bridges`` -> ``bridge``) so inflections meet.
 - **the attribute**: the noun a "what is the X (of Y)" question asks for ("the *toll* on the bridge", "the
   *population* of Harlow"); it weighs double in the coverage.
-- **the expected answer type**: ``date`` for "when did/was ...", "what year"; ``quantity`` for "how many / how
+- **the expected answer type**: ``date`` for "when did/was/will ...", "what year" (a habitual "when does water
+  boil?" asks for a condition, so it expects no type); ``quantity`` for "how many / how
   much / how long / how tall ...", and for an attribute that is a measure ("toll", "population", "price");
   ``agent`` for "who"; ``place`` for "where". :func:`has_answer_type` says whether a text holds one (a year or
   month for a date; a number that is not a bare year, or a number word, for a quantity; a name that the
@@ -55,7 +56,7 @@ _MEASURES = frozenset(
     """.split()
 )
 _DATE_Q = re.compile(
-    r"\bwhen\s+(?:did|was|were|will|is|are|does|do|had|has|have)\b|\b(?:what|which|in what)\s+(?:year|date|month|"
+    r"\bwhen\s+(?:did|was|were|will|had|has|have)\b|\b(?:what|which|in what)\s+(?:year|date|month|"
     r"day|decade|century|time of (?:the )?day|times? of (?:the )?(?:day|year))\b|\bhow long ago\b|\bsince when\b",
     re.IGNORECASE,
 )
