@@ -71,13 +71,19 @@ def test_metrics_count_relevance_and_abstentions_per_surface(tmp_path: Path) -> 
     assert [e.reason for e in ReviewQueue(str(db))] == [ReasonCode.OFF_QUESTION]
 
 
-def test_eval_compare_counts_off_question_answers_as_not_clean() -> None:
+def test_eval_compare_counts_off_question_answers_and_abstentions_apart() -> None:
     base = {"mode": "quote", "ok": True, "fabricated": 0, "stale": 0, "non_verbatim": 0, "uncited": 0}
     base |= {"latency_s": 0.1, "claims": 1}
-    rows = [base | {"off_question": 1}, base | {"off_question": 0}, base | {"abstained_before_generation": True}]
+    rows = [
+        base | {"off_question": 1},
+        base | {"off_question": 0},
+        base | {"abstained": True, "abstained_before_generation": True},
+    ]
     summary = summarize_compare(rows, ["quote"])["quote"]
     assert summary["off_question"] == 1 and summary["abstained_before_generation"] == 1
-    assert summary["clean_answers"] == 2
+    assert (
+        summary["clean_answers"] == 2
+    )  # clean is about citations: an off-question answer counts, an abstention does not
 
 
 def test_the_review_desk_renders_an_off_question_entry(tmp_path: Path) -> None:

@@ -311,9 +311,10 @@ def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -
     ``abstained`` counts parsed answers that say the sources do not contain the answer; they make no claims and
     are not counted in ``clean_answers``. ``abstained_before_generation`` counts those the pipeline abstained
     on without generating (no assembled chunk relevant enough); ``off_question`` counts answers flagged
-    ``OFF_QUESTION`` (they are not clean either). ``judge_support`` is ``supported / judged`` (cited pairs the
-    judge said yes to / pairs judged). ``claims_not_verbatim`` counts cited claims whose text (minus a quote
-    lead-in) is in none of their cited chunks: zero by construction under ``quote``.
+    ``OFF_QUESTION`` (counted apart: ``clean_answers`` stays about citations). ``judge_support`` is
+    ``supported / judged`` (cited pairs the judge said yes to / pairs judged). ``claims_not_verbatim`` counts
+    cited claims whose text (minus a quote lead-in) is in none of their cited chunks: zero by construction under
+    ``quote``.
 
     ``hit_max_tokens`` counts every answer of the mode whose generation stopped at max_tokens, parsed or not
     (a constrained answer cut short fails to parse, so counting parsed answers only would miss it).
@@ -353,14 +354,7 @@ def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -
             "clean_answers": sum(
                 1
                 for r in ok
-                if not (
-                    r.get("abstained")
-                    or r.get("off_question")
-                    or r["fabricated"]
-                    or r["stale"]
-                    or r["non_verbatim"]
-                    or r["uncited"]
-                )
+                if not (r.get("abstained") or r["fabricated"] or r["stale"] or r["non_verbatim"] or r["uncited"])
             ),
             "judge_support": (total("supported") / total("judged")) if total("judged") else None,
             "latency_mean_s": _mean(lat),

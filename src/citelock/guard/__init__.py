@@ -9,7 +9,8 @@ One request takes one route, each step in its own module, the answer parsed and 
 - ``_checks``: the free checks (provenance ①, coverage ② via ``_coverage``, numbers via ``_numbers``).
 - ``_targets``: which surviving citations the judge sees (ordering, the surface's sample).
 - ``_support``: support ③, one citation at a time: judge, route, escalate, review, diagnose.
-- ``_relevance``: does the answer address the question (``OFF_QUESTION``, per answer, free); abstention.
+- ``_relevance``: does the answer address the question (``OFF_QUESTION``, per answer, free or judged);
+  ``_abstain``: the answer the pipeline gives instead of generating when no chunk is relevant enough.
 - ``_repair``: the surface's decision, claim by claim (serve, drop, mark, block).
 - ``_audit_step``: the audit samples of passed (and failed) citations (records and rules in ``_audit``).
 - ``_policy``: :class:`SurfacePolicy` and the routing it applies; ``_result``: the records the guard returns.
