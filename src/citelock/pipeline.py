@@ -30,6 +30,7 @@ from citelock.backends._protocol import Backend
 from citelock.constraint import DEFAULT_POLICY, CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock.errors import ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
 from citelock.guard import ClaimOutcome, Decision, Guard, GuardResult, JudgeAccounting, SurfacePolicy
+from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT, Abstaining, early_abstention
 from citelock.judges import Judge
 from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
 from citelock.prompt._serialize import with_history
@@ -137,6 +138,8 @@ class GuardedAnswer(_Record):
         marked: The claims ``rendered`` marks unverified (``on_fail="mark"``), with their reason codes.
         trimmed: The claims served without some of their citations (``on_fail="drop_claim"``, another citation
             of the claim passed every check): ``removed_citations`` and the reason codes of the removed ones.
+        abstained_before_generation: The pipeline abstained without calling the model: no assembled chunk was
+            relevant enough to the question (the surface's ``abstain_below``); ``rendered`` is the abstention.
     """
 
     schema_version: Literal["1"] = GUARDED_ANSWER_SCHEMA_VERSION
@@ -163,6 +166,7 @@ class GuardedAnswer(_Record):
     removed: tuple[ClaimOutcome, ...] = ()
     marked: tuple[ClaimOutcome, ...] = ()
     trimmed: tuple[ClaimOutcome, ...] = ()
+    abstained_before_generation: bool = False
 
     @property
     def served(self) -> bool:
@@ -273,6 +277,7 @@ def _guarded(
 ) -> GuardedAnswer:
     record, schema = prep.record, prep.schema
     report = result.report
+    early = ABSTAIN_NOTE in generation.notes
     # Rendering drops or marks claims only when the answer is served (a blocked one is shown whole).
     outcomes = result.claims if result.decision != "block" else None
     return GuardedAnswer(
@@ -292,13 +297,16 @@ def _guarded(
         dropped=prep.context.dropped,
         generation=_stats(prep, generation),
         render_style=render,
-        rendered=render_answer(parsed, report, prep.context, style=render, outcomes=outcomes),
+        rendered=ABSTENTION_TEXT
+        if early
+        else render_answer(parsed, report, prep.context, style=render, outcomes=outcomes),
         surface=result.surface,
         decision=result.decision,
         accounting=result.accounting,
         removed=result.dropped,
         marked=result.marked,
         trimmed=result.trimmed,
+        abstained_before_generation=early,
     )
 
 
@@ -456,6 +464,9 @@ class Citelock:
             prep = trace.assemble(
                 self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
             )
+            early = early_abstention(self.guard, prep.context, backend)
+            if early is not None:  # nothing relevant was assembled: abstain, no tokens spent
+                return self._finish(prep, early, style, known_ids)
             with trace.generating(prep.record, backend) as done:
                 generation = done(backend.generate(prep.record, prep.schema, max_tokens=prep.max_tokens))
             return self._finish(prep, generation, style, known_ids)
@@ -495,6 +506,9 @@ class Citelock:
                 metadata,
                 history,
             )
+            early = early_abstention(self.guard, prep.context, backend)
+            if early is not None:
+                return await asyncio.to_thread(self._finish, prep, early, style, known_ids)
             agenerate = getattr(backend, "agenerate", None)
             with trace.generating(prep.record, backend) as done:
                 if agenerate is not None and inspect.iscoroutinefunction(agenerate):
@@ -625,8 +639,12 @@ class Citelock:
         history: Iterable[Message | Mapping[str, Any]] | None = None,
     ) -> StreamJob[GuardedAnswer]:
         style = self._style(render)
-        prep = self._prepare(question, chunks, self.backend, policy, max_tokens, request_id, metadata, history)
-        return self._job(prep, self.backend, style, known_ids, show, on_diverge)
+        backend = self.backend
+        prep = self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata, history)
+        early = early_abstention(self.guard, prep.context, backend)
+        if early is not None:  # nothing relevant was assembled: the stream is the abstention, no tokens spent
+            return self._job(prep, Abstaining(backend.name, backend.limits, early), style, known_ids, show, on_diverge)
+        return self._job(prep, backend, style, known_ids, show, on_diverge)
 
     def _job(
         self,
@@ -699,6 +717,8 @@ class Citelock:
         parsed = _parse(prep, generation)
         run = guard if guard is not None else self.guard
         result = run.run(prep.record, parsed, known_ids=known_ids if known_ids is not None else self.known_ids)
+        if ABSTAIN_NOTE in generation.notes:
+            result = result.model_copy(update={"abstention": "pipeline"})
         return self._deliver(_guarded(prep, generation, parsed, result, render), result)
 
     def _deliver(self, guarded: GuardedAnswer, result: GuardResult) -> GuardedAnswer:

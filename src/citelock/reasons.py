@@ -49,6 +49,7 @@ class ReasonCode(StrEnum):
     PARTIAL_SUPPORT = "PARTIAL_SUPPORT"
     UNCERTAIN_SUPPORT = "UNCERTAIN_SUPPORT"
     NUMBER_MISMATCH = "NUMBER_MISMATCH"
+    OFF_QUESTION = "OFF_QUESTION"
     CHECK_ERROR = "CHECK_ERROR"
     AUDIT_SAMPLE = "AUDIT_SAMPLE"
 
@@ -60,11 +61,12 @@ class Layer(StrEnum):
     COVERAGE = "coverage"
     NUMBERS = "numbers"
     SUPPORT = "support"
+    RELEVANCE = "relevance"
 
 
-ReasonFamily = Literal["id", "span", "coverage", "number", "support", "error"]
+ReasonFamily = Literal["id", "span", "coverage", "number", "support", "relevance", "error"]
 """What kind of failure a code names: a cited id, a cited span, a missing citation, a number, the support
-judge's decision, or a check that could not run."""
+judge's decision, an answer that does not address the question, or a check that could not run."""
 
 FAMILIES: tuple[ReasonFamily, ...] = get_args(ReasonFamily)
 """Every :data:`ReasonFamily`, in table order."""
@@ -199,6 +201,12 @@ REASONS: Mapping[ReasonCode, ReasonInfo] = MappingProxyType(
             "label it: accept = the passage supports the claim, reject = it does not (the judge's live error rates)",
             judged=True,
         ),
+        ReasonCode.OFF_QUESTION: _info(
+            Layer.RELEVANCE,
+            "relevance",
+            "the answer as a whole does not address the question: no claim holds what was asked",
+            "retrieve passages that answer this question (or abstain); the claims may be true, but of another question",
+        ),
         ReasonCode.CHECK_ERROR: _info(
             None,
             "error",
@@ -240,6 +248,7 @@ _LAYER_LABELS: Mapping[Layer | None, str] = {
     Layer.COVERAGE: "② coverage",
     Layer.NUMBERS: "numbers",
     Layer.SUPPORT: "③ support",
+    Layer.RELEVANCE: "relevance",
     None: "any",
 }
 

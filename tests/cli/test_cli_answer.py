@@ -26,7 +26,7 @@ def _quote_first(record: citelock.PromptRecord, schema: citelock.CitationSchema 
     span = schema.bodies[chunk_id].split(". ")[0]
     if schema.policy == "quote":  # the CLI's default: the claim is the quote
         return {"claims": [{"text": span, "citations": [{"chunk_id": chunk_id}]}]}
-    return {"claims": [{"text": "The bridge is long.", "citations": [{"chunk_id": chunk_id, "span": span}]}]}
+    return {"claims": [{"text": "The bridge is 880 meters long.", "citations": [{"chunk_id": chunk_id, "span": span}]}]}
 
 
 @pytest.fixture

@@ -58,13 +58,13 @@ def test_links_and_none_rendering() -> None:
 
 
 def test_a_broken_constraint_is_a_loud_error_never_a_quiet_pass() -> None:
-    fake = FakeBackend([_out(("It is long.", "c-999", "spans"))])
+    fake = FakeBackend([_out(("The Aurora bridge is 880 meters long.", "c-999", "spans"))])
     with pytest.raises(ConstraintViolationError, match="c-999"):
         citelock.answer(QUESTION, CHUNKS, backend=fake)
 
 
 def test_unenforced_structured_output_goes_to_the_guard() -> None:
-    fake = FakeBackend([_out(("It is long.", "c-999", "spans"))], enforced=False)
+    fake = FakeBackend([_out(("The Aurora bridge is 880 meters long.", "c-999", "spans"))], enforced=False)
     result = citelock.answer(QUESTION, CHUNKS, backend=fake, policy="id")
     assert not result.ok
     assert [f.reason for f in result.findings] == [ReasonCode.ID_NOT_IN_PROMPT]
@@ -128,7 +128,7 @@ def test_prompt_is_logged_exactly_as_sent(tmp_path: Path) -> None:
 
 
 def test_store_ids_tell_stale_from_fabricated() -> None:
-    fake = FakeBackend(["It spans 880 meters [c-7]. Prices rose 5% [c-8]."], limits=NAIVE)
+    fake = FakeBackend(["The Aurora bridge spans 880 meters [c-7]. Prices rose 5% [c-8]."], limits=NAIVE)
     result = citelock.answer(QUESTION, CHUNKS, backend=fake, known_ids={"c-1", "c-2", "c-7"})
     assert [f.reason for f in result.findings] == [ReasonCode.STALE_ID, ReasonCode.FABRICATED_ID]
 
@@ -191,7 +191,8 @@ def test_fake_backend_script_exhaustion_and_function_scripts() -> None:
         chunk_id, sentences = next(iter(schema.sentences.items()))
         return {"claims": [{"text": sentences[0], "citations": [{"chunk_id": chunk_id, "span": sentences[0]}]}]}
 
-    result = citelock.answer(QUESTION, CHUNKS, backend=FakeBackend(quote_first_sentence), policy="sentence")
+    opened = "When did the Aurora bridge open?"  # the first sentence answers this (not QUESTION: OFF_QUESTION)
+    result = citelock.answer(opened, CHUNKS, backend=FakeBackend(quote_first_sentence), policy="sentence")
     assert result.ok and result.answer.claims[0].text == "The Aurora bridge opened in 1932."
 
 

@@ -35,7 +35,8 @@ def _answer(chunk_id: str, span: str) -> dict[str, Any]:
 
 def _client(output: dict[str, Any], tmp_path: Path) -> citelock.Citelock:
     backend = FakeBackend([json.dumps(output)], enforced=False)
-    return citelock.Citelock(backend, log=tmp_path / "log.db", policy="id")
+    # relevance off: these placeholder claims ("A claim.") answer no question; the subject here is the history
+    return citelock.Citelock(backend, log=tmp_path / "log.db", policy="id", guard=citelock.Guard(relevance="off"))
 
 
 def test_the_conversation_is_sent_and_logged_between_the_system_prompt_and_this_turn(tmp_path: Path) -> None:
@@ -125,7 +126,7 @@ def test_stream_takes_history_and_its_done_answer_is_answers(
 ) -> None:
     def client(name: str = "log.db") -> citelock.Citelock:
         backend = FakeBackend([json.dumps(output)], enforced=False)
-        return citelock.Citelock(backend, log=tmp_path / name, policy="id", guard=citelock.Guard())
+        return citelock.Citelock(backend, log=tmp_path / name, policy="id", guard=citelock.Guard(relevance="off"))
 
     whole = client("answer.db").answer("When did it open?", CHUNKS, history=THREE_TURNS, request_id="h-2")
     stream = client().stream("When did it open?", CHUNKS, history=THREE_TURNS, request_id="h-2", on_diverge="continue")

@@ -8,7 +8,7 @@ DELTA = "Delta epsilon zeta opens the second chunk of the prompt."
 
 def _cite(record, chunk_id, span=None):
     cite = {"chunk_id": chunk_id} if span is None else {"chunk_id": chunk_id, "span": span}
-    report = check(record, {"claims": [{"text": "A claim.", "citations": [cite]}]})
+    report = check(record, {"claims": [{"text": "A claim.", "citations": [cite]}]}, relevance=False)  # provenance only
     return report.citations[0], report.findings
 
 

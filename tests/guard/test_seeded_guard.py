@@ -159,8 +159,8 @@ def test_without_a_store_stale_and_fabricated_are_id_not_in_prompt(corpus: Defec
 
 
 def test_clean_answers_raise_nothing_at_all(corpus: DefectCorpus) -> None:
-    for item in _of(corpus, "clean"):
-        report = check(item.record, item.answer, known_ids=corpus.store_ids)
+    for item in _of(corpus, "clean"):  # relevance off: the corpus draws its questions apart from its claims
+        report = check(item.record, item.answer, known_ids=corpus.store_ids, relevance=False)
         assert report.ok and not report.findings, (item.item_id, report.counts)
         assert all(c.passed for c in report.citations)
 

@@ -46,6 +46,7 @@ PINNED_FAMILIES: dict[str, set[ReasonCode]] = {
     "number": {R.NUMBER_MISMATCH},
     # AUDIT_SAMPLE is not a failure: a judged citation drawn for a person to label (its accept is a "yes" sample)
     "support": {R.UNSUPPORTED, R.PARTIAL_SUPPORT, R.WRONG_CHUNK, R.UNCERTAIN_SUPPORT, R.AUDIT_SAMPLE},
+    "relevance": {R.OFF_QUESTION},  # answer-level: the answer as a whole does not address the question
     "error": {R.CHECK_ERROR},
 }
 PINNED_JUDGED = {R.UNSUPPORTED, R.PARTIAL_SUPPORT, R.WRONG_CHUNK, R.UNCERTAIN_SUPPORT, R.AUDIT_SAMPLE}
@@ -55,6 +56,7 @@ PINNED_LAYERS: dict[ReasonCode, Layer | None] = {
     R.ANSWER_TRUNCATED: Layer.COVERAGE,
     R.NUMBER_MISMATCH: Layer.NUMBERS,
     **dict.fromkeys(PINNED_FAMILIES["support"], Layer.SUPPORT),
+    R.OFF_QUESTION: Layer.RELEVANCE,
     R.CHECK_ERROR: None,  # any layer: the finding carries the layer whose check raised
 }
 

@@ -251,6 +251,11 @@ def _print(result: GuardedAnswer, *, text: str | None = None) -> None:
         f"{speed} · request {result.request_id}"
     )
     where = f" on surface {result.surface}" if result.surface else ""
+    if result.abstained_before_generation:
+        typer.echo(
+            f"guard: ABSTAINED{where} (no assembled chunk is relevant enough to the question; nothing was generated)"
+        )
+        return
     if result.ok and result.answer.abstained:
         typer.echo(f"guard: OK{where} (the model abstained: the sources do not answer the question; nothing to cite)")
         return

@@ -20,9 +20,10 @@ from typing import IO, Any
 import typer
 
 from citelock.audit._report_row import Elements, ReportView, check_fields, policy_fields
-from citelock.guard import GuardResult
+from citelock.guard import GuardResult, PromptIndex, check_relevance
 from citelock.guard import check as run_guard
-from citelock.records import Answer, Layer, PromptRecord, ReasonCode
+from citelock.guard._relevance import relevance_finding
+from citelock.records import Answer, ClaimCheck, Finding, Layer, PromptRecord, ReasonCode
 
 __all__ = [
     "NARROW",
@@ -46,7 +47,7 @@ REASON_WIDTH = max(len(code.value) for code in ReasonCode)
 """The longest reason code: the table's reason column is never narrower, so no code is ever cut."""
 
 _SPOOL_BYTES = 8 * 1024 * 1024
-_LAYER_ORDER = (Layer.PROVENANCE, Layer.COVERAGE, Layer.NUMBERS)
+_LAYER_ORDER = (Layer.PROVENANCE, Layer.COVERAGE, Layer.NUMBERS, Layer.RELEVANCE)
 NARROW = 64
 """Below this many columns the findings (and ``queue list``'s entries) are printed as lines, not as tables."""
 _TABLE_ROWS = 500
@@ -90,11 +91,13 @@ def windowed_check(
         counts: dict[Layer | None, dict[str, int]] = {}
         totals = {"claims": 0, "factual": 0, "citations": 0, "passed": 0}
         bounds = list(_windows(answer))
+        all_claims: list[ClaimCheck] = []
+        first_cited: dict[int, str] = {}  # claim -> its first citation that passed provenance
         for start, end in bounds:
             window = answer
             if len(bounds) > 1:
                 window = answer.model_copy(update={"claims": answer.claims[start:end]})
-            report = run_guard(record, window, known_ids=known_ids)
+            report = run_guard(record, window, known_ids=known_ids, relevance=False)  # per answer: after the windows
             for f in report.findings:
                 layer = f.layer if f.layer in findings else None
                 (findings[f.layer] if layer is not None else other).add(_shifted(f, start).model_dump_json())
@@ -102,12 +105,20 @@ def windowed_check(
                 per_layer[f.reason.value] = per_layer.get(f.reason.value, 0) + 1
             for c in report.citations:
                 citations.add(_shifted(c, start).model_dump_json())
+            for c in report.citations:
+                if c.passed:
+                    first_cited.setdefault(c.claim_index + start, c.chunk_id)
             for k in report.claims:
                 claims.add(_shifted(k, start).model_dump_json())
+                all_claims.append(_shifted(k, start))
             totals["claims"] += len(report.claims)
             totals["factual"] += sum(k.factual for k in report.claims)
             totals["citations"] += len(report.citations)
             totals["passed"] += sum(c.passed for c in report.citations)
+        off = _relevance(record, answer, all_claims, first_cited)  # per answer, over every window's claims
+        if off is not None:
+            findings[Layer.RELEVANCE].add(off.model_dump_json())
+            counts.setdefault(Layer.RELEVANCE, {})[off.reason.value] = 1
         del answer, window, report  # the records are spooled: the parsed answer can go before printing
         merged: dict[str, int] = {}
         for layer in (*_LAYER_ORDER, None):
@@ -128,6 +139,21 @@ def windowed_check(
             claim_checks=claims.lines,
             **totals,
         )
+
+
+def _relevance(
+    record: PromptRecord, answer: Answer, claims: list[ClaimCheck], first_cited: dict[int, str]
+) -> Finding | None:
+    """The free relevance check of the whole answer (it is per answer, so it runs once after the windows)."""
+    if not record.question:
+        return None
+    index = PromptIndex.build(record)
+    passages = [
+        index.body(index.by_id[cid]) if (cid := first_cited.get(i)) is not None and cid in index.by_id else None
+        for i in range(len(answer.claims))
+    ]
+    check = check_relevance(record.question, answer, claims, passages)
+    return relevance_finding(record, answer, check) if check is not None else None
 
 
 def _windows(answer: Answer) -> Iterator[tuple[int, int]]:

@@ -69,6 +69,8 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "uncited_precision": "UNCITED_CLAIM findings on claims annotators said need a citation",
     "uncited_recall": "uncited claims that need a citation (worthiness Yes) flagged UNCITED_CLAIM",
     "number_false_alarm_rate": "human-Complete cited claims flagged NUMBER_MISMATCH",
+    "off_question_flag_rate": "answers with a claim annotators marked relevant (Very / A bit relevant) flagged "
+    "OFF_QUESTION: a false-alarm figure (each is an answer to its own question)",
     "complete_served_rate": "human-Complete cited claims served (not dropped, marked or blocked)",
     "unsupported_served_rate": "human Partial/Incomplete cited claims served unmarked (lower is better)",
     "answers_blocked": "answers refused whole (decision block)",
@@ -98,6 +100,7 @@ class ClaimGold:
         support: ExpertQA ``support`` (Complete, Partial, Incomplete, Missing, ...), or None.
         worthiness: ExpertQA ``worthiness`` ("Yes": the sentence needs a citation), or None.
         cited: The guarded claim cites at least one passage with text.
+        informativeness: ExpertQA ``informativeness`` ("Very relevant", "A bit relevant", ...), or None.
     """
 
     position: int | None
@@ -105,6 +108,7 @@ class ClaimGold:
     support: str | None
     worthiness: str | None
     cited: bool
+    informativeness: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,9 @@ class AnswerCase:
     answer: Answer | None
     claims: tuple[ClaimGold, ...]
     skipped: Counter[str] = field(default_factory=Counter)
+
+
+_RELEVANT = ("Very relevant", "A bit relevant")
 
 
 def _claim_text(claim_string: str) -> str:
@@ -166,12 +173,16 @@ def build_case(case_id: str, question: str, system: str, answer: Mapping[str, An
                 citations.append(Citation(chunk_id=ids[key]))
         support = item.get("support")
         worthiness = item.get("worthiness")
+        informative = item.get("informativeness")
+        informative = informative if isinstance(informative, str) else None
         clean = _claim_text(text)
         if evidence and not citations:
             skipped["claims_skipped_no_text"] += 1
-            golds.append(ClaimGold(None, clean, support, worthiness, cited=False))
+            golds.append(ClaimGold(None, clean, support, worthiness, cited=False, informativeness=informative))
             continue
-        golds.append(ClaimGold(len(claims), clean, support, worthiness, cited=bool(citations)))
+        golds.append(
+            ClaimGold(len(claims), clean, support, worthiness, cited=bool(citations), informativeness=informative)
+        )
         claims.append(Claim(text=clean, citations=tuple(citations)))
     record = serialize(Context(question=question, chunks=tuple(chunks)), request_id=case_id.replace("/", "-"))
     return AnswerCase(
@@ -266,6 +277,9 @@ def _summary(outcomes: Sequence[AnswerOutcome]) -> dict[str, Any]:
         for finding in result.report.findings:
             reasons.setdefault(finding.claim_index, set()).add(finding.reason)
         review = {s.claim_index for s in result.support if s.route == "review"}
+        if any(g.informativeness in _RELEVANT for g in case.claims if g.position is not None):
+            n["relevant_answers"] += 1
+            n["relevant_answers_off_question"] += ReasonCode.OFF_QUESTION in reasons.get(-1, set())
         for gold in case.claims:
             if gold.position is None:
                 continue
@@ -304,6 +318,7 @@ def _summary(outcomes: Sequence[AnswerOutcome]) -> dict[str, Any]:
         "uncited_precision": _rate(n["uncited_flagged_correct"], n["uncited_flagged"]),
         "uncited_recall": _rate(n["uncited_flagged_correct"], n["uncited_needs_citation"]),
         "number_false_alarm_rate": _rate(n["complete_number_flagged"], n["complete"]),
+        "off_question_flag_rate": _rate(n["relevant_answers_off_question"], n["relevant_answers"]),
         "complete_served_rate": _rate(n["complete_served"], n["complete"]),
         "unsupported_served_rate": _rate(n["unsupported_served"], n["unsupported"]),
         "answers_blocked": n["answers_blocked"],
@@ -323,6 +338,8 @@ def _summary(outcomes: Sequence[AnswerOutcome]) -> dict[str, Any]:
                 "uncited_needs_citation",
                 "uncited_flagged",
                 "uncited_flagged_correct",
+                "relevant_answers",
+                "relevant_answers_off_question",
             )
         },
     }

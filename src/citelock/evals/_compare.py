@@ -245,6 +245,8 @@ def evaluate_answer(item: QAItem, mode: str, fn: ModeFn, judge: Judge | None) ->
         dropped=len(result.dropped),
         claims=len(result.answer.claims),
         abstained=result.answer.abstained,
+        abstained_before_generation=result.abstained_before_generation,
+        off_question=counts.get("OFF_QUESTION", 0),
         cited_claims=len(cited),
         claims_not_verbatim=len(not_verbatim),
         not_verbatim_texts=not_verbatim[:3],
@@ -307,9 +309,12 @@ def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -
     """Per mode: answers, failures by type, and rates with their numerators and denominators.
 
     ``abstained`` counts parsed answers that say the sources do not contain the answer; they make no claims and
-    are not counted in ``clean_answers``. ``judge_support`` is ``supported / judged`` (cited pairs the judge said
-    yes to / pairs judged). ``claims_not_verbatim`` counts cited claims whose text (minus a quote lead-in) is in
-    none of their cited chunks: zero by construction under ``quote``.
+    are not counted in ``clean_answers``. ``abstained_before_generation`` counts those the pipeline abstained
+    on without generating (no assembled chunk relevant enough); ``off_question`` counts answers flagged
+    ``OFF_QUESTION`` (counted apart: ``clean_answers`` stays about citations). ``judge_support`` is
+    ``supported / judged`` (cited pairs the judge said yes to / pairs judged). ``claims_not_verbatim`` counts
+    cited claims whose text (minus a quote lead-in) is in none of their cited chunks: zero by construction under
+    ``quote``.
 
     ``hit_max_tokens`` counts every answer of the mode whose generation stopped at max_tokens, parsed or not
     (a constrained answer cut short fails to parse, so counting parsed answers only would miss it).
@@ -333,6 +338,8 @@ def summarize_compare(rows: Sequence[Mapping[str, Any]], modes: Sequence[str]) -
             "failures": dict(failures),
             "claims": total("claims"),
             "abstained": sum(1 for r in ok if r.get("abstained")),
+            "abstained_before_generation": sum(1 for r in ok if r.get("abstained_before_generation")),
+            "off_question": total("off_question"),
             "cited_claims": total("cited_claims"),
             "claims_not_verbatim": total("claims_not_verbatim"),
             "factual": total("factual"),

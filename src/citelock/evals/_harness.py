@@ -58,7 +58,9 @@ FREE_CHECKS: tuple[str, ...] = ("resolve_context", "spans", "coverage", "numbers
 """The deterministic checks (no model call)."""
 
 _SPAN_CODES = codes_in("span")
-_POLICY = SurfacePolicy(name="eval-defects", stakes="high")
+# relevance off: the seeded corpus draws its questions apart from its claims (it measures citation defects, and an
+# OFF_QUESTION on a "clean" item would count as a false alarm of a check this harness does not measure).
+_POLICY = SurfacePolicy(name="eval-defects", stakes="high", relevance="off")
 
 
 def judge_label(judge: Judge) -> str:
@@ -80,7 +82,7 @@ def evaluate_item(
                 flags["resolve_context"].add(ci)
             if citation.chunk_id not in store_ids:
                 flags["resolve_store"].add(ci)
-    report = check(record, answer, known_ids=store_ids)
+    report = check(record, answer, known_ids=store_ids, relevance=False)
     for f in report.findings:
         if f.reason in _SPAN_CODES:
             flags["spans"].add(f.claim_index)

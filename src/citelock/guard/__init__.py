@@ -1,4 +1,4 @@
-"""The residual guard: provenance ①, coverage ②, the number pre-check, and (with a judge) support ③.
+"""The residual guard: provenance ①, coverage ②, numbers, relevance, and (with a judge) support ③.
 
 One entry point, :class:`Guard`: ``Guard(policy, judge).run(record, answer) -> GuardResult``. It returns values
 and writes nothing; :func:`check` is the free checks' report alone (``Guard().run(...).report``).
@@ -9,6 +9,8 @@ One request takes one route, each step in its own module, the answer parsed and 
 - ``_checks``: the free checks (provenance ①, coverage ② via ``_coverage``, numbers via ``_numbers``).
 - ``_targets``: which surviving citations the judge sees (ordering, the surface's sample).
 - ``_support``: support ③, one citation at a time: judge, route, escalate, review, diagnose.
+- ``_relevance``: does the answer address the question (``OFF_QUESTION``, per answer, free or judged);
+  ``_abstain``: the answer the pipeline gives instead of generating when no chunk is relevant enough.
 - ``_repair``: the surface's decision, claim by claim (serve, drop, mark, block).
 - ``_audit_step``: the audit samples of passed (and failed) citations (records and rules in ``_audit``).
 - ``_policy``: :class:`SurfacePolicy` and the routing it applies; ``_result``: the records the guard returns.
@@ -25,6 +27,16 @@ from citelock.guard._coverage import check_coverage
 from citelock.guard._guard import Guard
 from citelock.guard._numbers import extract_numbers, missing_numbers
 from citelock.guard._policy import OnFail, SurfacePolicy, require_routing_for, resolve_routing
+from citelock.guard._relevance import (
+    ABSTAIN_BELOW,
+    SHIPPED_RELEVANCE,
+    RelevanceCheck,
+    RelevanceMode,
+    RelevanceRouting,
+    check_relevance,
+    chunk_relevance,
+    should_abstain,
+)
 from citelock.guard._result import (
     ClaimAction,
     ClaimOutcome,
@@ -39,6 +51,8 @@ from citelock.guard._support import SupportRun, SupportTarget, judge_support
 from citelock.prompt import PromptIndex, check_citation
 
 __all__ = [
+    "ABSTAIN_BELOW",
+    "SHIPPED_RELEVANCE",
     "STRATA",
     "AuditPlan",
     "AuditRecord",
@@ -51,6 +65,9 @@ __all__ = [
     "JudgeAccounting",
     "OnFail",
     "PromptIndex",
+    "RelevanceCheck",
+    "RelevanceMode",
+    "RelevanceRouting",
     "SupportCheck",
     "SupportRun",
     "SupportStatus",
@@ -60,12 +77,15 @@ __all__ = [
     "audit_draw",
     "check",
     "check_citation",
+    "check_relevance",
     "check_coverage",
+    "chunk_relevance",
     "extract_numbers",
     "iso_week",
     "judge_support",
     "missing_numbers",
     "require_routing_for",
     "resolve_routing",
+    "should_abstain",
     "stratum_of",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 from citelock.constraint import quote_body
 from citelock.guard._coverage import check_coverage
 from citelock.guard._numbers import missing_numbers
+from citelock.guard._relevance import add_relevance
 from citelock.prompt import PromptIndex, check_citation, describe, parse_answer
 from citelock.reasons import REASONS
 from citelock.records import (
@@ -35,6 +36,7 @@ def check(
     *,
     known_ids: Collection[str] | None = None,
     numbers: bool = True,
+    relevance: bool = True,
 ) -> GuardReport:
     """Run the deterministic guard on one answer against its logged prompt.
 
@@ -44,11 +46,14 @@ def check(
         answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts.
         known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         numbers: Also run the ``NUMBER_MISMATCH`` pre-check.
+        relevance: Also run the free relevance check (``OFF_QUESTION``) when the record knows the question.
 
     Returns:
         A :class:`GuardReport`; ``ok`` is True when there are no findings.
     """
-    return run_checks(PromptIndex.build(record), parse_answer(answer), known_ids=known_ids, numbers=numbers)
+    index, parsed = PromptIndex.build(record), parse_answer(answer)
+    report = run_checks(index, parsed, known_ids=known_ids, numbers=numbers)
+    return add_relevance(index, parsed, report)[0] if relevance else report
 
 
 def run_checks(

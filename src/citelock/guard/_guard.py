@@ -20,11 +20,12 @@ from citelock.errors import UsageError
 from citelock.guard._audit_step import build_audit
 from citelock.guard._checks import run_checks
 from citelock.guard._policy import SurfacePolicy, resolve_routing
+from citelock.guard._relevance import RelevanceCheck, RelevanceMode, add_relevance
 from citelock.guard._repair import decide, decide_free
 from citelock.guard._result import GuardResult, JudgeAccounting, SupportCheck, iso_week
 from citelock.guard._support import SupportRun, judge_support
 from citelock.guard._targets import select_targets
-from citelock.judges import Judge, default_judge
+from citelock.judges import Judge, RelevanceJudge, default_judge
 from citelock.judges._routing import Routing, shipped_routing
 from citelock.prompt import PromptIndex, parse_answer
 from citelock.records import Answer, Finding, GuardReport, Layer, PromptRecord, ReasonCode
@@ -53,6 +54,11 @@ class Guard:
         ordering: Judge only citations that passed the cheaper checks (the default); False exists to measure
             what ordering saves.
         numbers: Run the ``NUMBER_MISMATCH`` pre-check (free-check mode only; a policy always runs it).
+        relevance: Without a policy: ``free`` (the default) runs the free relevance check (``OFF_QUESTION``)
+            whenever the prompt record knows the question, ``off`` does not. With a policy, its ``relevance``
+            decides.
+        relevance_judge: The relevance judge (:class:`citelock.judges.RelevanceJudge`) of a surface whose
+            ``relevance`` is ``judged``: it settles the answers the free relevance check does not pass.
 
     Raises:
         UsageError: ``judge``/``escalate`` without a policy; the policy's routing was calibrated for another
@@ -67,7 +73,17 @@ class Guard:
         escalate: Judge | None = None,
         ordering: bool = True,
         numbers: bool = True,
+        relevance: RelevanceMode = "free",
+        relevance_judge: RelevanceJudge | None = None,
     ) -> None:
+        if relevance not in ("off", "free", "judged"):
+            raise UsageError(f"relevance must be off, free or judged, got {relevance!r}")
+        mode = policy.relevance if isinstance(policy, SurfacePolicy) else relevance
+        if mode == "judged" and not isinstance(relevance_judge, RelevanceJudge):
+            raise UsageError(
+                "relevance='judged' needs relevance_judge=citelock.judges.RelevanceJudge(completer), got "
+                f"{type(relevance_judge).__name__}"
+            )
         if policy is not None and not isinstance(policy, SurfacePolicy):
             raise UsageError(f"policy must be a citelock.SurfacePolicy or None, got {type(policy).__name__}")
         if policy is None and (judge is not None or escalate is not None):
@@ -85,6 +101,8 @@ class Guard:
         self.escalate = escalate
         self.ordering = ordering
         self.numbers = numbers
+        self.relevance: RelevanceMode = mode
+        self.relevance_judge = relevance_judge if mode == "judged" else None
         self.routing: Routing | None = resolve_routing(policy, judge) if policy is not None else None
         self.escalate_routing: Routing | None = (
             shipped_routing(escalate.name, escalate.version) if escalate is not None else None
@@ -120,7 +138,11 @@ class Guard:
         """
         parsed = parse_answer(answer)
         if self.policy is None:
-            report = run_checks(PromptIndex.build(record), parsed, known_ids=known_ids, numbers=self.numbers)
+            index = PromptIndex.build(record)
+            report = run_checks(index, parsed, known_ids=known_ids, numbers=self.numbers)
+            relevance: RelevanceCheck | None = None
+            if self.relevance != "off":
+                report, relevance = add_relevance(index, parsed, report, judge=self.relevance_judge)
             decision, claims = decide_free(parsed, report)
             return GuardResult(
                 decision=decision,
@@ -128,6 +150,8 @@ class Guard:
                 report=report,
                 accounting=JudgeAccounting(citations=len(report.citations)),
                 claims=claims,
+                relevance=relevance,
+                abstention="model" if parsed.abstained else None,
             )
         return self._run_policy(self.policy, record, parsed, known_ids)
 
@@ -135,9 +159,14 @@ class Guard:
         self, policy: SurfacePolicy, record: PromptRecord, parsed: Answer, known_ids: Collection[str] | None
     ) -> GuardResult:
         """The free checks, then support ③ on the citations the surface pays to judge, then the decision."""
+        relevance: RelevanceCheck | None = None
         try:
             index = PromptIndex.build(record)
             report = run_checks(index, parsed, known_ids=known_ids)
+            if policy.relevance != "off":
+                report, relevance = add_relevance(
+                    index, parsed, report, policy.relevance_routing, judge=self.relevance_judge
+                )
         except Exception as exc:  # a failing check is a finding, and the policy decides what it blocks
             report = _errored_report(record, exc)
             return self._result(policy, record, parsed, report, JudgeAccounting(errors=1))
@@ -179,6 +208,10 @@ class Guard:
             )
         support = tuple(sorted(checks, key=lambda s: (s.claim_index, s.citation_index)))
         result = self._result(policy, record, parsed, report, accounting, support)
+        if relevance is not None or parsed.abstained:
+            result = result.model_copy(
+                update={"relevance": relevance, "abstention": "model" if parsed.abstained else None}
+            )
         texts = {
             (t.claim_index, t.citation_index): (t.claim, index.body(index.by_id[t.chunk_id])) for t in selection.targets
         }

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from citelock.errors import UsageError
 from citelock.guard._audit import AuditPlan
+from citelock.guard._relevance import ABSTAIN_BELOW, RelevanceMode, RelevanceRouting
 from citelock.judges import Judge
 from citelock.judges._routing import Routing, shipped_routing
 
@@ -57,6 +58,13 @@ class SurfacePolicy(BaseModel):
             review, not as a failure. Defaults to True for low stakes, False for high stakes.
         audit: Draw audit samples of the judged citations for people to label (see
             :class:`citelock.guard.AuditPlan`); None draws none.
+        relevance: Check that the answer addresses the question (``OFF_QUESTION``): ``free`` (the default) runs
+            the free check, ``judged`` also asks the relevance judge about answers it does not pass, ``off``
+            runs neither.
+        relevance_routing: The free check's thresholds; None uses the shipped ones
+            (:data:`citelock.guard.SHIPPED_RELEVANCE`).
+        abstain_below: The pipeline abstains before generating when no assembled chunk scores at least this
+            on the free relevance check and meets the question's focus; None never abstains by itself.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -71,6 +79,9 @@ class SurfacePolicy(BaseModel):
     on_fail: OnFail = "block"
     serve_unverified: bool = True
     audit: AuditPlan | None = None
+    relevance: RelevanceMode = "free"
+    relevance_routing: RelevanceRouting | None = None
+    abstain_below: float | None = Field(default=ABSTAIN_BELOW, ge=0.0, le=1.0)
 
     @model_validator(mode="before")
     @classmethod

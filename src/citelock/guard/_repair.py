@@ -8,6 +8,10 @@ marked unverified. Under ``drop_claim`` a claim that cites several chunks loses 
 another of its citations passed every check and no claim-level check (coverage, numbers) failed: it is served
 without them (:attr:`ClaimOutcome.removed_citations`). Every finding is queued either way.
 
+An ``OFF_QUESTION`` finding is about the whole answer: on ``fail`` it blocks the answer (``block`` and
+``drop_claim``: dropping every claim leaves nothing) or, under ``mark``, marks every claim; on ``review`` it is
+served as is when the surface serves unverified answers, else treated as ``fail``.
+
 A check or judge that raised is a ``CHECK_ERROR`` finding. On a fail-closed surface (high stakes by default)
 that blocks the answer; elsewhere it is recorded and does not block. Without a surface (``Guard()``, the free
 checks alone) every finding fails its claim and the answer passes only when clean (:func:`decide_free`).
@@ -37,10 +41,19 @@ def decide(policy: SurfacePolicy, answer: Answer, report: GuardReport) -> tuple[
     noted: dict[int, list[ReasonCode]] = {}
     claim_level: set[int] = set()  # claims with a failing finding about the claim itself, not one citation
     failed_citations: dict[int, set[int]] = {}
-    refuse = False
+    refuse = off_question = False
     for f in report.findings:
         if f.reason == ReasonCode.CHECK_ERROR and not policy.fail_closed:
             noted.setdefault(f.claim_index, []).append(f.reason)
+            continue
+        if f.reason == ReasonCode.OFF_QUESTION:  # answer-level: the answer does not address the question
+            review = f.verdicts.get("relevance") == "review"
+            if review and policy.serve_unverified:
+                continue  # queued for review, served as is
+            if policy.on_fail == "mark":
+                off_question = True
+            else:
+                refuse = True
             continue
         if f.claim_index < 0:  # a whole-answer failure (the deterministic guard itself failed)
             refuse = True
@@ -59,6 +72,9 @@ def decide(policy: SurfacePolicy, answer: Answer, report: GuardReport) -> tuple[
     outcomes: list[ClaimOutcome] = []
     for ci, claim in enumerate(answer.claims):
         reasons = failing.get(ci)
+        if off_question:  # mark: every claim is served marked (the answer as a whole is off-question)
+            reasons = [*(reasons or []), ReasonCode.OFF_QUESTION]
+            claim_level.add(ci)
         bad = failed_citations.get(ci, set())
         if reasons and action == "drop" and ci not in claim_level and len(bad) < len(claim.citations):
             # another citation of this claim passed every check: serve the claim without the failing ones

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from citelock.guard._audit import AuditRecord
 from citelock.guard._policy import SurfacePolicy
+from citelock.guard._relevance import RelevanceCheck
 from citelock.judges._routing import Route
 from citelock.records import GuardReport, PromptRecord, ReasonCode, VerdictLabel
 
@@ -179,6 +180,11 @@ class GuardResult(BaseModel):
         claims: One :class:`ClaimOutcome` per claim of the answer: served, dropped or marked, and why.
         audit: The audit samples drawn and the strata they were drawn from, and the shipped-default flag of a
             high-stakes surface (see :class:`citelock.guard.AuditRecord`); None when there is neither.
+        relevance: The relevance check of the answer against the question (see
+            :class:`citelock.guard.RelevanceCheck`); None when it did not run (question unknown, relevance off,
+            no factual claim).
+        abstention: ``model`` when the answer is the model's own abstention, ``pipeline`` when the pipeline
+            abstained before generating (no assembled chunk relevant enough to the question), else None.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -193,6 +199,8 @@ class GuardResult(BaseModel):
     accounting: JudgeAccounting = Field(default_factory=JudgeAccounting)
     claims: tuple[ClaimOutcome, ...] = ()
     audit: AuditRecord | None = None
+    relevance: RelevanceCheck | None = None
+    abstention: Literal["model", "pipeline"] | None = None
 
     @property
     def ok(self) -> bool:

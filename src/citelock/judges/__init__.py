@@ -1,4 +1,4 @@
-"""Support judges: the protocol, the calibrated lexical default, a trained offline judge, an LLM judge."""
+"""Support judges (protocol, the calibrated lexical default, a trained offline judge, LLM) and the relevance judge."""
 
 from citelock.errors import JudgeOutputError
 from citelock.judges._lexical import LexicalJudge, lexical_overlap
@@ -7,6 +7,7 @@ from citelock.judges._offline import OfflineJudge
 from citelock.judges._openai_completer import OpenAICompleter
 from citelock.judges._protocol import Judge
 from citelock.judges._registry import DEFAULT_JUDGE, JUDGE_NAMES, default_judge, make_judge
+from citelock.judges._relevance_judge import RelevanceJudge
 
 __all__ = [
     "DEFAULT_JUDGE",
@@ -18,6 +19,7 @@ __all__ = [
     "LlamaCppCompleter",
     "OfflineJudge",
     "OpenAICompleter",
+    "RelevanceJudge",
     "TextCompleter",
     "choices_grammar",
     "default_judge",

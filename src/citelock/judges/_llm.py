@@ -30,6 +30,7 @@ __all__ = [
     "TextCompleter",
     "choices_grammar",
     "load_judge_prompt",
+    "load_prompt_file",
 ]
 
 
@@ -72,10 +73,20 @@ def load_judge_prompt(version: str = "1") -> JudgePrompt:
     Raises:
         InputError: the file is missing or lacks a key.
     """
-    path = prompts_dir() / f"judge.v{version}.toml"
+    return load_prompt_file("judge", version, ("passage", "claim"))
+
+
+@cache
+def load_prompt_file(name: str, version: str, placeholders: tuple[str, ...]) -> JudgePrompt:
+    """Load ``prompts/<name>.v<version>.toml``, a judge prompt whose user message holds every placeholder.
+
+    Raises:
+        InputError: the file is missing, lacks a key, or its user message lacks a placeholder.
+    """
+    path = prompts_dir() / f"{name}.v{version}.toml"
     try:
         data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-        return JudgePrompt(
+        prompt = JudgePrompt(
             name=str(data["name"]),
             version=str(data["version"]),
             system=str(data["system"]),
@@ -86,6 +97,12 @@ def load_judge_prompt(version: str = "1") -> JudgePrompt:
         raise InputError(f"no judge prompt {path.name} in {path.parent.name}/") from None
     except KeyError as exc:
         raise InputError(f"judge prompt {path.name}: missing key {exc.args[0]!r}") from None
+    missing = [p for p in placeholders if "{" + p + "}" not in prompt.user]
+    if missing:
+        raise InputError(
+            f"judge prompt {path.name}: the user message has no {', '.join('{' + m + '}' for m in missing)}"
+        )
+    return prompt
 
 
 class LLMJudge:

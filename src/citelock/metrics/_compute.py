@@ -38,6 +38,10 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "faithfulness": "per answer: supported factual claims / factual claims whose support is known; "
     "averaged over answers that have any",
     "pass_rate": "answers the surface policy passed whole and clean / all guarded answers",
+    "relevance_rate": "answers the relevance check passed (they address the question) / answers it checked",
+    "abstention_rate": "answers that abstained (the model's own, or the pipeline's before generating) / all "
+    "guarded answers",
+    "pipeline_abstentions": "answers the pipeline abstained on before generating (no chunk relevant enough)",
     "repaired_rate": "answers served with failing claims dropped or marked unverified / all guarded answers",
     "review_routed": "judged citations whose score fell between the surface's thresholds (routed to review)",
     "escalations": "calls to a stronger judge on citations routed to review",
@@ -61,6 +65,8 @@ _RATES = frozenset(
         "citation_recall",
         "faithfulness",
         "pass_rate",
+        "relevance_rate",
+        "abstention_rate",
         "repaired_rate",
         "queue_repair_rate",
         "support_rate_by_rank",
@@ -171,6 +177,10 @@ class _Tally:
     queue: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     resolved: int = 0
     repaired: int = 0
+    relevance_checked: int = 0
+    relevant: int = 0
+    abstained: int = 0
+    pipeline_abstained: int = 0
 
 
 def _add_result(t: _Tally, result: GuardResult) -> None:
@@ -178,6 +188,11 @@ def _add_result(t: _Tally, result: GuardResult) -> None:
     t.answers += 1
     t.passed += result.decision == "pass"
     t.repaired_answers += result.decision == "repaired"
+    if result.relevance is not None:
+        t.relevance_checked += 1
+        t.relevant += result.relevance.route == "pass"
+    t.abstained += result.abstention is not None
+    t.pipeline_abstained += result.abstention == "pipeline"
     a = result.accounting
     t.reviews += a.reviews
     t.escalations += a.escalations
@@ -267,6 +282,9 @@ def _values(t: _Tally, surface: str, week: str) -> list[MetricValue]:
         _rate("faithfulness", t.faithfulness_sum, t.faithfulness_answers, surface, week),
         _rate("pass_rate", t.passed, t.answers, surface, week),
         _rate("repaired_rate", t.repaired_answers, t.answers, surface, week),
+        _rate("relevance_rate", t.relevant, t.relevance_checked, surface, week),
+        _rate("abstention_rate", t.abstained, t.answers, surface, week),
+        _count("pipeline_abstentions", t.pipeline_abstained, surface, week),
         _count("unassessed_claims", t.unassessed, surface, week),
         _count("judge_calls", t.judge_calls, surface, week),
         _count("saved_by_ordering", t.saved_ordering, surface, week),

@@ -1,0 +1,344 @@
+"""Relevance: does the answer address the question? Free, per answer, separate from support ③.
+
+Support asks whether each claim is in its passage; it never sees the question. This check asks the other thing:
+an answer whose every claim is verbatim and supported can still answer another question ("How long is the
+bridge?" -> "It opened in 1932."). The unit is the answer: it is on-question when ANY of its factual claims
+addresses what was asked, so an answer that answers and adds context in other claims is never flagged.
+
+The answer's score (0..1) is the weighted share of the question's focus terms
+(:func:`citelock.text.question_focus`; the attribute a "what is the X" question names weighs double) that its
+claims contain, a term only in a cited passage counting half (a quoted "It spans 880 meters" takes its subject
+from its passage), times :data:`TYPE_PENALTY` when the question expects an answer type (a date for "when", a
+quantity for "how long", a name for "who") and no claim holds one. (Counting the claims together rather than
+the best single claim was chosen on the calibration half: it flags more off-question answers at the same
+false-alarm rate.)
+
+Routes: ``fail`` below :attr:`RelevanceRouting.fail_below`, ``review`` below
+:attr:`RelevanceRouting.review_below`, else ``pass``. The shipped thresholds (:data:`SHIPPED_RELEVANCE`) were
+chosen by ``scripts/relevance_set.py`` on the calibration half of an ExpertQA off-question set, for at most 1%
+(fail) and 4% (review) of annotator-relevant answers flagged: a check that fires on good answers gets
+switched off, so it is tuned toward under-flagging.
+
+:func:`chunk_relevance` scores a chunk the same way (its best sentence, the chunk as the sentence's context): the
+pipeline abstains before generating when no assembled chunk reaches the surface's ``abstain_below``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from citelock.judges._relevance_judge import RelevanceJudge
+from citelock.judges._routing import Route
+from citelock.prompt import PromptIndex
+from citelock.records import Answer, ClaimCheck, Finding, GuardReport, Layer, PromptRecord, ReasonCode
+from citelock.text import content_terms, has_answer_type, question_focus, split_sentences
+
+__all__ = [
+    "ABSTAIN_BELOW",
+    "SHIPPED_RELEVANCE",
+    "TYPE_PENALTY",
+    "RelevanceCheck",
+    "RelevanceMode",
+    "RelevanceRouting",
+    "add_relevance",
+    "check_relevance",
+    "chunk_relevance",
+    "answer_focus",
+    "claim_relevance",
+    "judge_relevance",
+    "relevance_finding",
+    "score_answer",
+    "should_abstain",
+    "with_relevance_finding",
+]
+
+RelevanceMode = Literal["off", "free", "judged"]
+"""``off``: no relevance check. ``free``: the free check. ``judged``: the free check, then the relevance judge on
+answers it does not pass (a surface with a relevance judge attached)."""
+
+TYPE_PENALTY = 0.25
+"""A claim's score is multiplied by this when the question expects an answer type the claim does not hold."""
+
+
+ABSTAIN_BELOW = 0.07
+"""A chunk scoring below this is not relevant enough to answer from: chosen on the calibration half of ExpertQA
+val (its annotator-relevant claims' evidence passages), where at most 1% of questions had no passage reaching it."""
+
+
+class RelevanceRouting(BaseModel):
+    """Two thresholds on the answer's relevance score: ``fail`` below the first, ``review`` below the second.
+
+    Attributes:
+        fail_below: Answers scoring below this are ``OFF_QUESTION`` (route ``fail``).
+        review_below: Answers scoring below this (and not below ``fail_below``) go to review.
+        source: Where the thresholds came from (the calibration set and its targets).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fail_below: float = Field(ge=0.0, le=1.0)
+    review_below: float = Field(ge=0.0, le=1.0)
+    source: str = ""
+
+    def route(self, score: float, *, focus_met: bool = True) -> Route:
+        """The route of an answer's score; an answer that misses what the question asks for never passes."""
+        if score < self.fail_below:
+            return "fail"
+        return "review" if score < self.review_below or not focus_met else "pass"
+
+
+SHIPPED_RELEVANCE = RelevanceRouting(
+    fail_below=0.1538,
+    review_below=0.25,
+    source="scripts/relevance_set.py --calibrate: ExpertQA val, calibration half; <=1% / <=4% relevant flagged",
+)
+"""The thresholds the free check ships with (see the module docstring for how they were chosen)."""
+
+
+class RelevanceCheck(BaseModel):
+    """The relevance check's outcome for one answer (stored with the guard result; metrics read it).
+
+    Attributes:
+        question: The question the answer was checked against.
+        score: The answer's score (its factual claims together), 0..1.
+        route: ``pass``, ``review`` or ``fail``.
+        best_claim_index: The claim that scored best (None without a factual claim).
+        focus_met: Some claim holds the answer type the question expects and names the measure it asks for.
+        answer_type: What the question's wh-word expects (``date``, ``quantity``, ``agent``, ``place``) or None.
+        missing: The question's focus terms that no claim contains.
+        judge_label: The relevance judge's label (``yes``, ``partial``, ``no``) when it ran.
+        judge_raw: The judge's raw answer when it ran.
+        judge_version: The judge prompt's name and version when it ran.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    question: str
+    score: float
+    route: Route
+    best_claim_index: int | None = None
+    focus_met: bool = True
+    answer_type: str | None = None
+    missing: tuple[str, ...] = ()
+    judge_label: str | None = None
+    judge_raw: str | None = None
+    judge_version: str | None = None
+
+
+def _coverage(question: str, texts: Sequence[str], contexts: Sequence[str]) -> tuple[float, bool]:
+    """The focus's weighted coverage by ``texts`` (``contexts`` counting half) and whether the focus is met."""
+    focus = question_focus(question)
+    if not focus.terms:
+        return 1.0, True
+    own: set[str] = set()
+    for text in texts:
+        own.update(content_terms(text))
+    context: set[str] = set()
+    for text in contexts:
+        context.update(content_terms(text))
+    covered = sum(focus.weight(t) * (1.0 if t in own else 0.5 if t in context else 0.0) for t in focus.terms)
+    score = covered / focus.total
+    typed = focus.answer_type
+    met = typed is None or any(has_answer_type(t, typed, focus.names) for t in texts)
+    if focus.measure and focus.attribute is not None and focus.attribute not in own:
+        met = False
+    return (score if met else score * TYPE_PENALTY), met
+
+
+def claim_relevance(question: str, claim: str, passage: str | None = None) -> float:
+    """One claim's relevance score to a question (see the module docstring), 0..1.
+
+    Args:
+        question: The question.
+        claim: The claim's text.
+        passage: The claim's cited passage (its terms count half: the claim's subject may live there).
+    """
+    return _coverage(question, [claim], [passage] if passage else [])[0]
+
+
+def score_answer(
+    question: str, claims: Sequence[str], passages: Sequence[str | None] | None = None
+) -> tuple[float, int | None]:
+    """The answer's score and the index of its best single claim (None when there is no claim).
+
+    The score is the coverage of the question's focus by the answer's claims together (terms of their cited
+    passages counting half), penalized when no claim holds the expected answer type.
+    """
+    score, _met, best = answer_focus(question, claims, passages)
+    return score, best
+
+
+def answer_focus(
+    question: str, claims: Sequence[str], passages: Sequence[str | None] | None = None
+) -> tuple[float, bool, int | None]:
+    """:func:`score_answer` plus whether the answer meets the question's focus (type and measure asked for)."""
+    if not claims:
+        return 0.0, False, None
+    contexts = [p for p in passages or () if p]
+    score, met = _coverage(question, claims, contexts)
+    singles = [claim_relevance(question, c, passages[i] if passages else None) for i, c in enumerate(claims)]
+    return score, met, max(range(len(claims)), key=lambda i: singles[i])
+
+
+def chunk_relevance(question: str, text: str) -> tuple[float, bool]:
+    """A chunk's relevance to the question, as if its sentences were an answer's claims: (score, focus met)."""
+    sentences = [text[a:b] for a, b in split_sentences(text)] or [text]
+    score, met, _best = answer_focus(question, sentences)
+    return score, met
+
+
+def should_abstain(question: str | None, chunks: Sequence[str], abstain_below: float = ABSTAIN_BELOW) -> bool:
+    """Whether no assembled chunk is relevant enough to answer from (the pipeline abstains before generating).
+
+    True when the question is known and has content words, and no chunk both reaches ``abstain_below`` and
+    meets the focus (holds the answer type the question expects and names the measure it asks for). With no
+    chunk at all it is True; ``abstain_below <= 0`` turns the score part off (the focus part stays).
+    """
+    if not question or not question_focus(question).terms:
+        return False
+    return not any(score >= abstain_below and met for score, met in (chunk_relevance(question, c) for c in chunks))
+
+
+def check_relevance(
+    question: str | None,
+    answer: Answer,
+    claims: Sequence[ClaimCheck],
+    passages: Sequence[str | None],
+    routing: RelevanceRouting = SHIPPED_RELEVANCE,
+) -> RelevanceCheck | None:
+    """The free relevance check of one answer, or None when there is nothing to check.
+
+    Nothing to check: the question is unknown, has no content words, or the answer has no factual claim (an
+    abstention is not an answer to another question).
+
+    Args:
+        question: The question (the prompt record's), or None.
+        answer: The parsed answer.
+        claims: The coverage check's per-claim classes (only factual claims count).
+        passages: Per claim, its first cited passage's text as sent (None when it cites none in the prompt).
+        routing: The thresholds.
+    """
+    if not question or not question.strip():
+        return None
+    focus = question_focus(question)
+    factual = [c.claim_index for c in claims if c.factual]
+    if not focus.terms or not factual:
+        return None
+    texts = [answer.claims[i].text for i in factual]
+    score, met, best = answer_focus(question, texts, [passages[i] for i in factual])
+    present: set[str] = set()
+    for text in texts:
+        present.update(content_terms(text))
+    return RelevanceCheck(
+        question=question,
+        score=round(score, 4),
+        route=routing.route(score, focus_met=met),
+        focus_met=met,
+        best_claim_index=factual[best] if best is not None else None,
+        answer_type=focus.answer_type,
+        missing=tuple(t for t in focus.terms if t not in present),
+    )
+
+
+_JUDGE_ROUTES: dict[str, Route] = {"yes": "pass", "partial": "review", "no": "fail"}
+
+
+def judge_relevance(check: RelevanceCheck, claims: Sequence[str], judge: RelevanceJudge) -> RelevanceCheck:
+    """Settle a check the free check did not pass with the relevance judge: yes passes, partial reviews, no fails.
+
+    Raises:
+        JudgeOutputError: the judge's answer is not one of its three words (the caller makes it a finding).
+    """
+    verdict = judge.judge(check.question, claims)
+    return check.model_copy(
+        update={
+            "route": _JUDGE_ROUTES[verdict.label],
+            "judge_label": verdict.label,
+            "judge_raw": verdict.raw,
+            "judge_version": verdict.version,
+        }
+    )
+
+
+def relevance_finding(record: PromptRecord, answer: Answer, check: RelevanceCheck) -> Finding | None:
+    """The answer-level ``OFF_QUESTION`` finding of a check that did not pass (None when it passed)."""
+    if check.route == "pass":
+        return None
+    article = "an" if check.answer_type == "agent" else "a"
+    asks = f" (it asks for {article} {check.answer_type})" if check.answer_type else ""
+    if not check.focus_met:
+        asks += ", and no claim holds what it asks for"
+    missing = f"; no claim mentions {', '.join(check.missing[:6])}" if check.missing else ""
+    verdicts: dict[str, str] = {"relevance": check.route}
+    if check.judge_label is not None:
+        verdicts["relevance_judge"] = check.judge_label
+    best = check.best_claim_index
+    return Finding(
+        request_id=record.request_id,
+        prompt_sha256=record.sha256,
+        reason=ReasonCode.OFF_QUESTION,
+        layer=Layer.RELEVANCE,
+        claim_index=-1,
+        claim=answer.claims[best].text if best is not None else "",
+        detail=f"no claim addresses the question {check.question!r}{asks}: best score {check.score:.2f}{missing}",
+        verdicts=verdicts,
+        judge_raw=check.judge_raw,
+        judge_version=check.judge_version,
+    )
+
+
+def add_relevance(
+    index: PromptIndex,
+    parsed: Answer,
+    report: GuardReport,
+    routing: RelevanceRouting | None = None,
+    judge: RelevanceJudge | None = None,
+) -> tuple[GuardReport, RelevanceCheck | None]:
+    """Run the free relevance check on a checked answer and add its finding to the report.
+
+    The claims' cited passages are the bodies, as sent, of their first citation that passed provenance ①. With
+    a ``judge``, an answer the free check does not pass is settled by the relevance judge (:func:`judge_relevance`).
+
+    Returns:
+        The report (with ``Layer.RELEVANCE`` and any ``OFF_QUESTION`` finding) and the check (None when there was
+        nothing to check: no known question, or no factual claim).
+    """
+    record = index.record
+    passages: list[str | None] = [None] * len(parsed.claims)
+    for c in report.citations:
+        if c.passed and passages[c.claim_index] is None and c.chunk_id in index.by_id:
+            passages[c.claim_index] = index.body(index.by_id[c.chunk_id])
+    check = check_relevance(record.question, parsed, report.claims, passages, routing or SHIPPED_RELEVANCE)
+    if check is None:
+        return report, None
+    if judge is not None and check.route != "pass":
+        factual = [parsed.claims[c.claim_index].text for c in report.claims if c.factual]
+        try:
+            check = judge_relevance(check, factual, judge)
+        except Exception as exc:  # a judge that raised is a finding; the free check's route stands
+            error = Finding(
+                request_id=record.request_id,
+                prompt_sha256=record.sha256,
+                reason=ReasonCode.CHECK_ERROR,
+                layer=Layer.RELEVANCE,
+                claim_index=-1,
+                claim="",
+                detail=f"the relevance judge failed on this answer: {type(exc).__name__}: {exc}",
+                verdicts={"relevance_judge": "error"},
+                judge_version=judge.version,
+            )
+            report = report.model_copy(update={"findings": (*report.findings, error), "ok": False})
+    return with_relevance_finding(record, parsed, report, check), check
+
+
+def with_relevance_finding(
+    record: PromptRecord, parsed: Answer, report: GuardReport, check: RelevanceCheck
+) -> GuardReport:
+    """The report with ``Layer.RELEVANCE`` and, when ``check`` did not pass, its ``OFF_QUESTION`` finding."""
+    layers = report.layers if Layer.RELEVANCE in report.layers else (*report.layers, Layer.RELEVANCE)
+    found = relevance_finding(record, parsed, check)
+    findings = report.findings if found is None else (*report.findings, found)
+    return report.model_copy(update={"layers": layers, "findings": findings, "ok": not findings})
