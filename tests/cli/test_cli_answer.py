@@ -26,7 +26,9 @@ def _quote_first(record: citelock.PromptRecord, schema: citelock.CitationSchema 
     span = schema.bodies[chunk_id].split(". ")[0]
     if schema.policy == "quote":  # the CLI's default: the claim is the quote
         return {"claims": [{"text": span, "citations": [{"chunk_id": chunk_id}]}]}
-    return {"claims": [{"text": "The bridge is 880 meters long.", "citations": [{"chunk_id": chunk_id, "span": span}]}]}
+    # substring: the model's own words with a verbatim span (on-question for the length question, whose chunk has it)
+    text = "The bridge is 880 meters long." if "880" in schema.bodies[chunk_id] else f"{span}."
+    return {"claims": [{"text": text, "citations": [{"chunk_id": chunk_id, "span": span}]}]}
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from citelock import Guard, SurfacePolicy, UsageError, assemble, serialize
+from citelock import check as citelock_check
 from citelock.cli import app
 from citelock.guard import SHIPPED_RELEVANCE, RelevanceRouting, check_relevance, chunk_relevance, should_abstain
 from citelock.guard._relevance import answer_focus, claim_relevance, score_answer
@@ -45,6 +46,17 @@ def test_focus_names_what_a_wh_question_asks_for() -> None:
     assert "long" not in question_focus("How long is the Aurora Bridge?").terms  # the wh-phrase is not a topic
     assert stem("opened") == stem("open") and stem("bridges") == stem("bridge")
     assert content_terms("The and of what") == ()
+
+
+def test_a_question_asking_two_things_is_answered_by_either() -> None:
+    question = "When did the Aurora bridge open, and how long is it?"
+    assert question_focus(question).answer_type is None  # two wh-parts: no one type is required
+    for claim in ("It spans 880 meters.", "The Aurora bridge opened in 1932."):
+        text = "The Aurora bridge opened in 1932. It spans 880 meters across the bay."
+        record = serialize(assemble(question, [{"id": "c-1", "text": text}]))
+        answer = {"claims": [{"text": claim, "citations": [{"chunk_id": "c-1", "span": claim.rstrip(".")}]}]}
+        report = citelock_check(record, answer)
+        assert ReasonCode.OFF_QUESTION not in {f.reason for f in report.findings}, claim
 
 
 def test_answer_types_are_told_apart() -> None:

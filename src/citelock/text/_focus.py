@@ -222,14 +222,15 @@ def question_focus(question: str) -> QuestionFocus:
             attribute = stem(word)
             if word in _MEASURES:
                 answer_type, measure = "quantity", True
-    if _DATE_Q.search(question):
-        answer_type = "date"
-    elif _QUANTITY_Q.search(question):
-        answer_type = "quantity"
-    elif _AGENT_Q.search(question):
-        answer_type = "agent"
-    elif _PLACE_Q.search(question):
-        answer_type = "place"
+    asked: list[AnswerType] = [
+        kind
+        for kind, pattern in (("date", _DATE_Q), ("quantity", _QUANTITY_Q), ("agent", _AGENT_Q), ("place", _PLACE_Q))
+        if pattern.search(question)
+    ]
+    if len(asked) == 1:
+        answer_type = asked[0]
+    elif len(asked) > 1:  # "When did it open, and how long is it?": an answer to either part is on-question
+        answer_type, measure = None, False
     terms = content_terms(_WH_PHRASE.sub(" ", question))
     if attribute is not None and attribute not in terms:
         attribute = None
