@@ -35,6 +35,18 @@ import citelock
 from citelock.judges import LexicalJudge
 
 GUARD = citelock.Guard(citelock.SurfacePolicy(name="bench", stakes="high", diagnose=False), LexicalJudge())
+# --relevance off: the free off-question check (OFF_QUESTION) left out, so a tree that has it can be timed against
+# one that does not on the same work; a tree without the check ignores the flag
+CHECK_OPTIONS: dict[str, object] = {}
+
+
+def _relevance_off() -> None:
+    global GUARD
+    if "relevance" in citelock.SurfacePolicy.model_fields:
+        policy = citelock.SurfacePolicy(name="bench", stakes="high", diagnose=False, relevance="off")
+        GUARD = citelock.Guard(policy, LexicalJudge())
+        CHECK_OPTIONS["relevance"] = False
+
 
 WORDS = (
     "revenue margin freight clause buyer seller insurance policy dosage patient trial court appeal statute "
@@ -81,12 +93,12 @@ def make_case(rng: random.Random, n_chunks: int, chunk_chars: int):
 
 
 def run_citelock(case) -> bool:
-    return citelock.check(case["record"], case["answer"]).ok
+    return citelock.check(case["record"], case["answer"], **CHECK_OPTIONS).ok
 
 
 def run_citelock_unlogged(case) -> bool:
     record = citelock.record_from_messages(case["messages"], case["chunks"])
-    return citelock.check(record, case["answer"]).ok
+    return citelock.check(record, case["answer"], **CHECK_OPTIONS).ok
 
 
 def run_citelock_guard(case) -> bool:
@@ -121,11 +133,14 @@ def main() -> None:
     parser.add_argument("--chunk-chars", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--relevance", choices=("default", "off"), default="default", help="off: without OFF_QUESTION")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON object instead of a table")
     parser.add_argument(
         "--clock", choices=("wall", "cpu"), default="wall", help="cpu: this process's CPU time (a busy machine)"
     )
     args = parser.parse_args()
+    if args.relevance == "off":
+        _relevance_off()
     rng = random.Random(args.seed)
     cases = [make_case(rng, args.chunks, args.chunk_chars) for _ in range(args.answers)]
     kb = statistics.mean(c["prompt_chars"] for c in cases) / 1000

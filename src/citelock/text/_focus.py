@@ -186,16 +186,29 @@ def _drop_e(w: str) -> str:
 
 def content_terms(text: str) -> tuple[str, ...]:
     """The content terms (stems) of a text, in first-occurrence order, function words removed."""
+    return _content_terms(text)
+
+
+@lru_cache(maxsize=4096)
+def _content_terms(text: str) -> tuple[str, ...]:
+    # cached per text: an answer's cited passages are read once per claim and once for the whole answer
     out: dict[str, None] = {}
-    for match in _WORD.finditer(text):
-        word = match.group().lower().replace("\u2019", "'")
-        base = word.split("'")[0]
-        if base in _STOP or len(base) < 2:
-            continue
-        term = stem(word)
-        if term not in _STOP:
+    for word in _WORD.findall(text.lower()):
+        term = _term(word)
+        if term is not None:
             out.setdefault(term, None)
     return tuple(out)
+
+
+@lru_cache(maxsize=65536)
+def _term(word: str) -> str | None:
+    """A lower-cased word's term, or None for a function word (cached: real text repeats its words)."""
+    word = word.replace("\u2019", "'")
+    base = word.split("'")[0]
+    if base in _STOP or len(base) < 2:
+        return None
+    term = stem(word)
+    return None if term in _STOP else term
 
 
 def _names(text: str) -> frozenset[str]:
