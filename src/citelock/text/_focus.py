@@ -235,11 +235,13 @@ def question_focus(question: str) -> QuestionFocus:
             attribute = stem(word)
             if word in _MEASURES:
                 answer_type, measure = "quantity", True
-    asked: list[AnswerType] = [
-        kind
-        for kind, pattern in (("date", _DATE_Q), ("quantity", _QUANTITY_Q), ("agent", _AGENT_Q), ("place", _PLACE_Q))
-        if pattern.search(question)
-    ]
+    kinds: tuple[tuple[AnswerType, re.Pattern[str]], ...] = (
+        ("date", _DATE_Q),
+        ("quantity", _QUANTITY_Q),
+        ("agent", _AGENT_Q),
+        ("place", _PLACE_Q),
+    )
+    asked = [kind for kind, pattern in kinds if pattern.search(question)]
     if len(asked) == 1:
         answer_type = asked[0]
     elif len(asked) > 1:  # "When did it open, and how long is it?": an answer to either part is on-question
