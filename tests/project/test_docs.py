@@ -158,7 +158,7 @@ def test_readme_is_short_and_keeps_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) <= 200
     tour = readme[readme.index("## A five-minute tour") : readme.index("## Documentation")]
-    assert len(tour.splitlines()) <= 60
+    assert len(tour.splitlines()) <= 70  # about 60, with the streaming web handler #23 asks the tour to show
     commands = re.findall(r"```bash\n(.*?)```", readme[: readme.index("## A five-minute tour")], re.S)
     assert commands[-1].strip() == "bash scripts/test.sh"
     assert commands[0].strip().endswith("--surface docs --stakes high --on-fail drop_claim")
