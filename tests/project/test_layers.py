@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.store",),
     ("citelock.render",),
     ("citelock.stream",),
-    ("citelock.pipeline",),
+    ("citelock.pipeline", "citelock._guarded"),  # _guarded: the records the pipeline returns
     ("citelock._wrap",),
     ("citelock.adapters",),
     ("citelock.metrics",),
