@@ -42,6 +42,7 @@ from citelock.backends import LOCAL_LIMITS, LocalBackend, NaiveBackend
 from citelock.constraint import build_schema, clear_schema_cache, fit_schema
 from citelock.reasons import codes_in
 from citelock.runtime import LlamaRuntime, parser_limits, runtime
+from citelock.text import split_sentences
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 POLICIES = ("substring", "sentence", "id")
@@ -111,7 +112,7 @@ def engine_cost(rt: LlamaRuntime, schema: citelock.CitationSchema) -> tuple[floa
 
 def bench_build(rt: LlamaRuntime, sizes: list[int], reps: int) -> list[dict[str, Any]]:
     rows = []
-    citelock.split_sentences("Warm the sentence splitter. Once.")
+    split_sentences("Warm the sentence splitter. Once.")
     for n in sizes:
         context = citelock.assemble("Which record mentions the bridge?", synthetic_chunks(n))
         for policy in POLICIES:

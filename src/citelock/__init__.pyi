@@ -19,8 +19,6 @@ from .constraint import CitationSchema as CitationSchema
 from .constraint import SchemaOptions as SchemaOptions
 from .constraint import SchemaStats as SchemaStats
 from .constraint import SpanPolicy as SpanPolicy
-from .constraint import build_schema as build_schema
-from .constraint import fit_schema as fit_schema
 from .errors import AlreadyResolvedError as AlreadyResolvedError
 from .errors import BackendConnectionError as BackendConnectionError
 from .errors import BackendError as BackendError
@@ -82,8 +80,6 @@ from .records import Generation as Generation
 from .records import GuardReport as GuardReport
 from .records import Layer as Layer
 from .records import Message as Message
-from .records import PlacedChunk as PlacedChunk
-from .records import Placement as Placement
 from .records import PromptRecord as PromptRecord
 from .records import ReasonCode as ReasonCode
 from .records import TemplateRef as TemplateRef
@@ -94,7 +90,3 @@ from .render import render_answer as render_answer
 from .store import PromptLog as PromptLog
 from .store import ResultStore as ResultStore
 from .store import ReviewQueue as ReviewQueue
-from .text import classify_claim as classify_claim
-from .text import normalize as normalize
-from .text import normalize_with_map as normalize_with_map
-from .text import split_sentences as split_sentences

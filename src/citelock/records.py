@@ -173,7 +173,7 @@ class PromptRecord(_Record):
         created_at: When the record was made (UTC).
         template: Template name and version (``external`` for prompts assembled elsewhere).
         messages: The messages exactly as sent.
-        normalized: The normalized copy of each message's content (see :func:`citelock.normalize`).
+        normalized: The normalized copy of each message's content (see :func:`citelock.text.normalize`).
         offset_maps: Per message, anchors ``[norm_index, raw_index]`` mapping normalized offsets to raw ones.
         sha256: sha256 of the canonical JSON of ``messages``.
         question: The user's question, if known.

@@ -21,6 +21,7 @@ from citelock.backends import (
     locate_model,
     make_backend,
 )
+from citelock.constraint import build_schema
 
 
 def _record() -> citelock.PromptRecord:
@@ -57,7 +58,7 @@ def test_unknown_names_are_usage_errors() -> None:
 
 
 def test_local_and_naive_refuse_the_wrong_kind_of_request() -> None:
-    schema = citelock.build_schema(citelock.assemble("Q?", [{"id": "c-1", "text": "A fact."}]), "id")
+    schema = build_schema(citelock.assemble("Q?", [{"id": "c-1", "text": "A fact."}]), "id")
     with pytest.raises(UsageError, match="needs a CitationSchema"):
         LocalBackend().generate(_record(), None, max_tokens=10)
     with pytest.raises(UsageError, match="takes no schema"):

@@ -20,6 +20,7 @@ import pytest
 
 import citelock
 from citelock import ReasonCode, SchemaOptions
+from citelock.constraint import build_schema, fit_schema
 
 pytestmark = pytest.mark.local_model
 
@@ -122,7 +123,7 @@ def test_decoding_is_actually_constrained_token_by_token(local: citelock.Backend
     rt = runtime("smollm2")
     case = CASES[2]
     context = citelock.assemble(case["question"], [CORPUS[i] for i in case["chunks"]])
-    schema = citelock.build_schema(context, "substring", CI_OPTIONS)
+    schema = build_schema(context, "substring", CI_OPTIONS)
     record = citelock.serialize(context)
     grammar = rt.compile(schema.grammar)
     prompt = rt.format_prompt([(m.role, m.content) for m in record.messages], structured=True)
@@ -204,7 +205,7 @@ def test_a_thousand_chunks_complete_with_the_recorded_policy(local: citelock.Bac
         for i in range(1000)
     ]
     context = citelock.assemble("What value does record 3 note?", chunks)
-    fitted = citelock.fit_schema(context, "substring", local.limits)
+    fitted = fit_schema(context, "substring", local.limits)
     assert fitted.policy == "sentence" and "grammar characters" in (fitted.downgrade_reason or "")
     rt.compile(fitted.grammar)  # the 1,000-chunk grammar compiles
     result = citelock.answer(

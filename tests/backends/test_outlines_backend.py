@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 import citelock
-from citelock import BackendLimits, Citelock, SchemaOptions, fit_schema
+from citelock import BackendLimits, Citelock, SchemaOptions
 from citelock.backends import MODEL_KINDS, PROFILES, OutlinesBackend, make_backend
 from citelock.backends._outlines import _kind_of
+from citelock.constraint import fit_schema
 from citelock.errors import ConstraintViolationError, UsageError
 
 outlines = pytest.importorskip(

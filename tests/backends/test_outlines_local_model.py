@@ -18,6 +18,7 @@ import pytest
 import citelock
 from citelock import ReasonCode, SchemaOptions
 from citelock.constraint._grammar import quote_body
+from citelock.text import normalize
 
 pytestmark = pytest.mark.local_model
 
@@ -111,13 +112,13 @@ def _check(result: citelock.GuardedAnswer, case: dict[str, Any], policy: str) ->
         assert not reasons & SPAN_REASONS, result.model_dump_json(indent=1)
     cited = {c.chunk_id for claim in result.answer.claims for c in claim.citations}
     assert cited <= set(case["chunks"])
-    texts = {i: citelock.normalize(CORPUS[i]["text"]) for i in case["chunks"]}
+    texts = {i: normalize(CORPUS[i]["text"]) for i in case["chunks"]}
     for claim in result.answer.claims:
         assert claim.citations
         for citation in claim.citations:
             span = quote_body(claim.text) if policy in ("quote", "quote_sentence") else citation.span
             if policy != "id":  # id constrains only the id; its span is the guard's to check
-                assert citelock.normalize(span) in texts[citation.chunk_id], (span, citation.chunk_id)
+                assert normalize(span) in texts[citation.chunk_id], (span, citation.chunk_id)
 
 
 @pytest.mark.parametrize("policy", POLICIES)

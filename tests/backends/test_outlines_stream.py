@@ -18,6 +18,7 @@ import pytest
 import citelock
 from citelock import Citelock, Generation, Guard, GuardedAnswer, ReasonCode, SurfacePolicy
 from citelock.backends import OutlinesBackend
+from citelock.constraint import fit_schema
 from citelock.errors import ConstraintViolationError, UsageError
 from citelock.store import PromptLog, ResultStore
 
@@ -105,7 +106,7 @@ def test_the_backend_stream_deltas_are_its_generation_and_what_generate_returns(
     script = Script(GOOD, size=7)
     backend = _backend(monkeypatch, script)
     record = citelock.serialize(citelock.assemble(QUESTION, CHUNKS))
-    schema = citelock.fit_schema(citelock.assemble(QUESTION, CHUNKS), "id", backend.limits)
+    schema = fit_schema(citelock.assemble(QUESTION, CHUNKS), "id", backend.limits)
     items = list(backend.stream(record, schema, max_tokens=200))
     generation = items[-1]
     assert isinstance(generation, Generation) and all(isinstance(i, str) and i for i in items[:-1])
@@ -184,7 +185,7 @@ def test_a_model_type_outlines_does_not_stream_yields_its_answer_as_one_step(mon
     backend = _backend(monkeypatch, script)
     backend.kind = dataclasses.replace(backend.kind, streams=False)  # as Transformers, VLLMOffline, dottxt
     record = citelock.serialize(citelock.assemble(QUESTION, CHUNKS))
-    schema = citelock.fit_schema(citelock.assemble(QUESTION, CHUNKS), "id", backend.limits)
+    schema = fit_schema(citelock.assemble(QUESTION, CHUNKS), "id", backend.limits)
     items = list(backend.stream(record, schema, max_tokens=200))
     assert items[0] == GOOD and isinstance(items[1], Generation) and items[1].text == GOOD and len(items) == 2
     assert script.read == 0  # generate, not generate_stream

@@ -13,6 +13,7 @@ from citelock.constraint import SchemaOptions, build_schema, clear_schema_cache,
 from citelock.constraint._gbnf import gbnf_grammar
 from citelock.constraint._grammar import Bounds
 from citelock.runtime._profiles import get_profile
+from citelock.text import normalize
 
 CHUNKS = [
     {"id": "c-1", "text": "The Aurora bridge opened in 1932. It spans 880 meters across the bay."},
@@ -27,7 +28,7 @@ def _gbnf(bodies: dict[str, str], span: int = 30) -> str:
 
 
 def test_cached_substring_rules_spell_the_same_grammar_as_a_cold_build() -> None:
-    bodies = {c["id"]: citelock.normalize(c["text"]) for c in CHUNKS}
+    bodies = {c["id"]: normalize(c["text"]) for c in CHUNKS}
     clear_schema_cache()
     cold = _gbnf(bodies)
     assert _gbnf(bodies) == cold  # every chunk's rules from the cache

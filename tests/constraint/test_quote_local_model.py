@@ -13,6 +13,7 @@ import pytest
 import citelock
 from citelock import ReasonCode, SchemaOptions
 from citelock.constraint import quote_body
+from citelock.text import normalize
 
 pytestmark = pytest.mark.local_model
 
@@ -54,7 +55,7 @@ def test_quote_claims_are_verbatim_in_the_cited_chunk(local: citelock.Backend, c
     result = citelock.answer(case["question"], chunks, backend=local, policy="quote", options=OPTIONS)
     assert result.span_policy == "quote" and result.downgrade_reason is None
     assert not any(f.reason in SPAN_REASONS for f in result.findings), result.findings
-    texts = {c["id"]: citelock.normalize(c["text"]) for c in chunks}
+    texts = {c["id"]: normalize(c["text"]) for c in chunks}
     if result.answer.abstained:
         assert result.answer.claims == () and result.ok
         return
@@ -63,4 +64,4 @@ def test_quote_claims_are_verbatim_in_the_cited_chunk(local: citelock.Backend, c
         (citation,) = claim.citations
         quoted = quote_body(claim.text)
         assert len(quoted.split()) >= 3
-        assert citelock.normalize(quoted) in texts[citation.chunk_id], (claim.text, citation.chunk_id)
+        assert normalize(quoted) in texts[citation.chunk_id], (claim.text, citation.chunk_id)

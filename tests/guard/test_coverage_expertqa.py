@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from citelock import classify_claim
 from citelock.evals._answers import question_split, read_expertqa_answers
+from citelock.text import classify_claim
 
 
 @pytest.mark.shared_data

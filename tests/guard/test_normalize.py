@@ -4,8 +4,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citelock import normalize, normalize_with_map
-from citelock.text import compress_offsets, raw_offset
+from citelock.text import compress_offsets, normalize, normalize_with_map, raw_offset
 
 TEXT = st.text(alphabet=st.sampled_from(list("abcxyz ABC019.,;:'\"<>&\\\n\r\t\u00a0é\u0301ñ漢字—«»")), max_size=80)
 

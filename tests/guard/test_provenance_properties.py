@@ -6,7 +6,8 @@ import unicodedata
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from citelock import check, normalize, record_from_messages
+from citelock import check, record_from_messages
+from citelock.text import normalize
 
 WORDS = st.sampled_from(
     [

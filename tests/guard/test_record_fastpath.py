@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import support.reference_record as ref
-from citelock import assemble, check, normalize, normalize_with_map, record_from_messages, serialize
+from citelock import assemble, check, record_from_messages, serialize
 from citelock.prompt import _search, _serialize, messages_sha256
 from citelock.prompt._search import TextSearch
 from citelock.records import Message, PromptRecord
-from citelock.text import _normalize, numbers_in_order
+from citelock.text import _normalize, normalize, normalize_with_map, numbers_in_order
 from citelock.text._normalize import (
     _ODD_WHITESPACE,
     norm_offset,

@@ -11,9 +11,9 @@ from collections import Counter
 
 import pytest
 
-from citelock import normalize
 from citelock.evals import DEFECT_CLASSES, DefectCorpus, SeededItem, expected_guard_reasons, generate_corpus
 from citelock.guard import check
+from citelock.text import normalize
 
 PER_CLASS = 60
 GUARD_LAYERS = {"provenance", "coverage", "numbers"}

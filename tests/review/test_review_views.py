@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from citelock import ReasonCode, normalize
+from citelock import ReasonCode
 from citelock.metrics import metrics_from_store
 from citelock.review import chunk_view, prompt_view
 from citelock.review._charts import HEADLINE, bars_chart, rates_chart
+from citelock.text import normalize
 from support.review_desk import Seeded, seed_desk
 
 

@@ -5,8 +5,8 @@ The per-request constraint is sent the strongest way the server supports, chosen
 (llama.cpp's ``grammar``, vLLM's ``structured_outputs.grammar``, SGLang's ``ebnf``: every span policy, spans by
 construction included), else the JSON Schema as ``response_format`` ``json_schema`` with ``strict: true``, a
 forced tool call, or llama.cpp's ``json_object`` + ``schema``. Keywords the server cannot take are removed
-before sending and recorded; limits are checked before sending (:func:`citelock.fit_schema` with the backend's
-``limits`` downgrades the span policy to fit, as :func:`citelock.answer` does).
+before sending and recorded; limits are checked before sending (:func:`citelock.constraint.fit_schema` with the
+backend's ``limits`` downgrades the span policy to fit, as :func:`citelock.answer` does).
 
 Nothing the server says about enforcement is trusted: every output is verified after the fact against the
 schema as sent *and* against the full citation constraint. A constraint that did not hold is reported on the
@@ -262,7 +262,7 @@ class OpenAIBackend(TransportUser):
         """The request payload for ``record``: ``(payload, schema as sent, constraints removed)``.
 
         Raises:
-            UsageError: the schema breaks a limit of this server (fit it with :func:`citelock.fit_schema` and
+            UsageError: the schema breaks a limit of this server (fit it with :func:`citelock.constraint.fit_schema` and
                 this backend's ``limits`` first).
         """
         payload = self.transport.payload(
@@ -288,14 +288,14 @@ class OpenAIBackend(TransportUser):
         ``ebnf``); the schema as sent is None for a grammar delivery.
 
         Raises:
-            UsageError: the schema breaks a limit of this server (fit it with :func:`citelock.fit_schema` and
+            UsageError: the schema breaks a limit of this server (fit it with :func:`citelock.constraint.fit_schema` and
                 this backend's ``limits`` first).
         """
         problem = self.limits.violation(schema)
         if problem is not None:
             raise UsageError(
                 f"not sent: {problem}; fit the schema to this server first "
-                "(citelock.fit_schema(context, policy, backend.limits) downgrades it)"
+                "(citelock.constraint.fit_schema(context, policy, backend.limits) downgrades it)"
             )
         if self._delivery.grammar is not None:
             return self._delivery.render(grammar=schema.grammar_in(self._delivery.grammar)), None, ()

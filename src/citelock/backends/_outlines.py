@@ -5,7 +5,7 @@
 into an outlines output type: ``outlines.types.CFG`` for ``quote``, ``quote_sentence`` and ``substring`` (Lark on
 the llguidance backend for the steerable models; GBNF for servers whose engine reads it), ``JsonSchema`` for
 ``sentence`` and ``id``. What a model type cannot take is data (:data:`MODEL_KINDS`: its :class:`BackendLimits`),
-so :func:`citelock.fit_schema` downgrades the policy before anything is sent and records why, as for servers.
+so :func:`citelock.constraint.fit_schema` downgrades the policy before anything is sent and records why, as for servers.
 
 Facts designed around (read in outlines 1.3 and llguidance 1.x):
 
@@ -73,7 +73,7 @@ class ModelKind:
         name: The outlines model class (``LlamaCpp``, ``Transformers``, ``VLLMOffline``, ``OpenAI``...).
         steerable: outlines runs a logits processor in-process (llama.cpp, Transformers, MLX): the constraint is
             an llguidance matcher built here; otherwise the output type goes to the engine as is (a black box).
-        limits: What the constraint engine takes; :func:`citelock.fit_schema` downgrades to fit.
+        limits: What the constraint engine takes; :func:`citelock.constraint.fit_schema` downgrades to fit.
         grammar: The dialect a ``CFG`` is written in for this engine (``lark`` or ``gbnf``), None: no grammar.
         max_tokens_arg: The inference keyword that bounds generation (``sampling_params`` for vLLM offline: a
             ``SamplingParams(max_tokens=...)``); None: the type takes none through outlines (pass one in
@@ -272,7 +272,7 @@ class OutlinesBackend:
         their llguidance backend the grammar or schema text directly).
 
         Raises:
-            UsageError: the schema breaks this model type's limits (fit it with :func:`citelock.fit_schema`).
+            UsageError: the schema breaks this model type's limits (fit it with :func:`citelock.constraint.fit_schema`).
         """
         dialect, text = self._sent(schema)
         key = (dialect, text)
@@ -295,7 +295,7 @@ class OutlinesBackend:
         if problem is not None:
             raise UsageError(
                 f"not sent: {problem}; fit the schema to this model type first "
-                "(citelock.fit_schema(context, policy, backend.limits) downgrades it)"
+                "(citelock.constraint.fit_schema(context, policy, backend.limits) downgrades it)"
             )
         if schema.policy in _GRAMMAR_POLICIES:
             if self.kind.grammar is None:  # only reachable with limits= wider than the engine

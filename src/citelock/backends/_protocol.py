@@ -39,7 +39,7 @@ class Backend(Protocol):
         The contract, for implementers:
 
         - ``schema`` is None exactly when ``limits.policies`` is empty (a free-text backend); otherwise it has
-          already been fitted to ``limits`` (see :func:`citelock.fit_schema`) and the backend sends
+          already been fitted to ``limits`` (see :func:`citelock.constraint.fit_schema`) and the backend sends
           ``schema.grammar`` (grammar engines) or ``schema.json_schema`` (JSON Schema engines) as it is.
         - Set ``Generation.enforced`` only when decoding was actually constrained; the caller then verifies the
           output with :meth:`CitationSchema.parse_output` and a broken constraint is a loud

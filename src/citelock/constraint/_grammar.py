@@ -5,7 +5,7 @@ Pure string building, no engine imported. Every artifact describes the same comp
     {"claims":[{"text":"...","citations":[{"chunk_id":"c-1","span":"..."}]}]}
 
 with no whitespace outside strings, so a small model has no free tokens to wander in, and bounded counts and
-lengths, so it has to stop. Spans are drawn from each chunk's *normalized* text (see :func:`citelock.normalize`),
+lengths, so it has to stop. Spans are drawn from each chunk's *normalized* text (see :func:`citelock.text.normalize`),
 which is exactly what guard ① compares against: a span the constraint allows always passes provenance.
 
 The ``quote`` policies drop the span: the claim's text *is* the quote, and its one citation names the chunk it

@@ -541,7 +541,7 @@ def _describe(value: Any) -> str:
 
 
 def chunk_sentences(text: str) -> tuple[str, ...]:
-    """A chunk's citable sentences: split with :func:`citelock.split_sentences`, normalized, de-duplicated.
+    """A chunk's citable sentences: split with :func:`citelock.text.split_sentences`, normalized, de-duplicated.
 
     Only sentences whose normalized form is verbatim in the normalized chunk are kept (always, in practice), so
     every allowed span passes guard ①.

@@ -4,7 +4,7 @@ This is guard ①'s primitive (provenance): is each citation's id in this prompt
 that chunk as sent? It lives with the prompt, below the backends, so a backend that validates its own output
 (instructor) asks exactly the question the guard asks.
 
-Both sides are normalized identically (see :func:`citelock.normalize`). The order of the span checks is the
+Both sides are normalized identically (see :func:`citelock.text.normalize`). The order of the span checks is the
 order of the diagnosis: in the cited chunk (pass) → in the cut-off tail of a truncated chunk
 (``SPAN_TRUNCATED``; also a citation without a span of a chunk whose whole body was cut while its id header
 stayed) → in another assembled chunk (``SPAN_IN_OTHER_CHUNK``) → in the prompt outside every chunk body, e.g. the
