@@ -61,7 +61,7 @@ from citelock.judges import LexicalJudge
 from citelock.telemetry._hook import instrumented
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from phoenix_server import phoenix_executable, running_phoenix
+from support.phoenix_server import phoenix_executable, running_phoenix
 
 CITATIONS = 20
 
@@ -169,7 +169,7 @@ def main() -> None:
             )
         full = measure(modes, lambda: guard.run(record, answer), args.answers, args.rounds)
         fixed = guard.run(record, answer)
-        alone = instrumented(lambda self, record, answer, store=None: fixed)  # the integration around no work
+        alone = instrumented(lambda self, record, answer, known_ids=None: fixed)  # the integration around no work
         own = measure(modes, lambda: alone(guard, record, answer), args.answers * 4, args.rounds)
         telemetry.configure()
 
