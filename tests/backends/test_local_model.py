@@ -178,7 +178,7 @@ def test_cli_answers_from_the_example_corpus(tmp_path: Path) -> None:
     assert data["span_policy"] == "substring" and data["backend"] == "local"  # the default policy (library and CLI)
     claims = data["answer"]["claims"]  # --no-abstain: at least one claim, by construction
     assert claims and data["answer"]["abstained"] is False
-    assert all(len(c["citations"]) == 1 and c["citations"][0]["chunk_id"] in CORPUS for c in claims)
+    assert all(cite["chunk_id"] in CORPUS for c in claims for cite in c["citations"])  # ids of this prompt only
     assert isinstance(data["findings"], list) and data["ok"] == (done.returncode == 0)
     logged = citelock.PromptLog(tmp_path / "log.db").get(data["request_id"])
     assert logged.sha256 == data["prompt_sha256"]

@@ -154,11 +154,11 @@ def test_a_wrapped_call_is_one_trace_in_phoenix_with_its_evaluations_on_the_chat
     phoenix: str, exporting: TracerProvider
 ) -> None:
     pytest.importorskip("openai")
-    from openai_transport import Server, completion, scripted_client
     from test_telemetry_wrap import ANSWER as WRAPPED
     from test_telemetry_wrap import CHUNKS, conversation
 
     import citelock
+    from support.openai_transport import Server, completion, scripted_client
 
     client = citelock.wrap(scripted_client(Server(completion(WRAPPED))), server="llama-cpp-python")
     with exporting.get_tracer("app").start_as_current_span("app.request") as app:
