@@ -118,7 +118,8 @@ def _cited_in_the_lost_part(i: int) -> dict[str, Any]:
     row = make_row(i)
     cut = row["chunks"][-1]
     span = cut["text"][80:140]
-    row["answer"] = {"claims": [{"text": span + ".", "citations": [{"chunk_id": cut["id"], "span": span}]}]}
+    claim = row["answer"]["claims"][0]["text"]  # the row's own on-question claim: only the span is in the lost part
+    row["answer"] = {"claims": [{"text": claim, "citations": [{"chunk_id": cut["id"], "span": span}]}]}
     return row
 
 
@@ -156,7 +157,9 @@ def test_ray_and_local_engines_write_identical_rows(tmp_path: Path, ray_address:
     assert {"ID_NOT_IN_PROMPT", "NUMBER_MISMATCH", "UNCITED_CLAIM", "SPAN_TRUNCATED"} <= reasons
     by_row = {row["row"]: row for row in report}
     assert by_row[5]["ok"] and by_row[13]["ok"]  # truncated chunks, cited inside what survived: they pass
-    assert by_row[41]["counts"] == by_row[42]["counts"] == {"SPAN_TRUNCATED": 1}  # ... and in what was lost
+    for lost in (by_row[41], by_row[42]):  # ... and in what was lost: the span is diagnosed, nothing else of it
+        # a claim about another topic's figure may also be OFF_QUESTION (an answer-level finding, not the span's)
+        assert lost["counts"].get("SPAN_TRUNCATED") == 1 and set(lost["counts"]) <= {"SPAN_TRUNCATED", "OFF_QUESTION"}
     errors = sorted(number for number, row in by_row.items() if row["error"])
     assert errors == [8, 16, 24, 32, 40, 43, 44, 45]  # unparseable answers, then broken JSON, an array, no chunks
     if settings.runs_policy:
