@@ -184,14 +184,9 @@ def _drop_e(w: str) -> str:
     return w[:-1] if w.endswith("e") and len(w) >= 5 else w
 
 
+@lru_cache(maxsize=4096)  # an answer's cited passages are read once per claim and once for the whole answer
 def content_terms(text: str) -> tuple[str, ...]:
     """The content terms (stems) of a text, in first-occurrence order, function words removed."""
-    return _content_terms(text)
-
-
-@lru_cache(maxsize=4096)
-def _content_terms(text: str) -> tuple[str, ...]:
-    # cached per text: an answer's cited passages are read once per claim and once for the whole answer
     out: dict[str, None] = {}
     for word in _WORD.findall(text.lower()):
         term = _term(word)
