@@ -1,7 +1,8 @@
 """Versioned JSON Schemas of the records, exported to ``schemas/`` (``python -m citelock._jsonschema``).
 
 A test checks that the committed files equal what the models generate, so a record change without a schema
-change (or the reverse) fails CI. Bump a record's version when its shape changes incompatibly.
+change (or the reverse) fails CI. Bump a record's version when its shape changes incompatibly, and keep the
+previous version's file in :data:`FROZEN_SCHEMAS` while its records still read.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RECORD_SCHEMAS", "record_schemas", "schemas_dir", "write_schemas"]
+__all__ = ["FROZEN_SCHEMAS", "RECORD_SCHEMAS", "record_schemas", "schemas_dir", "write_schemas"]
 
 # file stem -> (module, class name, version); modules are imported lazily so optional parts stay optional.
 RECORD_SCHEMAS: dict[str, tuple[str, str, str]] = {
@@ -24,11 +25,15 @@ RECORD_SCHEMAS: dict[str, tuple[str, str, str]] = {
     "guard_report": ("citelock.records", "GuardReport", "1"),
     "verdict": ("citelock.records", "Verdict", "1"),
     "queue_entry": ("citelock.store._queue", "QueueEntry", "1"),
-    "guarded_answer": ("citelock.pipeline", "GuardedAnswer", "1"),
+    "guarded_answer": ("citelock.pipeline", "GuardedAnswer", "2"),
     "guard_result": ("citelock.guard._result", "GuardResult", "1"),
     "audit_row": ("citelock.audit._rows", "AuditRow", "1"),
     "audit_answer": ("citelock.audit._rows", "AnswerRow", "1"),
 }
+
+# Schemas of earlier versions, kept as committed (never regenerated): records of these versions still read
+# (``GuardedAnswer.model_validate`` upgrades a version-1 record).
+FROZEN_SCHEMAS: tuple[str, ...] = ("guarded_answer.v1.json",)
 
 _PACKAGE_SCHEMAS = Path(__file__).parent / "schemas"
 _SOURCE_SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"

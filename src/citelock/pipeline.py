@@ -181,9 +181,7 @@ def _guarded(
         request_id=record.request_id,
         question=prep.context.question,
         answer=parsed,
-        report=report,
-        findings=report.findings,
-        ok=result.decision == "pass",
+        result=result,
         span_policy=schema.policy if schema is not None else None,
         requested_policy=prep.requested,
         downgrade_reason=schema.downgrade_reason if schema is not None else None,
@@ -191,19 +189,12 @@ def _guarded(
         model=generation.model,
         template=prep.template,
         prompt_sha256=record.sha256,
-        dropped=prep.context.dropped,
+        dropped_chunks=prep.context.dropped,
         generation=_stats(prep, generation),
         render_style=render,
         rendered=ABSTENTION_TEXT
         if early
         else render_answer(parsed, report, prep.context, style=render, outcomes=outcomes),
-        surface=result.surface,
-        decision=result.decision,
-        accounting=result.accounting,
-        removed=result.dropped,
-        marked=result.marked,
-        trimmed=result.trimmed,
-        abstained_before_generation=early,
     )
 
 

@@ -179,7 +179,8 @@ def test_cli_answers_from_the_example_corpus(tmp_path: Path) -> None:
     claims = data["answer"]["claims"]  # --no-abstain: at least one claim, by construction
     assert claims and data["answer"]["abstained"] is False
     assert all(cite["chunk_id"] in CORPUS for c in claims for cite in c["citations"])  # ids of this prompt only
-    assert isinstance(data["findings"], list) and data["ok"] == (done.returncode == 0)
+    verdict = data["result"]
+    assert isinstance(verdict["report"]["findings"], list) and (verdict["decision"] == "pass") == (done.returncode == 0)
     logged = citelock.PromptLog(tmp_path / "log.db").get(data["request_id"])
     assert logged.sha256 == data["prompt_sha256"]
 
@@ -217,7 +218,7 @@ def test_a_thousand_chunks_complete_with_the_recorded_policy(local: citelock.Bac
         max_chars=12_000,
         on_overflow="drop",
     )
-    assert result.dropped and len(result.dropped) < 1000
+    assert result.dropped_chunks and len(result.dropped_chunks) < 1000
     assert result.span_policy in ("substring", "sentence") and result.answer.claims
     assert all(c.passed for c in result.report.citations)
 

@@ -59,7 +59,7 @@ def test_json_output_has_the_guarded_answer_fields(tmp_path: Path, fakes: list[F
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["ok"] is True and data["findings"] == []
+    assert data["result"]["decision"] == "pass" and data["result"]["report"]["findings"] == []
     assert data["span_policy"] == "substring" and data["requested_policy"] == "substring"
     citation = data["answer"]["claims"][0]["citations"][0]
     assert citation == {"chunk_id": "c-1", "span": "The Aurora Bridge opened to traffic in 1932"}
@@ -122,8 +122,9 @@ def test_surface_on_fail_drop_claim_serves_the_rest(tmp_path: Path, fakes: list[
     result = _run(tmp_path, *args, "--surface", "docs", "--stakes", "low", "--on-fail", "drop_claim", "--json")
     assert result.exit_code == 1, result.output
     data = json.loads(result.stdout)
-    assert data["decision"] == "repaired" and data["ok"] is False
-    assert [(r["claim"], r["reasons"]) for r in data["removed"]] == [("It is blue.", ["ID_NOT_IN_PROMPT"])]
+    assert data["result"]["decision"] == "repaired"
+    dropped = [(c["claim"], c["reasons"]) for c in data["result"]["claims"] if c["action"] == "drop"]
+    assert dropped == [("It is blue.", ["ID_NOT_IN_PROMPT"])]
     assert "blue" not in data["rendered"] and "880 meters" in data["rendered"]
     # the dropped claim still went to the queue, in the same database as the prompt log
     from citelock.store import ReviewQueue
@@ -152,8 +153,8 @@ def test_surface_judges_with_the_offline_judge_by_default(tmp_path: Path, fakes:
     args = ["-q", "How long is the Aurora Bridge?", "--chunks", str(EXAMPLES / "corpus.jsonl"), "--json"]
     result = _run(tmp_path, *args, "--surface", "docs")
     data = json.loads(result.stdout)
-    assert data["surface"] == "docs" and data["accounting"]["judge_calls"] == 1
-    assert result.exit_code == (0 if data["decision"] == "pass" else 1)
+    assert data["result"]["surface"] == "docs" and data["result"]["accounting"]["judge_calls"] == 1
+    assert result.exit_code == (0 if data["result"]["decision"] == "pass" else 1)
 
 
 def test_an_abstention_prints_the_abstention_and_exits_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

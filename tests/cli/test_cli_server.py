@@ -50,9 +50,9 @@ def test_answer_with_openai_backend_against_the_started_server(llama_server: Man
     data = json.loads(result.stdout)
     assert data["backend"] == "openai" and data["span_policy"] == "sentence"
     assert data["generation"]["enforced"] is True
-    reasons = {f["reason"] for f in data["findings"]}
+    reasons = {f["reason"] for f in data["result"]["report"]["findings"]}
     assert not reasons & {"ID_NOT_IN_PROMPT", "SPAN_NOT_IN_CHUNK", "FABRICATED_ID"}
-    assert result.exit_code == (0 if data["ok"] else 1)
+    assert result.exit_code == (0 if data["result"]["decision"] == "pass" else 1)
 
 
 def _models(port: int) -> dict[str, object]:

@@ -147,13 +147,14 @@ def test_guarded_answer_is_a_frozen_strict_record_that_round_trips() -> None:
     again = GuardedAnswer.model_validate_json(result.model_dump_json())
     assert again == result
     with pytest.raises(Exception, match="frozen"):
-        result.ok = False  # type: ignore[misc]
+        result.rendered = ""  # type: ignore[misc]
     data = json.loads(result.model_dump_json())
     data["surprise"] = 1
     with pytest.raises(Exception, match="surprise"):
         GuardedAnswer.model_validate(data)
     schema = citelock.guarded_answer_json_schema()
-    assert {"answer", "findings", "ok", "span_policy", "report"} <= set(schema["properties"])
+    assert {"answer", "result", "span_policy", "rendered"} <= set(schema["properties"])
+    assert not {"findings", "ok", "report", "decision"} & set(schema["properties"])  # read from result
 
 
 def test_async_variant_matches_sync() -> None:
@@ -216,8 +217,8 @@ def test_answer_runs_the_tiered_surface_guard_and_queues(tmp_path) -> None:
     wrong = json.dumps({"claims": [claim]}, separators=(",", ":"))
     db = tmp_path / "team.db"
     plain = citelock.answer("Who pays freight?", chunks, backend=FakeBackend([wrong]))
-    assert plain.ok and plain.decision == "pass" and plain.accounting is not None  # ①② alone cannot see it
-    assert plain.accounting.judge_calls == 0
+    assert plain.ok and plain.decision == "pass"  # ①② alone cannot see it
+    assert plain.result.accounting.judge_calls == 0
     result = citelock.answer(
         "Who pays freight?", chunks, backend=FakeBackend([wrong]),
         surface=SurfacePolicy(name="legal", stakes="high"), judge=LexicalJudge(),
@@ -225,7 +226,7 @@ def test_answer_runs_the_tiered_surface_guard_and_queues(tmp_path) -> None:
     )  # fmt: skip
     assert not result.ok and result.decision == "block" and result.surface == "legal"
     assert [(f.reason.value, f.related_chunk_id) for f in result.findings] == [("WRONG_CHUNK", "c-2")]
-    assert result.accounting is not None and result.accounting.judge_calls == 1
+    assert result.result.accounting.judge_calls == 1
     assert [e.reason.value for e in ReviewQueue(db)] == ["WRONG_CHUNK"]
     with pytest.raises(citelock.UsageError, match="surface="):
         citelock.answer("Who pays freight?", chunks, backend=FakeBackend([wrong]), judge=LexicalJudge())

@@ -59,14 +59,14 @@ def test_sinks_receive_every_result_queue_store_and_callable(tmp_path: Path) -> 
         sinks=[ReviewQueue(db), ResultStore(db), lambda answer, result: seen.append((answer, result))],
     )
     result = client.answer("How long is the bridge?", CHUNKS)
-    assert result.decision == "repaired" and [o.claim_index for o in result.removed] == [1]
+    assert result.decision == "repaired" and [o.claim_index for o in result.result.dropped] == [1]
     assert "Tickets" not in result.rendered
     (entry,) = list(ReviewQueue(db))
     assert entry.surface == "legal" and entry.reason in (ReasonCode.UNSUPPORTED, ReasonCode.WRONG_CHUNK)
     (stored,) = ResultStore(db).latest()
     assert stored.decision == "repaired" and stored.report.request_id == result.request_id
     ((answer, guard_result),) = seen
-    assert answer == result and guard_result == stored
+    assert answer == result and guard_result == stored == answer.result
 
 
 def test_a_queue_or_result_store_needs_a_surface(tmp_path: Path) -> None:

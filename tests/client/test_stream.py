@@ -130,7 +130,7 @@ def test_after_judge_shows_a_claim_only_after_its_judge_passed() -> None:
     judged_ok = {e.claim_index for e in events if e.type == "claim.judged" and e.passed}
     assert {e.claim_index for e in events if e.type == "claim.shown"} == judged_ok
     final = events[-1].answer
-    assert final.accounting is not None and final.accounting.judge_calls == len(final.answer.claims)
+    assert final.result.accounting.judge_calls == len(final.answer.claims)
 
 
 def test_the_judge_is_asked_once_per_citation_across_the_stream_and_the_final_guard() -> None:
@@ -148,7 +148,7 @@ def test_the_judge_is_asked_once_per_citation_across_the_stream_and_the_final_gu
     client = Citelock(FakeBackend([GOOD]), guard=Guard(HIGH, Counting()))
     events = list(client.stream(QUESTION, CHUNKS))
     assert len(calls) == len(set(calls)) == 2
-    assert events[-1].answer.accounting.judge_calls == 2
+    assert events[-1].answer.result.accounting.judge_calls == 2
 
 
 def _diverging_delta(output: str, marker: str) -> int:

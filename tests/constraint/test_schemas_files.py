@@ -4,7 +4,7 @@ import jsonschema
 import pytest
 
 from citelock import assemble, check, parse_answer, serialize
-from citelock._jsonschema import record_schemas, schemas_dir
+from citelock._jsonschema import FROZEN_SCHEMAS, record_schemas, schemas_dir
 
 
 @pytest.mark.parametrize("name", sorted(record_schemas()))
@@ -15,7 +15,14 @@ def test_committed_schema_matches_model(name: str) -> None:
 
 def test_no_stray_schema_files() -> None:
     on_disk = {p.name for p in schemas_dir().glob("*.json")}
-    assert on_disk == set(record_schemas())
+    assert on_disk == set(record_schemas()) | set(FROZEN_SCHEMAS)
+
+
+def test_a_frozen_schema_is_an_earlier_version_of_a_current_record() -> None:
+    current = {name.rsplit(".v", 1)[0]: int(name.rsplit(".v", 1)[1].split(".")[0]) for name in record_schemas()}
+    for name in FROZEN_SCHEMAS:
+        stem, version = name.rsplit(".v", 1)
+        assert int(version.split(".")[0]) < current[stem], f"{name} is not older than the current {stem} schema"
 
 
 def test_records_validate_against_their_schemas() -> None:
@@ -45,6 +52,7 @@ def test_guarded_answer_validates_against_its_schema() -> None:
         "Did revenue grow?", [{"id": "c-1", "text": "Revenue grew 12% in 2023."}], backend=FakeBackend([output])
     )
     data = json.loads(result.model_dump_json())
-    jsonschema.validate(data, record_schemas()["guarded_answer.v1.json"])
-    assert data["ok"] is True and data["answer"]["claims"][0]["citations"][0]["chunk_id"] == "c-1"
+    jsonschema.validate(data, record_schemas()["guarded_answer.v2.json"])
+    assert data["schema_version"] == "2" and data["result"]["decision"] == "pass"
+    assert data["answer"]["claims"][0]["citations"][0]["chunk_id"] == "c-1"
     assert data["span_policy"] == "substring"

@@ -56,18 +56,22 @@ def test_ok_means_the_served_claims_address_the_question(tmp_path: Path, questio
     data = json.loads(out)
     assert code in (0, 1), out
     chunks = _chunks()
-    if data["abstained_before_generation"]:
+    verdict = data["result"]
+    findings = verdict["report"]["findings"]
+    if verdict["abstention"] == "pipeline":
         assert data["generation"]["completion_tokens"] == 0 and data["answer"]["claims"] == []
-        assert not any(f["reason"] == "OFF_QUESTION" for f in data["findings"])
+        assert not any(f["reason"] == "OFF_QUESTION" for f in findings)
         return
-    off = [f for f in data["findings"] if f["reason"] == "OFF_QUESTION"]
+    off = [f for f in findings if f["reason"] == "OFF_QUESTION"]
     for finding in off:
         assert finding["claim_index"] == -1 and finding["layer"] == "relevance"
-    if data["ok"] and data["answer"]["claims"]:
+    if verdict["decision"] == "pass" and data["answer"]["claims"]:
         served = [
-            c for i, c in enumerate(data["answer"]["claims"]) if i not in {r["claim_index"] for r in data["removed"]}
+            c
+            for i, c in enumerate(data["answer"]["claims"])
+            if i not in {r["claim_index"] for r in verdict["claims"] if r["action"] == "drop"}
         ]
-        factual = {c["claim_index"] for c in data["report"]["claims"] if c["factual"]}
+        factual = {c["claim_index"] for c in verdict["report"]["claims"] if c["factual"]}
         texts = [c["text"] for i, c in enumerate(served) if i in factual]
         passages = [chunks.get(c["citations"][0]["chunk_id"]) if c["citations"] else None for c in served]
         if texts:
@@ -90,5 +94,5 @@ def test_a_question_no_chunk_can_answer_is_abstained_on_before_generating(tmp_pa
 def test_the_readme_question_is_never_abstained_on(tmp_path: Path) -> None:
     _code, out = _answer(tmp_path, README_QUESTION, "--json")
     data = json.loads(out)
-    assert data["abstained_before_generation"] is False
+    assert data["result"]["abstention"] != "pipeline"
     assert data["generation"]["completion_tokens"] > 0

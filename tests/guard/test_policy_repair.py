@@ -139,13 +139,13 @@ def test_drop_claim_renders_without_the_claim_and_its_footnote() -> None:
         "[1] a (https://example.org/a): “bridge opened in 1932”\n"
         "[2] b: “spans 880 meters”"
     )
-    (removed,) = result.removed
+    (removed,) = result.result.dropped
     assert (removed.claim_index, removed.claim, removed.reasons) == (
         1,
         "The bridge was painted gold.",
         (ReasonCode.UNSUPPORTED,),
     )
-    assert result.marked == ()
+    assert result.result.marked == ()
     assert len(result.answer.claims) == 3  # the record keeps the whole answer; only the rendering repairs it
 
 
@@ -156,14 +156,14 @@ def test_mark_renders_the_claim_marked_unverified() -> None:
         "The bridge opened in 1932.[1] The bridge was painted gold.[2] (unverified: UNSUPPORTED) "
         "The bridge spans 880 meters.[3]"
     )
-    assert [m.claim_index for m in result.marked] == [1] and result.removed == ()
+    assert [m.claim_index for m in result.result.marked] == [1] and result.result.dropped == ()
 
 
 def test_a_blocked_answer_renders_whole_for_inspection() -> None:
     result = answer("block")
     assert result.decision == "block" and not result.served and not result.ok
     assert "The bridge was painted gold.[2]" in result.rendered and "(unverified" not in result.rendered
-    assert result.removed == () and result.marked == ()
+    assert result.result.dropped == () and result.result.marked == ()
 
 
 def test_answer_refuses_a_mismatched_routing_before_logging(tmp_path: Path) -> None:
@@ -258,5 +258,5 @@ def test_a_trimmed_claim_renders_without_its_removed_citations() -> None:
     )
     assert result.decision == "repaired" and result.served
     assert result.rendered == "The bridge opened in 1932.[1]\n\n[1] a (https://example.org/a): “bridge opened in 1932”"
-    (trimmed,) = result.trimmed
+    (trimmed,) = result.result.trimmed
     assert trimmed.removed_citations == (0,) and trimmed.reasons == (ReasonCode.WRONG_CHUNK,)

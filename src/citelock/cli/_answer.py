@@ -260,17 +260,16 @@ def _print(result: GuardedAnswer, *, text: str | None = None) -> None:
         typer.echo(f"guard: OK{where} (the model abstained: the sources do not answer the question; nothing to cite)")
         return
     if result.ok:
-        judged = " and passed the support judge" if result.accounting and result.accounting.judge_calls else ""
+        judged = " and passed the support judge" if result.result.accounting.judge_calls else ""
         typer.echo(
             f"guard: OK{where} (every citation is in the prompt and verbatim in its chunk{judged}; "
             "every claim is cited)"
         )
         return
     if result.decision == "repaired":
-        typer.echo(
-            f"guard: repaired{where}: {len(result.removed)} claim(s) removed, {len(result.marked)} marked unverified"
-        )
-        for o in (*result.removed, *result.marked):
+        dropped, marked = result.result.dropped, result.result.marked
+        typer.echo(f"guard: repaired{where}: {len(dropped)} claim(s) removed, {len(marked)} marked unverified")
+        for o in (*dropped, *marked):
             what = "removed" if o.action == "drop" else "marked"
             typer.echo(f"  {what}: {o.claim[:80]!r} — {', '.join(r.value for r in o.reasons)}")
     elif result.decision == "block":

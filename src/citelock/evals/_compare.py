@@ -242,7 +242,7 @@ def evaluate_answer(item: QAItem, mode: str, fn: ModeFn, judge: Judge | None) ->
         wall_s=time.perf_counter() - started,
         span_policy=result.span_policy,
         downgrade=result.downgrade_reason,
-        dropped=len(result.dropped),
+        dropped=len(result.dropped_chunks),
         claims=len(result.answer.claims),
         abstained=result.answer.abstained,
         abstained_before_generation=result.abstained_before_generation,
