@@ -54,7 +54,7 @@ def main() -> None:
         missed: Counter[str] = Counter()
         for item in corpus.items:
             result = Guard(policy, judge if policy.sample_rate > 0 else None, ordering=ordering).run(
-                item.record, item.answer, store=store
+                item.record, item.answer, known_ids=store
             )
             total = total + result.accounting
             found = {(f.claim_index, f.reason) for f in result.report.findings}

@@ -238,6 +238,7 @@ def _queue_render(desk: ReviewDesk) -> Callable[[], Any]:
         "facets": desk.browser.facets(),
         "reasons": REASONS,
         "done": None,
+        "alarms": (),  # the base template shows the judge's live alarms; none here
     }
     template = templates.env.get_template("queue.html")
     return lambda: template.render(context)
