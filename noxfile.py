@@ -27,7 +27,7 @@ import nox
 
 nox.options.sessions = ["lint", "typecheck", "tests", "docs"]
 
-LINT_PATHS = ["src", "tests", "benchmarks", "examples", "scripts", "noxfile.py"]
+LINT_PATHS = ["src", "tests", "benchmarks", "examples", "scripts", "docs/_griffe", "noxfile.py"]
 # The markers of tests that need more than pip-installed wheels: the fast lane deselects them.
 HEAVY_MARKERS = ["local_model", "server", "postgres", "browser", "ray", "shared_data", "phoenix_server", "slow"]
 FAST_LANE = "not (" + " or ".join(HEAVY_MARKERS) + ")"

@@ -49,8 +49,8 @@ if [ -z "${CITELOCK_TEST_POSTGRES_URL:-}" ]; then
 fi
 
 echo "== ruff"
-ruff check src tests benchmarks examples scripts noxfile.py
-ruff format --check src tests benchmarks examples scripts noxfile.py
+ruff check src tests benchmarks examples scripts docs/_griffe noxfile.py
+ruff format --check src tests benchmarks examples scripts docs/_griffe noxfile.py
 echo "== mypy --strict"
 mypy
 echo "== mkdocs build --strict"

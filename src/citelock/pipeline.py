@@ -449,7 +449,7 @@ class Citelock:
 
         Raises:
             TruncatedOutputError: the server cut the stream (the checked claims are persisted first).
-            The other errors of :meth:`answer`, raised from the iterator.
+            CitelockError: the other errors of :meth:`answer`, raised from the iterator.
         """
         from citelock.stream._drive import stream_events
 

@@ -124,7 +124,7 @@ class LocalBackend(_LocalBase):
         Closing the iterator stops decoding.
 
         Raises:
-            The same errors as :meth:`generate`.
+            CitelockError: the same errors as :meth:`generate`.
         """
         if schema is None:
             raise UsageError(

@@ -326,7 +326,7 @@ class OpenAIBackend(TransportUser):
         Awaited on an ``AsyncOpenAI`` client; with a sync client :meth:`generate` runs in a worker thread.
 
         Raises:
-            The same errors as :meth:`generate`.
+            CitelockError: the same errors as :meth:`generate`.
         """
         if not self.transport.is_async:
             return await asyncio.to_thread(self.generate, record, schema, max_tokens=max_tokens)
@@ -374,7 +374,7 @@ class OpenAIBackend(TransportUser):
         Raises:
             TruncatedOutputError: the server cut the stream before the answer was complete (``partial`` holds
                 what arrived), or it stopped at ``max_tokens``.
-            The other errors of :meth:`generate`.
+            CitelockError: the other errors of :meth:`generate`.
         """
         if request is None:
             payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens)
@@ -408,7 +408,7 @@ class OpenAIBackend(TransportUser):
 
         Raises:
             UsageError: the backend holds a sync client (use :meth:`stream`).
-            The errors of :meth:`stream`.
+            CitelockError: the errors of :meth:`stream`.
         """
         if request is None:
             model = await self.transport.amodel()

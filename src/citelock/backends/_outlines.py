@@ -369,7 +369,7 @@ class OutlinesBackend:
         """:meth:`generate` without blocking the event loop (awaited on async model types, else in a thread).
 
         Raises:
-            The same errors as :meth:`generate`.
+            CitelockError: the same errors as :meth:`generate`.
         """
         if not self.kind.is_async:
             return await asyncio.to_thread(self.generate, record, schema, max_tokens=max_tokens)
@@ -427,7 +427,7 @@ class OutlinesBackend:
         ``aclose()`` (or a cancelled task) stops generation.
 
         Raises:
-            The same errors as :meth:`stream`.
+            CitelockError: the same errors as :meth:`stream`.
         """
         if not self.kind.is_async:
             async for item in stream_in_thread(lambda: self.stream(record, schema, max_tokens=max_tokens)):

@@ -265,7 +265,7 @@ class OpenAITransport:
         are already in the SDK's shape (the wrapped client) sends them with this.
 
         Raises:
-            The same errors as :meth:`complete`.
+            CitelockError: the same errors as :meth:`complete`.
         """
         if self.is_async:
             raise UsageError(_ASYNC_ONLY)
@@ -302,7 +302,7 @@ class OpenAITransport:
         """``chat.completions.create(**arguments, stream=True)`` with the arguments as they are (see :meth:`send`).
 
         Raises:
-            The same errors as :meth:`open_stream`.
+            CitelockError: the same errors as :meth:`open_stream`.
         """
         if self.is_async:
             raise UsageError(_ASYNC_ONLY)
