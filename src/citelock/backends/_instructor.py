@@ -232,16 +232,8 @@ class InstructorBackend(TransportUser):
             requests.append(tuple(dict(m) for m in kwargs.get("messages", ())))
 
         client.on("completion:kwargs", on_kwargs)
-        kwargs = self.transport.payload(
-            [{"role": m.role, "content": m.content} for m in record.messages],
-            max_tokens=max_tokens,
-            temperature=self.temperature,
-            seed=self.seed,
-        )
+        kwargs = self._request(record, response_model, max_tokens)
         kind = self.transport.provider  # after the model name was asked: the server may have named itself
-        kwargs.update(response_model=response_model, max_retries=self.max_reasks)
-        if self.token_budget is not None:
-            kwargs["token_budget"] = self.token_budget
         started = time.perf_counter()
         exhausted = False
         findings: tuple[str, ...] = ()
@@ -251,15 +243,7 @@ class InstructorBackend(TransportUser):
             usage = getattr(result, "_total_usage", None) or getattr(raw, "usage", None)
             attempts = max(1, len(requests))
         except IncompleteOutputException as exc:
-            last = getattr(exc, "last_completion", None)
-            raise TruncatedOutputError(
-                f"the output stopped at max_tokens={max_tokens} before the JSON was complete",
-                partial=_raw_text(last, self.mode) if last is not None else "",
-                max_tokens=max_tokens,
-                provider=kind,
-                request_id=getattr(last, "id", None),
-                citelock_request_id=record.request_id,
-            ) from exc
+            raise self._truncated(exc, max_tokens, kind, record) from exc
         except InstructorRetryException as exc:
             raw = exc.last_completion
             usage = exc.total_usage
@@ -290,17 +274,7 @@ class InstructorBackend(TransportUser):
         text = _raw_text(raw, self.mode) if raw is not None else ""
         if not exhausted and not text:
             text = result.model_dump_json()
-        notes = [f"instructor mode={self.mode}, attempts={attempts}, max_reasks={self.max_reasks}"]
-        if self.token_budget is not None:
-            notes.append(f"token budget {self.token_budget}")
-        enforced = False
-        if exhausted:
-            notes.append("reasks exhausted: the last output is returned unvalidated; " + "; ".join(findings)[:400])
-        else:
-            _, problems = verify_output(text, None, schema)
-            enforced = not problems
-            if problems:
-                notes.append("constraint not enforced: " + "; ".join(problems[:3]))
+        notes, enforced = self._verdict(text, schema, attempts=attempts, exhausted=exhausted, findings=findings)
         choice = raw.choices[0] if raw is not None and getattr(raw, "choices", None) else None
         return InstructorGeneration(
             text=text,
@@ -318,6 +292,48 @@ class InstructorBackend(TransportUser):
             requests=tuple(requests),
             total_tokens=getattr(usage, "total_tokens", None),
         )
+
+    def _request(self, record: PromptRecord, response_model: type[BaseModel], max_tokens: int) -> dict[str, Any]:
+        """The keyword arguments of instructor's ``create``: the transport's payload, the model and the reasks."""
+        kwargs = self.transport.payload(
+            [{"role": m.role, "content": m.content} for m in record.messages],
+            max_tokens=max_tokens,
+            temperature=self.temperature,
+            seed=self.seed,
+        )
+        kwargs.update(response_model=response_model, max_retries=self.max_reasks)
+        if self.token_budget is not None:
+            kwargs["token_budget"] = self.token_budget
+        return kwargs
+
+    def _truncated(self, exc: Exception, max_tokens: int, kind: str, record: PromptRecord) -> TruncatedOutputError:
+        """The typed error for an output cut at ``max_tokens`` (instructor's IncompleteOutputException)."""
+        last = getattr(exc, "last_completion", None)
+        return TruncatedOutputError(
+            f"the output stopped at max_tokens={max_tokens} before the JSON was complete",
+            partial=_raw_text(last, self.mode) if last is not None else "",
+            max_tokens=max_tokens,
+            provider=kind,
+            request_id=getattr(last, "id", None),
+            citelock_request_id=record.request_id,
+        )
+
+    def _verdict(
+        self, text: str, schema: CitationSchema, *, attempts: int, exhausted: bool, findings: tuple[str, ...]
+    ) -> tuple[list[str], bool]:
+        """The generation's notes, and whether the output holds to the schema (never when reasks ran out)."""
+        notes = [f"instructor mode={self.mode}, attempts={attempts}, max_reasks={self.max_reasks}"]
+        if self.token_budget is not None:
+            notes.append(f"token budget {self.token_budget}")
+        enforced = False
+        if exhausted:
+            notes.append("reasks exhausted: the last output is returned unvalidated; " + "; ".join(findings)[:400])
+        else:
+            _, problems = verify_output(text, None, schema)
+            enforced = not problems
+            if problems:
+                notes.append("constraint not enforced: " + "; ".join(problems[:3]))
+        return notes, enforced
 
 
 def _provenance(record: PromptRecord, schema: CitationSchema) -> Callable[[Any], None]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -38,11 +38,12 @@ from citelock.evals._calibration import (
     CALIBRATION_DEFINITIONS,
     ROUTING_DEFINITIONS,
     CalibrationReport,
+    JudgedItems,
     RoutingReport,
     evaluate_routing,
     judge_items,
 )
-from citelock.evals._datasets import DATASET_FORMATS, item_split, read_dataset, read_pairs
+from citelock.evals._datasets import DATASET_FORMATS, Dataset, LabeledItem, item_split, read_dataset, read_pairs
 from citelock.evals._routing_fit import fit_routing
 from citelock.judges._protocol import Judge
 from citelock.judges._routing import Routing, load_calibration, load_surface_routing, save_calibration, shipped_routing
@@ -213,20 +214,16 @@ def calibrate_command(
     """Calibrate a support judge on human-labeled data, or hand-label pairs (``calibrate label``)."""
     positional = list(args or [])
     if from_store is not None:
-        if positional:
-            fail("--from-store reads the labels from the database: give no FILE")
-        from citelock.cli._calibrate_store import calibrate_from_store
-
-        calibrate_from_store(
+        _calibrate_store_form(
+            positional,
             from_store,
-            surface=text_option("--surface", surface),
+            surface=surface,
             fit=fit,
             write=write,
-            target_false_pass=target_false_pass if target_false_pass != 0.05 else None,
-            target_false_fail=target_false_fail if target_false_fail != 0.2 else None,
+            target_false_pass=target_false_pass,
+            target_false_fail=target_false_fail,
             as_json=as_json,
         )
-        raise typer.Exit(EXIT_OK)
     if positional and positional[0] == "label":
         if len(positional) != 2 or out is None:
             fail("usage: citelock calibrate label PAIRS.jsonl --out LABELS.jsonl")
@@ -234,97 +231,43 @@ def calibrate_command(
         raise typer.Exit(EXIT_OK)
     if len(positional) != 1:
         fail(f"expected one dataset FILE, got {len(positional)} arguments")
-    if fmt is None:
-        fail(f"--format is required: one of {', '.join(DATASET_FORMATS)}")
-    if fmt not in DATASET_FORMATS:
-        fail(f"--format {fmt!r}: expected one of {', '.join(DATASET_FORMATS)}")
-    if split not in ("all", "train", "heldout"):
-        fail(f"--split {split!r}: expected all, train or heldout")
-    if write is not None and not fit:
-        fail("--write saves a fitted routing: give --fit too")
-    if fit and routing_file is not None:
-        fail("give either --fit (refit on FILE) or --routing (measure a calibration file), not both")
-    for option, value in (("--target-false-pass", target_false_pass), ("--target-false-fail", target_false_fail)):
-        if not 0.0 < value < 1.0:
-            fail(f"{option} must be between 0 and 1 (exclusive), got {value}")
-    if delta is not None and not 0.0 < delta < 1.0:
-        fail(f"--delta must be between 0 and 1 (exclusive), got {delta}")
-    if not text_option("--surface", surface).strip():
-        fail("--surface is empty; expected a surface name or '*'")
-    if base_url is not None and not base_url.startswith(("http://", "https://")):
-        fail(f"--base-url {base_url!r}: expected an http(s) URL, e.g. http://127.0.0.1:8080/v1")
-    if model is not None:
-        existing_file(model, "--model GGUF")
+    fmt = _check_options(
+        fmt,
+        split=split,
+        fit=fit,
+        write=write,
+        routing_file=routing_file,
+        target_false_pass=target_false_pass,
+        target_false_fail=target_false_fail,
+        delta=delta,
+        surface=surface,
+        base_url=base_url,
+        model=model,
+    )
     # Files named by options are checked before the (possibly long) judging run, not after it.
-    existing: dict[str, Routing] = {}
-    if write is not None:
-        if write.is_dir():
-            fail(f"--write {shown(write)} is a directory; expected a calibration file path")
-        if write.exists():
-            read_json(write, "calibration")
-            with reading(write, "calibration"):
-                existing = load_calibration(write)
-    measured: Routing | None = None
-    if routing_file is not None:
-        read_json(routing_file, "calibration")
-        with reading(routing_file, "calibration"):
-            measured = load_surface_routing(routing_file, surface)
+    existing = _existing_calibration(write)
+    measured = _measured_routing(routing_file, surface)
     path = Path(positional[0])
-    if fmt != "queue":  # a queue is a database path or URL, opened by the reader
-        existing_file(path, f"{fmt} dataset")
-    with reading(path, f"{fmt} dataset"):
-        dataset = read_dataset(fmt, path)
-    items = dataset.items
-    fit_items: list[Any] = []
-    if fit and split != "all":
-        fit_items = [i for i in items if item_split(i) == "train"]
-        items = [i for i in items if item_split(i) == "heldout"]
-    elif split != "all":
-        items = [i for i in items if item_split(i) == split]
-    if limit is not None and limit < len(items):
-        items = random.Random(seed).sample(items, limit)
-    if not items:
-        fail(f"{shown(path)}: no labeled items to calibrate on (format {fmt}, split {split})")
+    dataset, items, fit_items = _load_items(fmt, path, fit=fit, split=split, limit=limit, seed=seed)
     the_judge = make_judge(judge, model, base_url, api_model)
     if measured is not None and not measured.applies_to(the_judge.name, the_judge.version):
         fail(
             f"calibration file {shown(routing_file or '')}: the routing is for {measured.judge} "
             f"{measured.judge_version}, not {the_judge.name} {the_judge.version}"
         )
-    bar: Any = None
-    try:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(items) + len(fit_items), desc=f"judging ({judge})", unit="item", disable=None, leave=False)
-    except ImportError:  # the progress bar is cosmetic; the eval extra brings tqdm
-        bar = None
-    try:
-        progress = None if bar is None else bar.update
-        judged = judge_items(items, the_judge, progress=progress)
-        fitted_on = judge_items(fit_items, the_judge, progress=progress) if fit_items else judged
-    finally:
-        if bar is not None:
-            bar.close()
+    judged, fitted_on = _judge_with_progress(items, fit_items, the_judge, judge)
     routing: Routing | None
     if fit:
-        usable = [(s, g) for s, g in zip(fitted_on.scores, fitted_on.gold, strict=True) if s != float("-inf")]
-        try:
-            routing = fit_routing(
-                [s for s, _ in usable],
-                [g for _, g in usable],
-                judge=the_judge.name,
-                judge_version=the_judge.version,
-                target_false_pass=target_false_pass,
-                target_false_fail=target_false_fail,
-                delta=delta,
-                source=f"citelock calibrate --fit: {fmt}:{shown(path.name)}" + (" split=train" if fit_items else ""),
-            )
-        except UsageError as exc:
-            fail(str(exc))
-    elif measured is not None:
-        routing = measured
+        routing = _fit(
+            fitted_on,
+            the_judge,
+            target_false_pass=target_false_pass,
+            target_false_fail=target_false_fail,
+            delta=delta,
+            source=f"citelock calibrate --fit: {fmt}:{shown(path.name)}" + (" split=train" if fit_items else ""),
+        )
     else:
-        routing = shipped_routing(the_judge.name, the_judge.version)
+        routing = measured if measured is not None else shipped_routing(the_judge.name, the_judge.version)
     where = f"{fmt}:{shown(path.name)}" + (f" split={'heldout' if fit_items else split}" if split != "all" else "")
     report = evaluate_routing(
         judged,
@@ -346,3 +289,161 @@ def calibrate_command(
         typer.echo(render_routing_report(report))
         if write is not None:
             typer.echo(f"wrote the routing for surface {surface!r} to {shown(write)}")
+
+
+def _calibrate_store_form(
+    positional: list[str],
+    from_store: str,
+    *,
+    surface: str,
+    fit: bool,
+    write: Path | None,
+    target_false_pass: float,
+    target_false_fail: float,
+    as_json: bool,
+) -> NoReturn:
+    """``--from-store DB``: refit from the review desk's audit labels, then exit 0."""
+    if positional:
+        fail("--from-store reads the labels from the database: give no FILE")
+    from citelock.cli._calibrate_store import calibrate_from_store
+
+    calibrate_from_store(
+        from_store,
+        surface=text_option("--surface", surface),
+        fit=fit,
+        write=write,
+        target_false_pass=target_false_pass if target_false_pass != 0.05 else None,
+        target_false_fail=target_false_fail if target_false_fail != 0.2 else None,
+        as_json=as_json,
+    )
+    raise typer.Exit(EXIT_OK)
+
+
+def _check_options(
+    fmt: str | None,
+    *,
+    split: str,
+    fit: bool,
+    write: Path | None,
+    routing_file: Path | None,
+    target_false_pass: float,
+    target_false_fail: float,
+    delta: float | None,
+    surface: str,
+    base_url: str | None,
+    model: Path | None,
+) -> str:
+    """Exit 2 on the first option that is missing, malformed or contradicts another; return the format."""
+    if fmt is None:
+        fail(f"--format is required: one of {', '.join(DATASET_FORMATS)}")
+    if fmt not in DATASET_FORMATS:
+        fail(f"--format {fmt!r}: expected one of {', '.join(DATASET_FORMATS)}")
+    if split not in ("all", "train", "heldout"):
+        fail(f"--split {split!r}: expected all, train or heldout")
+    if write is not None and not fit:
+        fail("--write saves a fitted routing: give --fit too")
+    if fit and routing_file is not None:
+        fail("give either --fit (refit on FILE) or --routing (measure a calibration file), not both")
+    for option, value in (("--target-false-pass", target_false_pass), ("--target-false-fail", target_false_fail)):
+        if not 0.0 < value < 1.0:
+            fail(f"{option} must be between 0 and 1 (exclusive), got {value}")
+    if delta is not None and not 0.0 < delta < 1.0:
+        fail(f"--delta must be between 0 and 1 (exclusive), got {delta}")
+    if not text_option("--surface", surface).strip():
+        fail("--surface is empty; expected a surface name or '*'")
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        fail(f"--base-url {base_url!r}: expected an http(s) URL, e.g. http://127.0.0.1:8080/v1")
+    if model is not None:
+        existing_file(model, "--model GGUF")
+    return fmt
+
+
+def _existing_calibration(write: Path | None) -> dict[str, Routing]:
+    """The surfaces already in the ``--write`` file (kept when it is rewritten); exit 2 if it is unusable."""
+    existing: dict[str, Routing] = {}
+    if write is not None:
+        if write.is_dir():
+            fail(f"--write {shown(write)} is a directory; expected a calibration file path")
+        if write.exists():
+            read_json(write, "calibration")
+            with reading(write, "calibration"):
+                existing = load_calibration(write)
+    return existing
+
+
+def _measured_routing(routing_file: Path | None, surface: str) -> Routing | None:
+    """The routing of ``surface`` in the ``--routing`` calibration file (None without one); exit 2 if unusable."""
+    if routing_file is None:
+        return None
+    read_json(routing_file, "calibration")
+    with reading(routing_file, "calibration"):
+        return load_surface_routing(routing_file, surface)
+
+
+def _load_items(
+    fmt: str, path: Path, *, fit: bool, split: str, limit: int | None, seed: int
+) -> tuple[Dataset, list[LabeledItem], list[LabeledItem]]:
+    """Read the dataset and pick the items to measure on and, with ``--fit --split``, the ones to fit on."""
+    if fmt != "queue":  # a queue is a database path or URL, opened by the reader
+        existing_file(path, f"{fmt} dataset")
+    with reading(path, f"{fmt} dataset"):
+        dataset = read_dataset(fmt, path)
+    items = dataset.items
+    fit_items: list[LabeledItem] = []
+    if fit and split != "all":
+        fit_items = [i for i in items if item_split(i) == "train"]
+        items = [i for i in items if item_split(i) == "heldout"]
+    elif split != "all":
+        items = [i for i in items if item_split(i) == split]
+    if limit is not None and limit < len(items):
+        items = random.Random(seed).sample(items, limit)
+    if not items:
+        fail(f"{shown(path)}: no labeled items to calibrate on (format {fmt}, split {split})")
+    return dataset, items, fit_items
+
+
+def _judge_with_progress(
+    items: list[LabeledItem], fit_items: list[LabeledItem], the_judge: Judge, judge: str
+) -> tuple[JudgedItems, JudgedItems]:
+    """Judge the measured items and the fit items (the measured ones when there are none) under a progress bar."""
+    bar: Any = None
+    try:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(items) + len(fit_items), desc=f"judging ({judge})", unit="item", disable=None, leave=False)
+    except ImportError:  # the progress bar is cosmetic; the eval extra brings tqdm
+        bar = None
+    try:
+        progress = None if bar is None else bar.update
+        judged = judge_items(items, the_judge, progress=progress)
+        fitted_on = judge_items(fit_items, the_judge, progress=progress) if fit_items else judged
+    finally:
+        if bar is not None:
+            bar.close()
+    return judged, fitted_on
+
+
+def _fit(
+    fitted_on: JudgedItems,
+    the_judge: Judge,
+    *,
+    target_false_pass: float,
+    target_false_fail: float,
+    delta: float | None,
+    source: str,
+) -> Routing:
+    """Fit the routing on the judged fit items (unscored ones left out); exit 2 if it cannot be fitted."""
+    usable = [(s, g) for s, g in zip(fitted_on.scores, fitted_on.gold, strict=True) if s != float("-inf")]
+    try:
+        return fit_routing(
+            [s for s, _ in usable],
+            [g for _, g in usable],
+            judge=the_judge.name,
+            judge_version=the_judge.version,
+            target_false_pass=target_false_pass,
+            target_false_fail=target_false_fail,
+            delta=delta,
+            source=source,
+        )
+    except UsageError as exc:
+        fail(str(exc))

@@ -254,6 +254,173 @@ def server_modes(
     return fns, info
 
 
+def _check_compare_options(
+    modes: str,
+    kinds: str,
+    *,
+    backend: str,
+    base_url: str | None,
+    server: str | None,
+    delivery: str | None,
+    questions: Path | None,
+    chunks: Path | None,
+    data: Path | None,
+    naive_template: str | None,
+    judge: str,
+    judge_base_url: str | None,
+    model: str | None,
+) -> tuple[list[str], list[str]]:
+    """Exit 2 on the first ``compare`` option that is malformed or contradicts another; the modes and kinds."""
+    names = [m.strip() for m in modes.split(",") if m.strip()]
+    bad = [m for m in names if m not in MODES]
+    if bad or not names:
+        fail(f"--modes must name some of {', '.join(MODES)}, got {modes!r}")
+    kind_list = [k.strip() for k in kinds.split(",") if k.strip()]
+    if any(k not in ("rr", "post_hoc") for k in kind_list) or not kind_list:
+        fail(f"--kinds must be a comma list of rr, post_hoc; got {kinds!r}")
+    if backend not in COMPARE_BACKENDS:
+        fail(f"--backend must be one of {', '.join(COMPARE_BACKENDS)}, got {backend!r}")
+    in_process = backend in ("local", "outlines")
+    if in_process and (base_url or server or delivery):
+        fail("--base-url, --server and --delivery need --backend openai or instructor")
+    if not in_process and base_url is None and server not in (None, "openai"):
+        fail(f"--backend {backend} needs --base-url (the server's /v1 URL), or --server openai")
+    if (questions is None) != (chunks is None):
+        fail("--questions and --chunks go together (your questions and the chunks they name)")
+    if questions is not None and data is not None:
+        fail("--data (ExpertQA) or --questions/--chunks (your own), not both")
+    if naive_template is not None and not naive_template.startswith("answer_naive"):
+        fail(f"--naive-template must name an answer_naive version (answer_naive.v2), got {naive_template!r}")
+    if judge == "none" and judge_base_url is not None:
+        fail("--judge-base-url needs --judge llm, got --judge none")
+    if backend == "local" and model not in (None, "smollm2", "gemma3"):
+        fail(f"--model with --backend local must be smollm2 or gemma3, got {model!r}")
+    return names, kind_list
+
+
+def _compare_modes(
+    names: list[str],
+    *,
+    backend: str,
+    base_url: str | None,
+    model: str | None,
+    server: str | None,
+    delivery: str | None,
+    max_chars: int,
+    max_tokens: int,
+    naive_template: str | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The mode callables on ``--backend``, and what the report says about where they run."""
+    if backend == "local":
+        local_model = model or "smollm2"
+        fns = local_modes(
+            names, model=local_model, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template
+        )
+        return fns, {"backend": "local (llama.cpp in-process)", "model": local_model}
+    if backend == "outlines":
+        gguf = model or "smollm2"
+        fns = outlines_modes(
+            names, model=gguf, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template
+        )
+        return fns, {"backend": "outlines (its llama.cpp model, in-process)", "model": gguf}
+    return server_modes(
+        names,
+        backend=backend,
+        base_url=base_url,
+        model=model,
+        server=server,
+        delivery=delivery,
+        max_chars=max_chars,
+        max_tokens=max_tokens,
+        naive_template=naive_template,
+    )
+
+
+def _compare_config(
+    n_questions: int,
+    names: list[str],
+    where: dict[str, Any],
+    *,
+    source: str,
+    naive_template: str | None,
+    max_chars: int,
+    max_tokens: int,
+    judge: str,
+) -> dict[str, Any]:
+    """The run's settings, the journal's header and the report's configuration table."""
+    from citelock._version import __version__
+
+    return {
+        "benchmark": "compare",
+        "questions": n_questions,
+        "source": source,
+        "modes": ",".join(names),
+        **where,
+        "naive prompt": naive_template or "answer_naive (newest)",
+        "max_chars": max_chars,
+        "max_tokens": max_tokens,
+        "span bounds": ", ".join(f"{k}={v}" for k, v in _COMPARE_OPTIONS.items()),
+        "temperature": 0.0,
+        "judge": judge,
+        "citelock": __version__,
+    }
+
+
+def _echo_naive_markers(naive: dict[str, Any]) -> None:
+    """How often the naive arm wrote ``[id]`` markers at all, on stderr."""
+    typer.echo(
+        f"naive marker rate: {naive['answers_with_markers']}/{naive['parsed']} parsed answers cite at least once; "
+        f"{naive['cited_claims']}/{naive['claims']} claims carry a marker",
+        err=True,
+    )
+
+
+def _run_compare(
+    out: Path,
+    items: list[Any],
+    fns: dict[str, Any],
+    chosen: Any,
+    config: dict[str, Any],
+    command: str,
+    names: list[str],
+    *,
+    expertqa: Path | None,
+    fresh: bool,
+    progress: bool,
+) -> None:
+    """Answer every item in every mode (resuming the journal), write the report and print it.
+
+    ``expertqa`` is the ExpertQA file the items came from (its human support labels go into the report), or
+    None for your own questions.
+    """
+    import time
+
+    from citelock.evals._compare import human_support, run_compare, summarize_compare
+    from citelock.evals._report import write_compare_report
+
+    started = time.perf_counter()
+    try:
+        rows, resumed = run_compare(
+            items, fns, chosen, journal_path=out / "answers.jsonl", header=config, fresh=fresh, progress=progress
+        )
+    except UsageError as exc:
+        fail(str(exc))
+    summary = summarize_compare(rows, names)
+    systems = sorted({i.system for i in items})
+    report_path, text = write_compare_report(
+        out,
+        {**config, "command": command},
+        summary,
+        human_support(expertqa, systems) if expertqa is not None else {},
+        seconds=time.perf_counter() - started,
+        resumed=resumed,
+    )
+    typer.echo(text)
+    if "naive" in summary:
+        _echo_naive_markers(summary["naive"])
+    typer.echo(f"report written to {shown(report_path)}", err=True)
+
+
 @eval_app.command("compare")
 def compare(
     out: Annotated[Path, typer.Option("--out", help="folder for report.md, chart and the run journal")] = Path(
@@ -308,89 +475,53 @@ def compare(
     M``, or ``instructor``); the naive arm gets the same instructions as the constrained one plus an example of
     the ``[id]`` marker format (``answer_naive``, newest version unless ``--naive-template`` says otherwise).
     """
-    import time
-
-    from citelock._version import __version__
-    from citelock.evals._compare import (
-        human_support,
-        load_expertqa,
-        load_questions,
-        run_compare,
-        summarize_compare,
-    )
+    from citelock.evals._compare import load_expertqa, load_questions
     from citelock.evals._harness import judge_label
-    from citelock.evals._report import write_compare_report
 
     output_folder(out)
-    names = [m.strip() for m in modes.split(",") if m.strip()]
-    bad = [m for m in names if m not in MODES]
-    if bad or not names:
-        fail(f"--modes must name some of {', '.join(MODES)}, got {modes!r}")
-    kind_list = [k.strip() for k in kinds.split(",") if k.strip()]
-    if any(k not in ("rr", "post_hoc") for k in kind_list) or not kind_list:
-        fail(f"--kinds must be a comma list of rr, post_hoc; got {kinds!r}")
-    if backend not in COMPARE_BACKENDS:
-        fail(f"--backend must be one of {', '.join(COMPARE_BACKENDS)}, got {backend!r}")
-    in_process = backend in ("local", "outlines")
-    if in_process and (base_url or server or delivery):
-        fail("--base-url, --server and --delivery need --backend openai or instructor")
-    if not in_process and base_url is None and server not in (None, "openai"):
-        fail(f"--backend {backend} needs --base-url (the server's /v1 URL), or --server openai")
-    if (questions is None) != (chunks is None):
-        fail("--questions and --chunks go together (your questions and the chunks they name)")
-    if questions is not None and data is not None:
-        fail("--data (ExpertQA) or --questions/--chunks (your own), not both")
-    if naive_template is not None and not naive_template.startswith("answer_naive"):
-        fail(f"--naive-template must name an answer_naive version (answer_naive.v2), got {naive_template!r}")
+    names, kind_list = _check_compare_options(
+        modes,
+        kinds,
+        backend=backend,
+        base_url=base_url,
+        server=server,
+        delivery=delivery,
+        questions=questions,
+        chunks=chunks,
+        data=data,
+        naive_template=naive_template,
+        judge=judge,
+        judge_base_url=judge_base_url,
+        model=model,
+    )
     path = data or _shared_data() / "expertqa" / "val.jsonl"
-    if judge == "none" and judge_base_url is not None:
-        fail("--judge-base-url needs --judge llm, got --judge none")
-    if backend == "local" and model not in (None, "smollm2", "gemma3"):
-        fail(f"--model with --backend local must be smollm2 or gemma3, got {model!r}")
     chosen = None if judge == "none" else make_judge(judge, judge_base_url)
     if questions is not None and chunks is not None:
         items = load_questions(questions, chunks, limit=limit)
     else:
         with reading(existing_file(path, "ExpertQA"), "ExpertQA"):
             items = load_expertqa(path, kinds=kind_list, limit=limit)
-    if backend == "local":
-        local_model = model or "smollm2"
-        fns = local_modes(
-            names, model=local_model, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template
-        )
-        where = {"backend": "local (llama.cpp in-process)", "model": local_model}
-    elif backend == "outlines":
-        gguf = model or "smollm2"
-        fns = outlines_modes(
-            names, model=gguf, max_chars=max_chars, max_tokens=max_tokens, naive_template=naive_template
-        )
-        where = {"backend": "outlines (its llama.cpp model, in-process)", "model": gguf}
-    else:
-        fns, where = server_modes(
-            names,
-            backend=backend,
-            base_url=base_url,
-            model=model,
-            server=server,
-            delivery=delivery,
-            max_chars=max_chars,
-            max_tokens=max_tokens,
-            naive_template=naive_template,
-        )
-    config: dict[str, Any] = {
-        "benchmark": "compare",
-        "questions": len(items),
-        "source": f"{questions} + {chunks}" if questions is not None else f"ExpertQA ({','.join(kind_list)})",
-        "modes": ",".join(names),
-        **where,
-        "naive prompt": naive_template or "answer_naive (newest)",
-        "max_chars": max_chars,
-        "max_tokens": max_tokens,
-        "span bounds": ", ".join(f"{k}={v}" for k, v in _COMPARE_OPTIONS.items()),
-        "temperature": 0.0,
-        "judge": judge_label(chosen) if chosen is not None else "none (support not estimated)",
-        "citelock": __version__,
-    }
+    fns, where = _compare_modes(
+        names,
+        backend=backend,
+        base_url=base_url,
+        model=model,
+        server=server,
+        delivery=delivery,
+        max_chars=max_chars,
+        max_tokens=max_tokens,
+        naive_template=naive_template,
+    )
+    config = _compare_config(
+        len(items),
+        names,
+        where,
+        source=f"{questions} + {chunks}" if questions is not None else f"ExpertQA ({','.join(kind_list)})",
+        naive_template=naive_template,
+        max_chars=max_chars,
+        max_tokens=max_tokens,
+        judge=judge_label(chosen) if chosen is not None else "none (support not estimated)",
+    )
     command = _command(
         "compare", "--out", out,
         *(["--questions", questions, "--chunks", chunks] if questions is not None else ["--kinds", kinds]),
@@ -401,30 +532,16 @@ def compare(
         "--max-chars", max_chars, "--max-tokens", max_tokens, "--judge", judge,
         *(["--judge-base-url", judge_base_url] if judge_base_url else []),
     )  # fmt: skip
-    started = time.perf_counter()
-    try:
-        rows, resumed = run_compare(
-            items, fns, chosen, journal_path=out / "answers.jsonl", header=config, fresh=fresh, progress=progress
-        )
-    except UsageError as exc:
-        fail(str(exc))
-    summary = summarize_compare(rows, names)
-    systems = sorted({i.system for i in items})
-    report_path, text = write_compare_report(
+    _run_compare(
         out,
-        {**config, "command": command},
-        summary,
-        human_support(path, systems) if questions is None else {},
-        seconds=time.perf_counter() - started,
-        resumed=resumed,
+        items,
+        fns,
+        chosen,
+        config,
+        command,
+        names,
+        expertqa=path if questions is None else None,
+        fresh=fresh,
+        progress=progress,
     )
-    typer.echo(text)
-    if "naive" in summary:
-        naive = summary["naive"]
-        typer.echo(
-            f"naive marker rate: {naive['answers_with_markers']}/{naive['parsed']} parsed answers cite at least once; "
-            f"{naive['cited_claims']}/{naive['claims']} claims carry a marker",
-            err=True,
-        )
-    typer.echo(f"report written to {shown(report_path)}", err=True)
     raise typer.Exit(EXIT_OK)

@@ -260,6 +260,33 @@ def _rate(numerator: int, denominator: int) -> float | None:
     return round(numerator / denominator, 4) if denominator else None
 
 
+def _count_claim(
+    n: Counter[str], gold: ClaimGold, position: int, found: set[ReasonCode], *, served: set[int], review: set[int]
+) -> None:
+    """Count one labeled claim (at ``position``) of a guarded answer: its gold label against what the guard did."""
+    if gold.cited:
+        n["cited_with_text"] += 1
+        n["review"] += position in review
+        if gold.support == _COMPLETE:
+            n["complete"] += 1
+            n["complete_clean"] += not found
+            n["complete_served"] += position in served
+            n["complete_number_flagged"] += ReasonCode.NUMBER_MISMATCH in found
+        elif gold.support in _UNSUPPORTED:
+            n["unsupported"] += 1
+            n["unsupported_flagged"] += bool(found)
+            n["unsupported_served"] += position in served
+    elif gold.worthiness not in ("Yes", "No"):
+        n["uncited_unlabeled"] += 1  # no worthiness label: neither right nor wrong to flag
+    else:
+        needs = gold.worthiness == "Yes"
+        flagged = ReasonCode.UNCITED_CLAIM in found
+        n["uncited"] += 1
+        n["uncited_needs_citation"] += needs
+        n["uncited_flagged"] += flagged
+        n["uncited_flagged_correct"] += needs and flagged
+
+
 def _summary(outcomes: Sequence[AnswerOutcome]) -> dict[str, Any]:
     n: Counter[str] = Counter()
     for outcome in outcomes:
@@ -281,30 +308,9 @@ def _summary(outcomes: Sequence[AnswerOutcome]) -> dict[str, Any]:
             n["relevant_answers"] += 1
             n["relevant_answers_off_question"] += ReasonCode.OFF_QUESTION in reasons.get(-1, set())
         for gold in case.claims:
-            if gold.position is None:
-                continue
-            found = reasons.get(gold.position, set())
-            if gold.cited:
-                n["cited_with_text"] += 1
-                n["review"] += gold.position in review
-                if gold.support == _COMPLETE:
-                    n["complete"] += 1
-                    n["complete_clean"] += not found
-                    n["complete_served"] += gold.position in served
-                    n["complete_number_flagged"] += ReasonCode.NUMBER_MISMATCH in found
-                elif gold.support in _UNSUPPORTED:
-                    n["unsupported"] += 1
-                    n["unsupported_flagged"] += bool(found)
-                    n["unsupported_served"] += gold.position in served
-            elif gold.worthiness not in ("Yes", "No"):
-                n["uncited_unlabeled"] += 1  # no worthiness label: neither right nor wrong to flag
-            else:
-                needs = gold.worthiness == "Yes"
-                flagged = ReasonCode.UNCITED_CLAIM in found
-                n["uncited"] += 1
-                n["uncited_needs_citation"] += needs
-                n["uncited_flagged"] += flagged
-                n["uncited_flagged_correct"] += needs and flagged
+            if gold.position is not None:
+                found = reasons.get(gold.position, set())
+                _count_claim(n, gold, gold.position, found, served=served, review=review)
     return {
         "answers": n["answers"],
         "claims": n["claims"],

@@ -387,23 +387,61 @@ def _free_text(specs: Sequence[_Spec], lead: str, closing: str) -> str:
     return "\n".join(lines)
 
 
+def _item_context(b: _Builder, rng: random.Random, topic: Topic, defect: str) -> tuple[Context, str, str]:
+    """The item's context, its entity and, for ``question_echo_span``, the invented phrase its question quotes."""
+    if defect != "question_echo_span":
+        context, entity = b.context(rng, topic)
+        return context, entity, ""
+    entity_probe = rng.choice(b.by_topic[topic.name])
+    # The question quotes an invented statement about the retrieved entity; nothing in the context says it.
+    entity = str(entity_probe.metadata["entity"])
+    phrase = _render(
+        rng.choice(topic.invented), {"E": entity, "P": rng.choice(topic.places), "N": rng.choice(topic.people)}
+    ).rstrip(".")
+    echo_phrase = phrase[0].lower() + phrase[1:] if phrase.startswith("The ") else phrase
+    echo_question = f"Is it true that {echo_phrase}?"
+    context, entity = b.context(rng, topic, echo_question, entity)
+    return context, entity, echo_phrase
+
+
+def _answer(specs: Sequence[_Spec], lead: str, closing: str, *, free_text: bool) -> Answer:
+    """The answer the specs make: free text with ``[id]`` markers, parsed, or structured claims."""
+    if free_text:
+        return parse_free_text(_free_text(specs, lead, closing))
+    claims = []
+    if lead:
+        claims.append(Claim(text=lead))
+    claims += [
+        Claim(text=s.text, citations=tuple(Citation(chunk_id=cid, span=span) for cid, span in s.cites)) for s in specs
+    ]
+    if closing:
+        claims.append(Claim(text=closing))
+    return Answer(claims=tuple(claims), format="structured")
+
+
+def _ground_truth(all_specs: Sequence[_Spec]) -> tuple[list[ExpectedFinding], list[ClaimTruth]]:
+    """The findings a correct guard reports and the truth of every claim, in claim order."""
+    expected: list[ExpectedFinding] = []
+    truths: list[ClaimTruth] = []
+    for ci, spec in enumerate(all_specs):
+        for xi, reason, related in spec.expected:
+            expected.append(ExpectedFinding(ci, xi, reason, related))
+        truths.append(
+            ClaimTruth(
+                factual=spec.factual,
+                support_ids=spec.support_ids,
+                store_support_ids=spec.store_support_ids,
+                supported=bool(spec.support_ids) if spec.factual else True,
+                cited_labels=spec.cited_labels,
+            )
+        )
+    return expected, truths
+
+
 def _make_item(b: _Builder, defect: str, number: int) -> SeededItem:
     rng = random.Random(f"{b.seed}:{defect}:{number}")
     topic = TOPICS[(number + DEFECT_CLASSES.index(defect)) % len(TOPICS)]
-    echo_question: str | None = None
-    echo_phrase = ""
-    if defect == "question_echo_span":
-        entity_probe = rng.choice(b.by_topic[topic.name])
-        # The question quotes an invented statement about the retrieved entity; nothing in the context says it.
-        entity = str(entity_probe.metadata["entity"])
-        phrase = _render(
-            rng.choice(topic.invented), {"E": entity, "P": rng.choice(topic.places), "N": rng.choice(topic.people)}
-        ).rstrip(".")
-        echo_phrase = phrase[0].lower() + phrase[1:] if phrase.startswith("The ") else phrase
-        echo_question = f"Is it true that {echo_phrase}?"
-        context, entity = b.context(rng, topic, echo_question, entity)
-    else:
-        context, entity = b.context(rng, topic)
+    context, entity, echo_phrase = _item_context(b, rng, topic, defect)
     chunks = list(context.chunks)
     visible = {c.id: c.text for c in chunks}
     truncated: tuple[Chunk, str] | None = None
@@ -440,20 +478,7 @@ def _make_item(b: _Builder, defect: str, number: int) -> SeededItem:
 
     lead = rng.choice(_LEADS)
     closing = rng.choice(_CLOSINGS)
-    if use_free:
-        raw = _free_text(specs, lead, closing)
-        answer = parse_free_text(raw)
-    else:
-        claims = []
-        if lead:
-            claims.append(Claim(text=lead))
-        claims += [
-            Claim(text=s.text, citations=tuple(Citation(chunk_id=cid, span=span) for cid, span in s.cites))
-            for s in specs
-        ]
-        if closing:
-            claims.append(Claim(text=closing))
-        answer = Answer(claims=tuple(claims), format="structured")
+    answer = _answer(specs, lead, closing, free_text=use_free)
     # Lead and closing lines are non-factual claims: part of the answer, never defects.
     all_specs: list[_Spec] = []
     if lead:
@@ -461,21 +486,7 @@ def _make_item(b: _Builder, defect: str, number: int) -> SeededItem:
     all_specs += specs
     if closing:
         all_specs.append(_Spec(closing, [], (), (), (), factual=False))
-
-    expected: list[ExpectedFinding] = []
-    truths: list[ClaimTruth] = []
-    for ci, spec in enumerate(all_specs):
-        for xi, reason, related in spec.expected:
-            expected.append(ExpectedFinding(ci, xi, reason, related))
-        truths.append(
-            ClaimTruth(
-                factual=spec.factual,
-                support_ids=spec.support_ids,
-                store_support_ids=spec.store_support_ids,
-                supported=bool(spec.support_ids) if spec.factual else True,
-                cited_labels=spec.cited_labels,
-            )
-        )
+    expected, truths = _ground_truth(all_specs)
     record = _record(b, context, truncated, f"seed{b.seed}-{defect}-{number:03d}")
     return SeededItem(
         item_id=f"{defect}-{number:03d}",
@@ -510,6 +521,52 @@ def _record(b: _Builder, context: Context, truncated: tuple[Chunk, str] | None, 
     return record.model_copy(update={"created_at": _FIXED_TIME})
 
 
+@dataclass
+class _Draw:
+    """What one item's defective claim is drawn from: the builder, the item's RNG and context, the facts used."""
+
+    b: _Builder
+    rng: random.Random
+    topic: Topic
+    context: Context
+    visible: dict[str, str]
+    entity: str
+    truncated: tuple[Chunk, str] | None
+    echo_phrase: str
+    used: set[str]
+    chunks: list[Chunk] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.chunks = list(self.context.chunks)
+
+    def entity_chunks(self) -> list[Chunk]:
+        """The context's chunks about the item's entity (all of them when none is)."""
+        return [c for c in self.chunks if c.metadata["entity"] == self.entity] or self.chunks
+
+    def pick_fact(self, numeric: bool | None = None, exclude: str | None = None) -> tuple[Chunk, Fact]:
+        """A visible fact not used yet (marked used), optionally numeric or not and outside chunk ``exclude``."""
+        options = [
+            (c, f)
+            for c in self.chunks
+            for f in self.b.facts[c.id]
+            if f.text in self.visible[c.id]
+            and f.text not in self.used
+            and c.id != exclude
+            and (numeric is None or f.numeric == numeric)
+        ]
+        chunk, fact = self.rng.choice(options)
+        self.used.add(fact.text)
+        return chunk, fact
+
+    def invented(self) -> str:
+        """A statement about the entity that no chunk makes."""
+        topic = self.topic
+        return _render(
+            self.rng.choice(topic.invented),
+            {"E": self.entity, "P": self.rng.choice(topic.places), "N": self.rng.choice(topic.people)},
+        )
+
+
 def _defective_spec(
     b: _Builder,
     rng: random.Random,
@@ -522,119 +579,118 @@ def _defective_spec(
     echo_phrase: str,
     used: set[str],
 ) -> _Spec | None:
-    chunks = list(context.chunks)
-
-    def pick_fact(numeric: bool | None = None, exclude: str | None = None) -> tuple[Chunk, Fact]:
-        options = [
-            (c, f)
-            for c in chunks
-            for f in b.facts[c.id]
-            if f.text in visible[c.id]
-            and f.text not in used
-            and c.id != exclude
-            and (numeric is None or f.numeric == numeric)
-        ]
-        chunk, fact = rng.choice(options)
-        used.add(fact.text)
-        return chunk, fact
-
-    def invented() -> str:
-        return _render(
-            rng.choice(topic.invented), {"E": entity, "P": rng.choice(topic.places), "N": rng.choice(topic.people)}
-        )
-
-    entity_chunks = [c for c in chunks if c.metadata["entity"] == entity] or chunks
+    """The item's one defective claim (None for ``clean``), drawn with the item's RNG."""
     if defect == "clean":
         return None
+    d = _Draw(b, rng, topic, context, visible, entity, truncated, echo_phrase, used)
+    for make in (_id_defect, _support_defect, _span_defect):
+        spec = make(d, defect)
+        if spec is not None:
+            return spec
+    raise ValueError(f"unknown defect class {defect!r}; expected one of {DEFECT_CLASSES}")
+
+
+def _id_defect(d: _Draw, defect: str) -> _Spec | None:
+    """A claim whose citation names the wrong id: fabricated, missing or stale (``double_fault``: also unsupported)."""
     if defect in ("fabricated_id", "missing_id"):
-        chunk, fact = pick_fact()
-        spec = b.clean_spec(rng, chunk, visible, fact)
+        chunk, fact = d.pick_fact()
+        spec = d.b.clean_spec(d.rng, chunk, d.visible, fact)
         if defect == "missing_id":
             spec.cites = []
             spec.cited_labels = ()
             spec.expected.append((None, ReasonCode.UNCITED_CLAIM, None))
         else:
-            spec.cites = [(b.fabricated_id(rng, topic), spec.cites[0][1])]
+            spec.cites = [(d.b.fabricated_id(d.rng, d.topic), spec.cites[0][1])]
             spec.cited_labels = (None,)
             spec.expected.append((0, ReasonCode.FABRICATED_ID, None))
         return spec
     if defect == "stale_id":
-        stale = b.stale_id(rng, context, topic)
-        if rng.random() < 0.5:  # the claim comes from the stale chunk: not in this context
-            fact = rng.choice(b.facts[stale])
-            sup, store_sup = b.supporters(fact.text, visible)
+        stale = d.b.stale_id(d.rng, d.context, d.topic)
+        if d.rng.random() < 0.5:  # the claim comes from the stale chunk: not in this context
+            fact = d.rng.choice(d.b.facts[stale])
+            sup, store_sup = d.b.supporters(fact.text, d.visible)
             spec = _Spec(fact.text, [(stale, fact.text)], sup, store_sup, (None,))
         else:  # the claim is true to the context, the id is a stale one
-            chunk, fact = pick_fact()
-            spec = b.clean_spec(rng, chunk, visible, fact)
+            chunk, fact = d.pick_fact()
+            spec = d.b.clean_spec(d.rng, chunk, d.visible, fact)
             spec.cites = [(stale, spec.cites[0][1])]
             spec.cited_labels = (None,)
         spec.expected.append((0, ReasonCode.STALE_ID, None))
         return spec
-    if defect == "unsupported_prose":
-        chunk = rng.choice(entity_chunks)
-        span = rng.choice(b.facts[chunk.id]).text
-        spec = _Spec(invented(), [(chunk.id, span)], (), (), ("no",))
-        spec.expected.append((0, ReasonCode.UNSUPPORTED, None))
-        return spec
-    if defect == "wrong_chunk":
-        home, fact = pick_fact(numeric=False)
-        other = rng.choice([c for c in chunks if c.id != home.id])
-        span = next(f.text for f in b.facts[other.id] if not f.numeric)
-        sup, store_sup = b.supporters(fact.text, visible)
-        spec = _Spec(fact.text, [(other.id, span)], sup, store_sup, ("no",))
-        spec.expected.append((0, ReasonCode.WRONG_CHUNK, home.id))
-        return spec
     if defect == "double_fault":
-        fabricated = rng.random() < 0.5
-        bad = b.fabricated_id(rng, topic) if fabricated else b.stale_id(rng, context, topic)
-        spec = _Spec(invented(), [(bad, None)], (), (), (None,))
+        fabricated = d.rng.random() < 0.5
+        bad = d.b.fabricated_id(d.rng, d.topic) if fabricated else d.b.stale_id(d.rng, d.context, d.topic)
+        spec = _Spec(d.invented(), [(bad, None)], (), (), (None,))
         spec.expected.append((0, ReasonCode.FABRICATED_ID if fabricated else ReasonCode.STALE_ID, None))
         spec.expected.append((None, ReasonCode.UNSUPPORTED, None))
         return spec
-    if defect == "truncated_span":
-        assert truncated is not None
-        victim, _head = truncated
-        fact = rng.choice(b.facts[victim.id][1:])
-        used.add(fact.text)
-        sup, store_sup = b.supporters(fact.text, visible)
-        spec = _Spec(fact.text, [(victim.id, fact.text)], sup, store_sup, (None,))
-        spec.expected.append((0, ReasonCode.SPAN_TRUNCATED, None))
+    return None
+
+
+def _support_defect(d: _Draw, defect: str) -> _Spec | None:
+    """A claim its cited chunk does not (fully) support: invented, the wrong chunk, partly, a changed number."""
+    if defect == "unsupported_prose":
+        chunk = d.rng.choice(d.entity_chunks())
+        span = d.rng.choice(d.b.facts[chunk.id]).text
+        spec = _Spec(d.invented(), [(chunk.id, span)], (), (), ("no",))
+        spec.expected.append((0, ReasonCode.UNSUPPORTED, None))
         return spec
-    if defect == "question_echo_span":
-        chunk = rng.choice(entity_chunks)
-        claim = echo_phrase[0].upper() + echo_phrase[1:] + "."
-        spec = _Spec(claim, [(chunk.id, echo_phrase)], (), (), (None,))
-        spec.expected.append((0, ReasonCode.SPAN_ONLY_IN_QUESTION, None))
+    if defect == "wrong_chunk":
+        home, fact = d.pick_fact(numeric=False)
+        other = d.rng.choice([c for c in d.chunks if c.id != home.id])
+        span = next(f.text for f in d.b.facts[other.id] if not f.numeric)
+        sup, store_sup = d.b.supporters(fact.text, d.visible)
+        spec = _Spec(fact.text, [(other.id, span)], sup, store_sup, ("no",))
+        spec.expected.append((0, ReasonCode.WRONG_CHUNK, home.id))
         return spec
     if defect == "partial_support":
-        chunk, fact = pick_fact()
-        claim = f"{fact.text[:-1]}, {rng.choice(topic.extensions)}."
+        chunk, fact = d.pick_fact()
+        claim = f"{fact.text[:-1]}, {d.rng.choice(d.topic.extensions)}."
         spec = _Spec(claim, [(chunk.id, fact.text)], (), (), ("partial",))
         spec.expected.append((0, ReasonCode.PARTIAL_SUPPORT, None))
         return spec
     if defect == "number_mismatch":
-        chunk, fact = pick_fact(numeric=True)
-        claim = _alter_number(fact, chunk.text, b.fact_home, rng)
-        quote = fact.text if rng.random() < 0.5 else None
+        chunk, fact = d.pick_fact(numeric=True)
+        claim = _alter_number(fact, chunk.text, d.b.fact_home, d.rng)
+        quote = fact.text if d.rng.random() < 0.5 else None
         spec = _Spec(claim, [(chunk.id, quote)], (), (), ("no",))
         spec.expected.append((0, ReasonCode.NUMBER_MISMATCH, None))
         return spec
+    return None
+
+
+def _span_defect(d: _Draw, defect: str) -> _Spec | None:
+    """A claim whose span is not where it says: cut off, only in the question, paraphrased, in another chunk."""
+    if defect == "truncated_span":
+        assert d.truncated is not None
+        victim, _head = d.truncated
+        fact = d.rng.choice(d.b.facts[victim.id][1:])
+        d.used.add(fact.text)
+        sup, store_sup = d.b.supporters(fact.text, d.visible)
+        spec = _Spec(fact.text, [(victim.id, fact.text)], sup, store_sup, (None,))
+        spec.expected.append((0, ReasonCode.SPAN_TRUNCATED, None))
+        return spec
+    if defect == "question_echo_span":
+        chunk = d.rng.choice(d.entity_chunks())
+        claim = d.echo_phrase[0].upper() + d.echo_phrase[1:] + "."
+        spec = _Spec(claim, [(chunk.id, d.echo_phrase)], (), (), (None,))
+        spec.expected.append((0, ReasonCode.SPAN_ONLY_IN_QUESTION, None))
+        return spec
     if defect == "span_not_in_chunk":
-        chunk, fact = pick_fact()
-        span = _paraphrase(fact.text, topic, rng)
-        sup, store_sup = b.supporters(fact.text, visible)
+        chunk, fact = d.pick_fact()
+        span = _paraphrase(fact.text, d.topic, d.rng)
+        sup, store_sup = d.b.supporters(fact.text, d.visible)
         spec = _Spec(fact.text, [(chunk.id, span)], sup, store_sup, (None,))
         spec.expected.append((0, ReasonCode.SPAN_NOT_IN_CHUNK, None))
         return spec
     if defect == "span_in_other_chunk":
-        home, fact = pick_fact()
-        other = rng.choice([c for c in chunks if c.id != home.id])
-        sup, store_sup = b.supporters(fact.text, visible)
+        home, fact = d.pick_fact()
+        other = d.rng.choice([c for c in d.chunks if c.id != home.id])
+        sup, store_sup = d.b.supporters(fact.text, d.visible)
         spec = _Spec(fact.text, [(other.id, fact.text)], sup, store_sup, (None,))
         spec.expected.append((0, ReasonCode.SPAN_IN_OTHER_CHUNK, home.id))
         return spec
-    raise ValueError(f"unknown defect class {defect!r}; expected one of {DEFECT_CLASSES}")
+    return None
 
 
 def generate_corpus(

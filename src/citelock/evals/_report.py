@@ -144,18 +144,58 @@ def _calls(s: DefectsSummary) -> str:
     return markdown_table(["model calls (judge invocations, diagnosis included)", "count"], rows)
 
 
+def _judge_note(judge: str) -> str:
+    """What the judge column measures: a stand-in's numbers are the pipeline's logic, not a judge's accuracy."""
+    if "(stand-in)" in judge:
+        return (
+            "**The judge is a STAND-IN**: the seeded corpus's own entailment rule (below), not a trained judge. "
+            "Numbers in the `faithfulness`, `judge ③`, union+judge and production columns measure the pipeline's "
+            "logic, not a real judge's accuracy."
+        )
+    return f"The judge is the real judge `{judge}`, used both per citation and as the faithfulness grader's entailment."
+
+
+def _defects_settings(run: DefectsRun, s: DefectsSummary) -> str:
+    """The run's settings table."""
+    cfg = run.config
+    return markdown_table(
+        ["setting", "value"],
+        [
+            ["seed", cfg["seed"]],
+            ["answers per class", cfg["per_class"]],
+            ["classes", len(s.n)],
+            ["chunk store", f"{cfg['store_chunks']} chunks over 5 topics; each context holds at most 5"],
+            ["judge (name version)", cfg["judge"]],
+            ["faithfulness grader mode", cfg["faithfulness_mode"]],
+            ["citelock version", cfg["citelock"]],
+            ["python", cfg["python"]],
+            ["run time", f"{run.seconds:.1f} s ({run.resumed} items resumed from the journal)"],
+        ],
+    )
+
+
+def _defects_snippet(cfg: Mapping[str, Any], s: DefectsSummary) -> str:
+    """The README snippet: the headline tables of the defect report."""
+    return "\n".join(
+        [
+            f"Seeded defect benchmark (`{cfg.get('command') or 'citelock eval defects'}`; judge: {cfg['judge']}; "
+            f"{cfg['per_class']} answers per class, seed {cfg['seed']}):",
+            "",
+            _per_class(s),
+            "",
+            _matrix(s.matrix_truth, "ground truth"),
+            "",
+            f"Faithfulness verdicts moved by replacing every citation with nonsense: {s.scramble_moved}. "
+            f"Judge calls: {s.calls['judge_all']} grading everything vs {s.calls['judge_ordered']} with the "
+            "free checks first. Full report: docs/eval/defects/report.md.",
+            "",
+        ]
+    )
+
+
 def render_defects_report(run: DefectsRun, s: DefectsSummary) -> tuple[str, str]:
     """The full markdown report and a README snippet (the headline tables)."""
     cfg = run.config
-    stand_in = "(stand-in)" in str(cfg["judge"])
-    judge_note = (
-        "**The judge is a STAND-IN**: the seeded corpus's own entailment rule (below), not a trained judge. "
-        "Numbers in the `faithfulness`, `judge ③`, union+judge and production columns measure the pipeline's "
-        "logic, not a real judge's accuracy."
-        if stand_in
-        else f"The judge is the real judge `{cfg['judge']}`, used both per citation and as the faithfulness "
-        "grader's entailment."
-    )
     defective = sum(n for c, n in s.n.items() if c != "clean")
     judge_missed = s.missed.get("union_judge", [])
     lines = [
@@ -163,22 +203,9 @@ def render_defects_report(run: DefectsRun, s: DefectsSummary) -> tuple[str, str]
         "",
         f"Reproduce: `{cfg.get('command') or 'citelock eval defects'}`",
         "",
-        markdown_table(
-            ["setting", "value"],
-            [
-                ["seed", cfg["seed"]],
-                ["answers per class", cfg["per_class"]],
-                ["classes", len(s.n)],
-                ["chunk store", f"{cfg['store_chunks']} chunks over 5 topics; each context holds at most 5"],
-                ["judge (name version)", cfg["judge"]],
-                ["faithfulness grader mode", cfg["faithfulness_mode"]],
-                ["citelock version", cfg["citelock"]],
-                ["python", cfg["python"]],
-                ["run time", f"{run.seconds:.1f} s ({run.resumed} items resumed from the journal)"],
-            ],
-        ),
+        _defects_settings(run, s),
         "",
-        judge_note,
+        _judge_note(str(cfg["judge"])),
         "",
         "**Entailment used by the seeded benchmark.** Every chunk sentence is a unique generated fact. A claim "
         "is supported by a passage iff the claim is one of the passage's sentences *as visible in the prompt*. "
@@ -240,22 +267,7 @@ def render_defects_report(run: DefectsRun, s: DefectsSummary) -> tuple[str, str]
         "![model calls](model_calls.png)",
         "",
     ]
-    snippet = "\n".join(
-        [
-            f"Seeded defect benchmark (`{cfg.get('command') or 'citelock eval defects'}`; judge: {cfg['judge']}; "
-            f"{cfg['per_class']} answers per class, seed {cfg['seed']}):",
-            "",
-            _per_class(s),
-            "",
-            _matrix(s.matrix_truth, "ground truth"),
-            "",
-            f"Faithfulness verdicts moved by replacing every citation with nonsense: {s.scramble_moved}. "
-            f"Judge calls: {s.calls['judge_all']} grading everything vs {s.calls['judge_ordered']} with the "
-            "free checks first. Full report: docs/eval/defects/report.md.",
-            "",
-        ]
-    )
-    return "\n".join(lines), snippet
+    return "\n".join(lines), _defects_snippet(cfg, s)
 
 
 def _pyplot() -> Any:
@@ -337,15 +349,8 @@ def _rate(part: int, whole: int) -> str:
     return pct(part, whole)
 
 
-def render_compare_report(
-    config: Mapping[str, Any],
-    summary: Mapping[str, Mapping[str, Any]],
-    human: Mapping[str, Mapping[str, int]],
-    *,
-    seconds: float,
-    resumed: int,
-) -> str:
-    """The naive-vs-constrained markdown report."""
+def _compare_rows(summary: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """The per-mode table's header and rows: one metric per row, one mode per column, then its definition."""
     modes = list(summary)
     header = ["metric", *modes, "definition"]
 
@@ -390,6 +395,11 @@ def render_compare_report(
         line("hit max_tokens (all answers)", [s[m]["hit_max_tokens"] for m in modes]),
         line("span policy used", [", ".join(f"{k}: {v}" for k, v in s[m]["span_policies"].items()) for m in modes]),
     ]
+    return header, rows
+
+
+def _human_part(human: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """The section on ExpertQA's human support labels per system (a reference point)."""
     human_rows = []
     for system, counts in human.items():
         total = sum(counts.values())
@@ -398,6 +408,28 @@ def render_compare_report(
         human_rows.append(
             [system, total, pct(complete, total), pct(partial, total), pct(counts.get("Missing", 0), total)]
         )
+    return [
+        "## ExpertQA's human support labels per system (reference)",
+        "",
+        "Claims of each system's answers as ExpertQA's annotators labeled their support "
+        "(Complete = supported; Partial/Incomplete = partly; Missing = no evidence given). These are other "
+        "systems (GPT-4 based) on the same questions: a reference point, not the same answers.",
+        "",
+        markdown_table(["system", "claims", "Complete", "Partial/Incomplete", "Missing"], human_rows),
+        "",
+    ]
+
+
+def render_compare_report(
+    config: Mapping[str, Any],
+    summary: Mapping[str, Mapping[str, Any]],
+    human: Mapping[str, Mapping[str, int]],
+    *,
+    seconds: float,
+    resumed: int,
+) -> str:
+    """The naive-vs-constrained markdown report."""
+    header, rows = _compare_rows(summary)
     expertqa = str(config.get("source", "ExpertQA")).startswith("ExpertQA")
     title = "real passages (ExpertQA val)" if expertqa else f"your questions ({config.get('source')})"
     chunk_note = (
@@ -405,20 +437,7 @@ def render_compare_report(
         if expertqa
         else "Chunks are the ones each question names in the chunks file, in its order; the "
     )
-    human_part = (
-        [
-            "## ExpertQA's human support labels per system (reference)",
-            "",
-            "Claims of each system's answers as ExpertQA's annotators labeled their support "
-            "(Complete = supported; Partial/Incomplete = partly; Missing = no evidence given). These are other "
-            "systems (GPT-4 based) on the same questions: a reference point, not the same answers.",
-            "",
-            markdown_table(["system", "claims", "Complete", "Partial/Incomplete", "Missing"], human_rows),
-            "",
-        ]
-        if expertqa
-        else []
-    )
+    human_part = _human_part(human) if expertqa else []
     return "\n".join(
         [
             f"# Naive vs constrained on {title}",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -233,6 +233,52 @@ def _clauses(claim: str) -> list[list[str]]:
     return [p for p in parts if len(p) >= 2]
 
 
+def _best_windows(c_list: list[str], sent_tokens: list[list[str]], widths: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Per width: (best window start, claim tokens it covers) over windows of that many consecutive sentences."""
+    n_sent = len(sent_tokens)
+    # presence matrix: claim token x sentence
+    index = {t: i for i, t in enumerate(c_list)}
+    presence = np.zeros((len(c_list), n_sent), dtype=bool)
+    for j, toks in enumerate(sent_tokens):
+        for t in toks:
+            i = index.get(t)
+            if i is not None:
+                presence[i, j] = True
+
+    def window_best(width: int) -> tuple[int, int]:
+        if not c_list:
+            return 0, 0
+        w = min(width, n_sent)
+        cums = np.concatenate([np.zeros((len(c_list), 1), dtype=np.int32), presence.cumsum(axis=1)], axis=1)
+        counts = (cums[:, w:] - cums[:, :-w]) > 0  # tokens x windows
+        covered = counts.sum(axis=0)
+        start = int(np.argmax(covered))
+        return start, int(covered[start])
+
+    return [window_best(width) for width in widths]
+
+
+def _clause_coverage(claim: str, sent_tokens: list[list[str]], weight: Callable[[str], float]) -> list[float]:
+    """Per clause of the claim: the best weighted share of its tokens found in a window of three sentences."""
+    clause_covs: list[float] = []
+    for clause in _clauses(claim):
+        cl = set(clause)
+        clw = sum(weight(t) for t in cl)
+        best_c = 0.0
+        for k in range(len(sent_tokens)):
+            window = set().union(*sent_tokens[k : k + 3])
+            best_c = max(best_c, sum(weight(t) for t in cl & window) / clw if clw else 1.0)
+            if best_c >= 1.0:
+                break
+        clause_covs.append(best_c)
+    return clause_covs
+
+
+def _negated(text: str) -> bool:
+    """Whether the text holds a negation word or an ``n't``."""
+    return bool({t.lower() for t in _WORD.findall(text)} & _NEGATIONS) or "n't" in text.lower()
+
+
 def extract_features(
     claim: str, passage: str, idf: Mapping[str, float] | None = None, default_idf: float = 1.0
 ) -> PairFeatures:
@@ -263,28 +309,7 @@ def extract_features(
     all_tokens: list[str] = [t for toks in sent_tokens for t in toks]
     p_set = set(all_tokens)
 
-    # presence matrix: claim token x sentence
-    index = {t: i for i, t in enumerate(c_list)}
-    presence = np.zeros((len(c_list), n_sent), dtype=bool)
-    for j, toks in enumerate(sent_tokens):
-        for t in toks:
-            i = index.get(t)
-            if i is not None:
-                presence[i, j] = True
-
-    def window_best(width: int) -> tuple[int, int]:
-        """(best window start, covered claim tokens) over windows of ``width`` sentences."""
-        if not c_list:
-            return 0, 0
-        w = min(width, n_sent)
-        cums = np.concatenate([np.zeros((len(c_list), 1), dtype=np.int32), presence.cumsum(axis=1)], axis=1)
-        counts = (cums[:, w:] - cums[:, :-w]) > 0  # tokens x windows
-        covered = counts.sum(axis=0)
-        start = int(np.argmax(covered))
-        return start, int(covered[start])
-
-    start1, cov1 = window_best(1)
-    start3, cov3 = window_best(3)
+    (start1, cov1), (start3, cov3) = _best_windows(c_list, sent_tokens, (1, 3))
     win3_text = " ".join(sentences[start3 : start3 + 3])
     win3_tokens = [t for toks in sent_tokens[start3 : start3 + 3] for t in toks]
     win3_set = set(win3_tokens)
@@ -308,21 +333,11 @@ def extract_features(
     missing_all = [weights[t] for t in c_set - p_set]
     missing_win = [weights[t] for t in c_set - win3_set]
 
-    clause_covs: list[float] = []
-    for clause in _clauses(claim):
-        cl = set(clause)
-        clw = sum(weight(t) for t in cl)
-        best_c = 0.0
-        for k in range(n_sent):
-            window = set().union(*sent_tokens[k : k + 3])
-            best_c = max(best_c, sum(weight(t) for t in cl & window) / clw if clw else 1.0)
-            if best_c >= 1.0:
-                break
-        clause_covs.append(best_c)
+    clause_covs = _clause_coverage(claim, sent_tokens, weight)
 
     sent1 = sentences[start1] if start1 < n_sent else ""
-    sent1_neg = bool({t.lower() for t in _WORD.findall(sent1)} & _NEGATIONS) or "n't" in sent1.lower()
-    win_neg = bool({t.lower() for t in _WORD.findall(win3_text)} & _NEGATIONS) or "n't" in win3_text.lower()
+    sent1_neg = _negated(sent1)
+    win_neg = _negated(win3_text)
 
     values = [
         1.0,

@@ -399,34 +399,13 @@ class LlamaRuntime:
         import numpy as np
 
         llama_cpp = self._llama_cpp
-        if len(prompt_tokens) + max_tokens > self.n_ctx:
-            raise InputError(
-                f"the prompt has {len(prompt_tokens)} tokens and max_tokens={max_tokens}; together over the "
-                f"model's context of {self.n_ctx} tokens: assemble fewer chunks (max_chars) or lower max_tokens"
-            )
+        self._check_fits(len(prompt_tokens), max_tokens)
         with self._lock:
             rng = np.random.default_rng(seed)
-            matcher: Any = None
-            bits: Any = None
-            if grammar is not None:
-                llguidance = _import_llguidance()
-                tokenizer = self.tokenizer()
-                matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=1, limits=parser_limits())
-                if matcher.is_error():
-                    raise ConstraintViolationError(f"llguidance refused the grammar: {matcher.get_error()[:500]}")
-                words = (tokenizer.vocab_size + 31) // 32
-                bits = np.zeros(words, dtype=np.int32)
-                as_bytes = bits.view(np.uint8)
+            matcher, bits, as_bytes = self._matcher(grammar)
             llm = self.llm
             started = time.perf_counter()
-            prompt = list(prompt_tokens)
-            cached = self._shared_prefix(prompt) if reuse_prefix else 0
-            if cached and not llm._ctx.kv_cache_seq_rm(-1, cached, -1):
-                cached = 0  # this cache cannot drop a tail (e.g. sliding-window attention): start over
-            if not cached:
-                llm._ctx.kv_cache_clear()
-            llm.n_tokens = cached
-            llm.eval(prompt[cached:])
+            cached = self._eval_prompt(list(prompt_tokens), reuse_prefix=reuse_prefix)
             out: list[int] = []
             forced = 0
             mask_s = 0.0
@@ -487,12 +466,8 @@ class LlamaRuntime:
                     break
                 llm.eval(batch)
             total = time.perf_counter() - started
-        text = self._detokenize(out).decode("utf-8", errors="replace")
-        for marker in stop:
-            if marker and marker in text:
-                text = text[: text.index(marker)]
         return DecodeResult(
-            text=text,
+            text=self._final_text(out, stop),
             tokens=tuple(out),
             prompt_tokens=len(prompt_tokens),
             cached_tokens=cached,
@@ -502,6 +477,53 @@ class LlamaRuntime:
             mask_s=mask_s,
             finish_reason=finish,
         )
+
+    def _check_fits(self, prompt_tokens: int, max_tokens: int) -> None:
+        """Raise :class:`~citelock.errors.InputError` when the prompt and ``max_tokens`` overflow the context."""
+        if prompt_tokens + max_tokens > self.n_ctx:
+            raise InputError(
+                f"the prompt has {prompt_tokens} tokens and max_tokens={max_tokens}; together over the "
+                f"model's context of {self.n_ctx} tokens: assemble fewer chunks (max_chars) or lower max_tokens"
+            )
+
+    def _final_text(self, out: Sequence[int], stop: Sequence[str]) -> str:
+        """The generated text, cut at the first stop string it holds."""
+        text = self._detokenize(out).decode("utf-8", errors="replace")
+        for marker in stop:
+            if marker and marker in text:
+                text = text[: text.index(marker)]
+        return text
+
+    def _matcher(self, grammar: str | None) -> tuple[Any, Any, Any]:
+        """A fresh llguidance matcher for ``grammar``, its token mask and the mask's bytes (all None without one).
+
+        Raises:
+            ConstraintViolationError: llguidance refused the grammar.
+        """
+        if grammar is None:
+            return None, None, None
+        import numpy as np
+
+        llguidance = _import_llguidance()
+        tokenizer = self.tokenizer()
+        matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=1, limits=parser_limits())
+        if matcher.is_error():
+            raise ConstraintViolationError(f"llguidance refused the grammar: {matcher.get_error()[:500]}")
+        words = (tokenizer.vocab_size + 31) // 32
+        bits = np.zeros(words, dtype=np.int32)
+        return matcher, bits, bits.view(np.uint8)
+
+    def _eval_prompt(self, prompt: list[int], *, reuse_prefix: bool) -> int:
+        """Evaluate ``prompt``, keeping the KV cache of the prefix it shares with the last one; the tokens kept."""
+        llm = self.llm
+        cached = self._shared_prefix(prompt) if reuse_prefix else 0
+        if cached and not llm._ctx.kv_cache_seq_rm(-1, cached, -1):
+            cached = 0  # this cache cannot drop a tail (e.g. sliding-window attention): start over
+        if not cached:
+            llm._ctx.kv_cache_clear()
+        llm.n_tokens = cached
+        llm.eval(prompt[cached:])
+        return cached
 
     def _shared_prefix(self, prompt: list[int]) -> int:
         """Tokens at the start of ``prompt`` whose KV cache the model already holds.
