@@ -148,6 +148,10 @@ class FreeTextReader:
         if parsed is None:
             return self.claims
         claims = parsed.claims
+        if len(claims) > 1 and claims[-1].text.lstrip().startswith("[") and self.open_marker() is not None:
+            # A marker being typed after a sentence ("... in 1932. [c-"): once closed it belongs to the claim
+            # before (as parse_answer assigns it), so that claim is not complete yet, and the marker is no claim.
+            claims = claims[:-1]
         self.claims = [
             PartialClaim(
                 text=c.text,
