@@ -17,9 +17,9 @@ from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text,
 
 from citelock import StoreIntegrityError, assemble, serialize
 from citelock.records import PromptRecord
-from citelock.store import PromptLog, make_engine
+from citelock.store import PromptLog, _payloads, make_engine
 from citelock.store._chain import ALG_PLAIN, GENESIS, content_hash, link_hash
-from citelock.store._payloads import MIN_PAYLOAD_CHARS
+from citelock.store._payloads import MIN_PAYLOAD_BYTES
 
 GRAMMAR = 'root ::= "{" ws claims ws "}"\n' + "".join(f'span{k} ::= "piece «{k}» \\"q\\"\\n"\n' for k in range(400))
 
@@ -49,7 +49,7 @@ def stored(log: PromptLog, rid: str) -> tuple[str, str, str | None]:
 
 def test_a_large_payload_is_stored_apart_and_read_back_byte_for_byte(target: str) -> None:
     log = PromptLog(target)
-    assert len(GRAMMAR) > 10 * MIN_PAYLOAD_CHARS
+    assert len(GRAMMAR) > 10 * MIN_PAYLOAD_BYTES
     records = [wrapped_record(f"r{k}") for k in range(3)]
     for record in records:
         log.append(record)
@@ -179,3 +179,14 @@ def test_a_log_from_before_the_payload_table_opens_reads_and_extends(target: str
     report = log.verify_chain()
     assert report.ok and report.records == 3 and report.head_seq == 3
     assert [r.request_id for r in log] == ["old-1", "old-2", "new-1"]
+
+
+def test_the_payload_cache_is_bounded_and_keyed_by_the_very_strings() -> None:
+    cache = _payloads._Cache()
+    big = [{"grammar": str(k) * 1_500_000} for k in range(4)]  # 1.5 MB each, held twice: 12 MB > the 8 MB bound
+    entries = [cache.get(payload) for payload in big]
+    assert len(cache._entries) == 2 and cache._bytes <= _payloads._CACHE_BYTES
+    assert cache.get(big[3]) is entries[3]  # the same string objects: a hit
+    equal = {"grammar": "".join([big[3]["grammar"][:1], big[3]["grammar"][1:]])}  # equal text, another object
+    got = cache.get(equal)
+    assert got is not entries[3] and got.sha256 == entries[3].sha256 and got.data == entries[3].data

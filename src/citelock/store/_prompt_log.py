@@ -168,7 +168,8 @@ class PromptLog:
                     seq, prev = int(head["seq"]) + 1, str(head["chain_hash"])
                 new_payload = split.payload_sha256 is not None and split.payload_sha256 not in self._stored_payloads
                 if new_payload:
-                    conn.execute(self._insert_payload, {"sha256": split.payload_sha256, "payload": split.payload})
+                    payload = (split.payload or b"").decode("utf-8")
+                    conn.execute(self._insert_payload, {"sha256": split.payload_sha256, "payload": payload})
                 conn.execute(
                     _INSERT,
                     {
