@@ -13,7 +13,11 @@ measures:
   Measured on ``--own-reps`` calls that replay the wrapped calls' real server responses; the three columns after
   it split this cold cost;
 - ``own warm``: the same with the caches kept (a chunk set seen before: another question or turn over the same
-  retrieved chunks, a retry; the constraint is then a cache lookup, cached by the chunks' content).
+  retrieved chunks, a retry; the constraint is then a cache lookup, cached by the chunks' content), and its
+  ``warm log`` part;
+- ``warm whole``: the warm call again with every record stored whole, its injected grammar inside it (the log
+  before large constraint payloads were stored once by content), and its ``whole log`` part: the same code
+  otherwise, interleaved with the others so that both see the same load.
 
 p50 / p95 in milliseconds; ``cold / raw`` and ``warm / raw`` are ratios of the p50s. Goal: own p50 under 2 ms
 at 10 chunks.
@@ -27,8 +31,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -44,6 +50,7 @@ from rich.table import Table
 import citelock
 from citelock._wrap._request import prepare
 from citelock.constraint._schema import clear_schema_cache
+from citelock.store import _payloads, _prompt_log
 
 ROOT = Path(__file__).resolve().parents[1]
 OPTS = citelock.SchemaOptions(max_claims=1, max_citations=1, max_text_chars=40, max_span_chars=60)
@@ -68,6 +75,17 @@ def messages_for(chunks: list[dict[str, str]]) -> list[dict[str, str]]:
 def pct(values: list[float]) -> tuple[float, float]:
     ordered = sorted(values)
     return statistics.median(ordered), ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+@contextmanager
+def records_whole() -> Iterator[None]:
+    """Store every record whole (its constraint payload inside it), as the log did before payloads were apart."""
+    split = _prompt_log.split_record
+    _prompt_log.split_record = _payloads._whole
+    try:
+        yield
+    finally:
+        _prompt_log.split_record = split
 
 
 @contextmanager
@@ -108,26 +126,31 @@ def measure(url: str, count: int, policy: str, reps: int, own_reps: int, db: Pat
         started = time.perf_counter()
         client.chat.completions.create(model="local", messages=messages, chunks=chunks, temperature=0.0)
         wrapped.append((time.perf_counter() - started) * 1000)
-    parts: dict[str, list[float]] = {"own": [], "prepare": [], "log": [], "finish": [], "warm": []}
+    parts: dict[str, list[float]] = {key: [] for key in ("own", "prepare", "log", "finish", "warm", "wlog")}
+    parts.update(whole=[], whole_log=[])
     log = client.citelock.log
     assert log is not None
-    for n in range(2 * own_reps):
-        cold = n % 2 == 0  # cold and warm calls interleaved, so both see the same machine load
+    for n in range(3 * own_reps):
+        kind = ("cold", "warm", "whole")[n % 3]  # interleaved, so all three see the same machine load
         reply = copy.deepcopy(replies[n % len(replies)])
-        if cold:
+        if kind == "cold":
             clear_schema_cache()
-        started = time.perf_counter()
-        prepared = prepare(client.backend, {"model": "local", "messages": messages, "chunks": chunks}, **settings)
-        built = time.perf_counter()
-        log.append(prepared.record)
-        logged = time.perf_counter()
-        client._finish(prepared, reply, reply.choices[0], 0.0)
-        ended = time.perf_counter()
-        if not cold:
-            parts["warm"].append((ended - started) * 1000)
+        with records_whole() if kind == "whole" else contextlib.nullcontext():
+            started = time.perf_counter()
+            prepared = prepare(client.backend, {"model": "local", "messages": messages, "chunks": chunks}, **settings)
+            built = time.perf_counter()
+            log.append(prepared.record)
+            logged = time.perf_counter()
+            client._finish(prepared, reply, reply.choices[0], 0.0)
+            ended = time.perf_counter()
+        total, logging = (ended - started) * 1000, (logged - built) * 1000
+        if kind != "cold":
+            parts["warm" if kind == "warm" else "whole"].append(total)
+            parts["wlog" if kind == "warm" else "whole_log"].append(logging)
             continue
-        for key, ms in (("own", ended - started), ("prepare", built - started), ("log", logged - built)):
-            parts[key].append(ms * 1000)
+        parts["own"].append(total)
+        parts["prepare"].append((built - started) * 1000)
+        parts["log"].append(logging)
         parts["finish"].append((ended - logged) * 1000)
     return {"raw": pct(raw), "wrapped": pct(wrapped), **{key: pct(values) for key, values in parts.items()}}
 
@@ -142,9 +165,9 @@ def main() -> None:
     args = parser.parse_args()
     table = Table(title="citelock.wrap: the wrapper's own cost beside the raw SDK call (ms, p50 / p95)")
     columns = ("policy", "chunks", "raw SDK", "wrapped", "own cold", "locate+constrain", "log", "guard+render")
-    for column in (*columns, "own warm", "cold / raw", "warm / raw"):
+    for column in (*columns, "own warm", "warm log", "warm whole", "whole log", "cold / raw", "warm / raw"):
         table.add_column(column, justify="right")
-    keys = ("raw", "wrapped", "own", "prepare", "log", "finish", "warm")
+    keys = ("raw", "wrapped", "own", "prepare", "log", "finish", "warm", "wlog", "whole", "whole_log")
     with tempfile.TemporaryDirectory() as tmp, server_url(args.base_url) as url:
         for policy in args.policies.split(","):
             for count in (int(s) for s in args.sizes.split(",")):
@@ -153,12 +176,14 @@ def main() -> None:
                 cells = [f"{got[k][0]:.2f} / {got[k][1]:.2f}" for k in keys]
                 ratios = (f"{got[k][0] / got['raw'][0]:.4f}" for k in ("own", "warm"))
                 table.add_row(policy, str(count), *cells, *ratios)
-    Console(width=200).print(table)
+    Console(width=240).print(table)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) at the end")
     print(
         "raw: the plain client's call (max_tokens=64); wrapped: the same call through citelock.wrap, decoded under "
         "the policy's grammar; own: locate + constrain + log + verify + parse + guard + render per call, on "
         "replayed real responses; cold: constraint caches cleared first (new chunks), warm: the chunk set's "
-        "constraint cached (goal: p50 < 2 ms at 10 chunks)"
+        "constraint cached (goal: p50 < 2 ms at 10 chunks); whole: the warm call with records stored whole (the "
+        "log before payloads were stored once by content)"
     )
 
 

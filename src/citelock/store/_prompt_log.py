@@ -14,6 +14,10 @@ A log written by a version without the chain keeps its records as *legacy* recor
 (the log is append-only), each is still checked against its own hash, and the first chained record's
 predecessor is a seal over all of them, so adding, removing or changing a legacy record later breaks the chain
 at its first record. Once the chain columns exist, the database refuses inserts without them (an older writer).
+
+A large constraint payload (a wrapped call's injected grammar) is stored once per distinct content in a table
+of its own and referenced from its record's row (:mod:`citelock.store._payloads`); a record reads back as the
+same JSON, byte for byte, and ``record_sha256`` is the hash of that whole JSON, as for a record stored whole.
 """
 
 from __future__ import annotations
@@ -58,7 +62,8 @@ from citelock.store._chain import (
     link_hash,
     log_key,
 )
-from citelock.store._engine import make_engine, serialized
+from citelock.store._engine import insert_skipping, make_engine, serialized
+from citelock.store._payloads import PAYLOAD_TABLE, joined, payload_table, split_record
 from citelock.store._tables import ensure_tables
 
 __all__ = ["PromptLog"]
@@ -82,8 +87,14 @@ _log = Table(
     Column("prev_hash", String(64), nullable=True),
     Column("chain_hash", String(64), nullable=True),
     Column("alg", String(16), nullable=True),
+    # A large constraint payload stored apart (see citelock.store._payloads); NULL: the record is stored whole.
+    Column("payload_sha256", String(64), nullable=True),
 )
 Index(f"{_TABLE}_seq", _log.c.seq, unique=True)
+_payload = payload_table(_metadata)
+_WITH_PAYLOAD = select(_log, _payload.c.payload).select_from(
+    _log.outerjoin(_payload, _log.c.payload_sha256 == _payload.c.sha256)
+)
 
 # Built once: an append runs the same three statements every time (SQLAlchemy caches their compiled forms).
 _SELECT_ID = select(_log.c.request_id).where(_log.c.request_id == bindparam("request_id"))
@@ -118,7 +129,15 @@ class PromptLog:
     def __init__(self, target: str | Path | Engine, *, key: str | bytes | None = None) -> None:
         self._key = log_key(key)
         self.engine = target if isinstance(target, Engine) else make_engine(target)
-        ensure_tables(self.engine, _metadata, append_only=[_TABLE], required={_TABLE: _CHAIN_COLUMNS}, upgrade=_upgrade)
+        ensure_tables(
+            self.engine,
+            _metadata,
+            append_only=[_TABLE, PAYLOAD_TABLE],
+            required={_TABLE: _CHAIN_COLUMNS},
+            upgrade=_upgrade,
+        )
+        self._insert_payload = insert_skipping(self.engine, _payload, "sha256")
+        self._stored_payloads: set[str] = set()  # payloads this handle saw committed (written once each)
 
     @property
     def keyed(self) -> bool:
@@ -134,8 +153,8 @@ class PromptLog:
             StoreIntegrityError: the current head does not verify under this handle's key (a wrong key, or a
                 tampered head); nothing is appended after a broken head.
         """
-        payload = record.model_dump_json()
-        record_sha256 = content_hash(payload)
+        split = split_record(record)
+        record_sha256 = split.record_sha256
         alg = ALG_HMAC if self._key is not None else ALG_PLAIN
         try:
             with serialized(self.engine, _TABLE) as conn:
@@ -147,6 +166,10 @@ class PromptLog:
                 else:
                     self._check_head(head)
                     seq, prev = int(head["seq"]) + 1, str(head["chain_hash"])
+                new_payload = split.payload_sha256 is not None and split.payload_sha256 not in self._stored_payloads
+                if new_payload:
+                    payload = (split.payload or b"").decode("utf-8")
+                    conn.execute(self._insert_payload, {"sha256": split.payload_sha256, "payload": payload})
                 conn.execute(
                     _INSERT,
                     {
@@ -154,7 +177,8 @@ class PromptLog:
                         "created_at": record.created_at,
                         "sha256": record.sha256,
                         "record_sha256": record_sha256,
-                        "record": payload,
+                        "record": split.stored,
+                        "payload_sha256": split.payload_sha256,
                         "seq": seq,
                         "prev_hash": prev,
                         "chain_hash": link_hash(self._key, seq, prev, record.request_id, record_sha256),
@@ -163,6 +187,8 @@ class PromptLog:
                 )
         except IntegrityError:  # the serialized check above makes this unreachable, barring other writers
             raise _duplicate(record.request_id) from None
+        if split.payload_sha256 is not None:
+            self._stored_payloads.add(split.payload_sha256)  # committed: later appends skip its insert
 
     def _check_head(self, head: Any) -> None:
         if head["alg"] == ALG_HMAC and self._key is None:
@@ -196,7 +222,7 @@ class PromptLog:
                 this handle can compute it).
         """
         with self.engine.connect() as conn:
-            row = conn.execute(select(_log).where(_log.c.request_id == request_id)).mappings().first()
+            row = conn.execute(_WITH_PAYLOAD.where(_log.c.request_id == request_id)).mappings().first()
         if row is None:
             raise KeyError(request_id)
         record = self._verified(row)
@@ -216,7 +242,7 @@ class PromptLog:
     def __iter__(self) -> Iterator[PromptRecord]:
         """All records, legacy ones first (oldest first), then in chain order, each verified."""
         c = _log.c
-        query = select(_log).order_by(c.seq.asc().nulls_first(), c.created_at, c.request_id)
+        query = _WITH_PAYLOAD.order_by(c.seq.asc().nulls_first(), c.created_at, c.request_id)
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
         for row in rows:
@@ -251,11 +277,11 @@ class PromptLog:
         walk = _Walk(self._key, anchor)
         c = _log.c
         with self.engine.connect() as conn:
-            unchained = select(_log).where(c.seq.is_(None)).order_by(c.request_id)
+            unchained = _WITH_PAYLOAD.where(c.seq.is_(None)).order_by(c.request_id)
             for row in conn.execute(unchained.execution_options(yield_per=500)).mappings():
                 walk.legacy_record(row)
             walk.start_chain()
-            chained = select(_log).where(c.seq.is_not(None)).order_by(c.seq, c.request_id)
+            chained = _WITH_PAYLOAD.where(c.seq.is_not(None)).order_by(c.seq, c.request_id)
             for row in conn.execute(chained.execution_options(yield_per=500)).mappings():
                 walk.chained_record(row)
         return walk.report()
@@ -383,10 +409,13 @@ def _duplicate(request_id: str) -> InputError:
 
 def _checked(row: Any) -> tuple[PromptRecord | None, str | None]:
     """The stored record and None, or what is wrong with its content (it was altered after it was written)."""
-    if content_hash(row["record"]) != row["record_sha256"]:
+    text, problem = joined(row["record"], row["payload_sha256"], row["payload"])
+    if text is None:
+        return None, problem
+    if content_hash(text) != row["record_sha256"]:
         return None, "its content was altered: it no longer matches its hash"
     try:
-        record = PromptRecord.model_validate_json(row["record"])
+        record = PromptRecord.model_validate_json(text)
     except ValidationError as exc:
         return None, f"the stored JSON is not a prompt record ({exc.errors()[0]['msg']})"
     if record.request_id != row["request_id"]:
