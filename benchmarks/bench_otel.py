@@ -10,10 +10,16 @@ Modes, each timed on the same answers, interleaved in rounds (blocks of answers 
 a shared machine hits every mode alike:
 
 - ``off``: ``telemetry.configure(enabled=False)``: the guard as without the extra (one flag check).
+- ``off + a telemetry-thread round trip``: ``off``, but between answers (outside the timed region) a job that
+  does nothing goes through citelock's telemetry thread and is waited for, as the ``on`` rows wait for their
+  events: the request thread sleeps and wakes between answers. What this row adds over ``off`` is the cost of
+  that hand-off to the next answer (caches, scheduling), not citelock's work: compare the ``on`` rows with it.
 - ``API, no provider``: the extra installed, no SDK configured: the OpenTelemetry API's no-op tracer and logger
   (a non-recording span per guard run; no judge proxies, no events built).
 - ``on: Phoenix``: the SDK, a ``BatchSpanProcessor`` with the OTLP/HTTP exporter to a local Phoenix, evaluations
   as span events (Phoenix reads spans only): what a Phoenix user configures.
+- ``on: discarding exporter, no Phoenix``: the same SDK set-up, its batch processor exporting to an exporter
+  that discards the spans: no OTLP encoding, no Phoenix process ingesting on the same cores.
 - ``on: Phoenix + log records``: the same, plus the evaluations as log records through a
   ``BatchLogRecordProcessor`` to an exporter that discards them (Phoenix takes no logs).
 - ``on: Phoenix + a span per judge call``: ``judge_spans="all"``. By default (``auto``) the lexical judge's calls
@@ -22,8 +28,9 @@ a shared machine hits every mode alike:
 - ``..., on the request thread``: the same with ``deferred=False``: the events built, and the guard span ended,
   inside ``Guard.run`` (how every answer was traced before the telemetry thread; the "before" rows).
 
-By default (``deferred=True``) a guard run only starts and ends its span's bookkeeping on the request thread and
-hands the result to citelock's telemetry thread, which builds the 21 events. After each timed answer the bench
+By default (``deferred=True``) a guard run whose judges are citelock's in-process ones captures its start and end
+times and its trace context on the request thread and hands the result to citelock's telemetry thread, which
+starts and ends the guard span from them and builds the 21 events. After each timed answer the bench
 calls ``telemetry.flush()`` outside the timed region: the worker's work is done between answers, as in a service
 where each answer waits seconds for its generation. ``all-thread cpu`` is the process's CPU time per answer over
 a block, flush and exporter threads included (the mean): the total work, wherever it runs.
@@ -58,6 +65,7 @@ from typing import Any
 
 from citelock import Chunk, Guard, SurfacePolicy, assemble, serialize, telemetry
 from citelock.judges import LexicalJudge
+from citelock.telemetry import _deferred
 from citelock.telemetry._hook import instrumented
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -84,8 +92,9 @@ def scenario() -> tuple[Any, dict[str, Any]]:
 
 @contextmanager
 def mode_phoenix(
-    base: str, logs: bool, judge_spans: telemetry.JudgeSpans = "auto", deferred: bool = True
+    base: str | None, logs: bool, judge_spans: telemetry.JudgeSpans = "auto", deferred: bool = True
 ) -> Iterator[Callable[[], None]]:
+    """The SDK with a batch exporter to Phoenix at ``base`` (None: to an exporter that discards the spans)."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
@@ -102,11 +111,16 @@ def mode_phoenix(
 
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class DiscardSpans(SpanExporter):  # the SDK's batching up to the exporter, no encoding, no Phoenix
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
 
     resource = Resource.create({"service.name": "bench-otel", "openinference.project.name": "bench-otel"})
     tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces")))
+    exporter = OTLPSpanExporter(endpoint=f"{base}/v1/traces") if base is not None else DiscardSpans()
+    tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     logger_provider = None
     if logs:
         logger_provider = LoggerProvider(resource=resource)
@@ -148,6 +162,7 @@ def main() -> None:
     with ExitStack() as stack:
         modes: dict[str, Callable[[], None]] = {
             "off": lambda: telemetry.configure(enabled=False),
+            "off + a telemetry-thread round trip": lambda: telemetry.configure(enabled=False),
             "API, no provider": lambda: telemetry.configure(),
         }
         if not args.no_phoenix:
@@ -157,6 +172,7 @@ def main() -> None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             base = stack.enter_context(running_phoenix(executable, workdir))
             modes["on: Phoenix (spans + span events)"] = stack.enter_context(mode_phoenix(base, logs=False))
+            modes["on: discarding exporter, no Phoenix"] = stack.enter_context(mode_phoenix(None, logs=False))
             modes["on: Phoenix + log records"] = stack.enter_context(mode_phoenix(base, logs=True))
             modes["on: Phoenix + a span per judge call"] = stack.enter_context(
                 mode_phoenix(base, logs=False, judge_spans="all")
@@ -197,19 +213,27 @@ def measure(modes: dict[str, Callable[[], None]], call: Callable[[], object], an
         for _ in range(20):
             call()
         telemetry.flush()
-    for _ in range(rounds):
-        for name, apply in modes.items():
+    names = list(modes)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # each round starts one mode later
             wall, cpu, process = out[name]
-            apply()
+            modes[name]()
+            between = round_trip if name.startswith("off + a telemetry-thread") else telemetry.flush
             block_cpu = time.process_time_ns()
             for _ in range(block):
                 started, started_cpu = time.perf_counter_ns(), time.thread_time_ns()
                 call()
                 cpu.append((time.thread_time_ns() - started_cpu) / 1e6)
                 wall.append((time.perf_counter_ns() - started) / 1e6)
-                telemetry.flush()  # outside the timed region: the worker's work, between answers
+                between()  # outside the timed region: the worker's work, between answers
             process.append((time.process_time_ns() - block_cpu) / 1e6 / block)
     return out
+
+
+def round_trip() -> None:
+    """A job that does nothing, through the telemetry thread, waited for: the hand-off without the work."""
+    _deferred.submit(_deferred.Job(lambda: None, lambda: None))
+    telemetry.flush()
 
 
 def table(samples: Samples) -> None:
