@@ -46,7 +46,9 @@ with the timed thread and with the local Phoenix ingesting: the "on" rows includ
 
 Two clocks per answer: wall time, and the CPU time of the thread that runs the guard (``time.thread_time``: what
 the integration costs the request thread itself; the exporter's thread and other processes do not count, so it
-is the steadier figure on a loaded machine). ``added`` is the mode's p50 minus ``off``'s p50, from this one run.
+is the steadier figure on a loaded machine). ``added`` is the mode's p50 minus ``off``'s p50, from this one run;
+``paired`` is the median over rounds of the same difference within each round (the machine's drift between
+rounds cancels out: the steadier figure on a shared machine).
 Goal: under 0.3 ms added at p50 (on).
 """
 
@@ -236,18 +238,33 @@ def round_trip() -> None:
     telemetry.flush()
 
 
+def paired_added(cpu: list[float], off_cpu: list[float], rounds: int) -> float:
+    """The median over rounds of (this mode's request-thread CPU p50 - ``off``'s) within the same round.
+
+    Each round's blocks ran minutes apart from other rounds' but seconds apart from each other, so the pairing
+    cancels the machine's drift (other processes' load) that moves the whole-run p50s.
+    """
+    size = len(cpu) // rounds
+    return statistics.median(
+        statistics.median(cpu[r * size : (r + 1) * size]) - statistics.median(off_cpu[r * size : (r + 1) * size])
+        for r in range(rounds)
+    )
+
+
 def table(samples: Samples) -> None:
     """Print p50/p95 wall and request-thread CPU, the p50 added over ``off`` and the ratio, and all-thread CPU."""
     off, off_cpu = statistics.median(samples["off"][0]), statistics.median(samples["off"][1])
+    rounds = len(samples["off"][2])
     print(
         f"{'mode':42} {'wall p50':>9} {'wall p95':>9} {'added':>7} {'ratio':>6} "
-        f"{'cpu p50':>8} {'cpu p95':>8} {'added':>7} {'ratio':>6} {'all-thread cpu':>15}   (ms)"
+        f"{'cpu p50':>8} {'cpu p95':>8} {'added':>7} {'ratio':>6} {'paired':>7} {'all-thread cpu':>15}   (ms)"
     )
     for name, (wall, cpu, process) in samples.items():
         p50, c50 = statistics.median(wall), statistics.median(cpu)
+        paired = paired_added(cpu, samples["off"][1], rounds)
         print(
             f"{name:42} {p50:9.3f} {percentile(wall, 0.95):9.3f} {p50 - off:7.3f} {p50 / off:6.2f} "
-            f"{c50:8.3f} {percentile(cpu, 0.95):8.3f} {c50 - off_cpu:7.3f} {c50 / off_cpu:6.2f} "
+            f"{c50:8.3f} {percentile(cpu, 0.95):8.3f} {c50 - off_cpu:7.3f} {c50 / off_cpu:6.2f} {paired:7.3f} "
             f"{statistics.fmean(process):15.3f}"
         )
 
