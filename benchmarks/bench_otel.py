@@ -14,6 +14,9 @@ a shared machine hits every mode alike:
   does nothing goes through citelock's telemetry thread and is waited for, as the ``on`` rows wait for their
   events: the request thread sleeps and wakes between answers. What this row adds over ``off`` is the cost of
   that hand-off to the next answer (caches, scheduling), not citelock's work: compare the ``on`` rows with it.
+- ``off + like work on the telemetry thread``: the same, the job doing what the worker does for one answer (a
+  span and its 21 evaluation events, no exporter) on an unrelated, precomputed result: what that much work on
+  another thread between answers costs the next answer, with no integration on the request thread at all.
 - ``API, no provider``: the extra installed, no SDK configured: the OpenTelemetry API's no-op tracer and logger
   (a non-recording span per guard run; no judge proxies, no events built).
 - ``on: Phoenix``: the SDK, a ``BatchSpanProcessor`` with the OTLP/HTTP exporter to a local Phoenix, evaluations
@@ -159,12 +162,16 @@ def main() -> None:
     args = parser.parse_args()
     record, answer = scenario()
     guard = Guard(SurfacePolicy(name="bench", stakes="high"), LexicalJudge())
+    work = like_work()
+    BETWEEN["off + a telemetry-thread round trip"] = round_trip
+    BETWEEN["off + like work on the telemetry thread"] = lambda: round_trip(work)
     assert len(guard.run(record, answer).report.citations) == CITATIONS
 
     with ExitStack() as stack:
         modes: dict[str, Callable[[], None]] = {
             "off": lambda: telemetry.configure(enabled=False),
             "off + a telemetry-thread round trip": lambda: telemetry.configure(enabled=False),
+            "off + like work on the telemetry thread": lambda: telemetry.configure(enabled=False),
             "API, no provider": lambda: telemetry.configure(),
         }
         if not args.no_phoenix:
@@ -220,7 +227,7 @@ def measure(modes: dict[str, Callable[[], None]], call: Callable[[], object], an
         for name in names[r % len(names) :] + names[: r % len(names)]:  # each round starts one mode later
             wall, cpu, process = out[name]
             modes[name]()
-            between = round_trip if name.startswith("off + a telemetry-thread") else telemetry.flush
+            between = BETWEEN.get(name, telemetry.flush)
             block_cpu = time.process_time_ns()
             for _ in range(block):
                 started, started_cpu = time.perf_counter_ns(), time.thread_time_ns()
@@ -232,10 +239,32 @@ def measure(modes: dict[str, Callable[[], None]], call: Callable[[], object], an
     return out
 
 
-def round_trip() -> None:
-    """A job that does nothing, through the telemetry thread, waited for: the hand-off without the work."""
-    _deferred.submit(_deferred.Job(lambda: None, lambda: None))
+def round_trip(work: Callable[[], None] = lambda: None) -> None:
+    """A job through the telemetry thread, waited for: by default one that does nothing (the hand-off alone)."""
+    _deferred.submit(_deferred.Job(work, lambda: None))
     telemetry.flush()
+
+
+def like_work() -> Callable[[], None]:
+    """The worker's work for one answer, on an unrelated result: a span with its 21 evaluation events (no exporter)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from citelock.telemetry._events import evaluation_events
+
+    record, answer = scenario()
+    result = Guard(SurfacePolicy(name="bench", stakes="high"), LexicalJudge()).run(record, answer)
+    tracer = TracerProvider().get_tracer("bench-otel")
+
+    def work() -> None:
+        span = tracer.start_span("citelock.guard bench")
+        for event in evaluation_events(result):
+            span.add_event("gen_ai.evaluation.result", event)
+        span.end()
+
+    return work
+
+
+BETWEEN: dict[str, Callable[[], None]] = {}  # the off rows' work between answers (default: telemetry.flush)
 
 
 def paired_added(cpu: list[float], off_cpu: list[float], rounds: int) -> float:
