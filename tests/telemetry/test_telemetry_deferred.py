@@ -6,9 +6,11 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import TracerProvider
@@ -63,6 +65,26 @@ def test_events_carry_the_request_threads_end_time_and_trace(exporters) -> None:
     assert {e.timestamp for e in guard_span.events} == {guard_span.end_time}
     assert {(r.trace_id, r.span_id) for r in records} == {(guard_span.context.trace_id, guard_span.context.span_id)}
     assert guard_span.attributes is not None and guard_span.attributes["citelock.decision"] == "block"
+
+
+def test_a_guard_span_started_on_the_worker_keeps_the_request_threads_times_and_parent(
+    exporters, blocked_worker
+) -> None:
+    spans, _, tracer_provider = exporters
+    with tracer_provider.get_tracer("app").start_as_current_span("app") as app:
+        before = time.time_ns()
+        guard().run(record(), ANSWER, known_ids=STORE)  # lexical judge: nothing nests under the guard span
+        after = time.time_ns()
+        assert trace.get_current_span() is app
+    time.sleep(0.01)  # the worker is held: its clock is past the run when it starts the span
+    blocked_worker.set()
+    assert telemetry.flush(30.0)
+    (guard_span,) = [s for s in spans.get_finished_spans() if s.name.startswith("citelock.guard")]
+    assert guard_span.start_time is not None and guard_span.end_time is not None
+    assert before <= guard_span.start_time <= guard_span.end_time <= after
+    assert guard_span.parent is not None and guard_span.parent.span_id == app.get_span_context().span_id
+    assert guard_span.context.trace_id == app.get_span_context().trace_id
+    assert len(guard_span.events) == 4
 
 
 def test_flush_waits_for_pending_events_and_times_out_honestly(exporters, blocked_worker) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,34 +38,25 @@ class Job:
 
 
 class _Queue:
+    """A C ``SimpleQueue`` to the worker (one ``put`` on the request thread) and a counter of jobs not run yet."""
+
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.dropped = 0
-        self._cond = threading.Condition()
-        self._jobs: deque[Job] = deque()
-        self._pending = 0  # queued plus the one running
+        self._reset()
+
+    def _reset(self) -> None:
+        """Empty; no worker yet (at start, and in a forked child: the parent's thread and jobs are not there)."""
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Job | threading.Event] = queue.SimpleQueue()
+        self._pending = 0  # submitted and not yet run, under _lock
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
 
     def submit(self, job: Job) -> bool:
-        with self._cond:
-            if self._pid != os.getpid():  # forked: the parent's worker is not in this process
-                self._jobs.clear()
-                self._pending, self._thread, self._pid = 0, None, os.getpid()
-            if len(self._jobs) >= self.capacity:
+        if self._jobs.qsize() >= self.capacity:
+            with self._lock:
                 self.dropped += 1
                 count = self.dropped
-                accepted = False
-            else:
-                self._jobs.append(job)
-                self._pending += 1
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._work, name="citelock-telemetry", daemon=True)
-                    self._thread.start()
-                    _at_exit()
-                self._cond.notify()
-                accepted = True
-        if not accepted:
             if count == 1 or count % 1000 == 0:
                 _log.warning(
                     "citelock telemetry queue full (%d answers waiting): %d answer(s) sent without their evaluation "
@@ -75,31 +66,43 @@ class _Queue:
                     count,
                 )
             job.on_drop()
-        return accepted
+            return False
+        with self._lock:
+            self._pending += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, args=(self._jobs,), name="citelock-telemetry")
+                self._thread.daemon = True
+                self._thread.start()
+                _at_exit()
+        self._jobs.put(job)
+        return True
 
-    def _work(self) -> None:
+    def _work(self, jobs: queue.SimpleQueue[Job | threading.Event]) -> None:
         while True:
-            with self._cond:
-                while not self._jobs:
-                    self._cond.wait()
-                job = self._jobs.popleft()
+            item = jobs.get()
+            if isinstance(item, threading.Event):  # a flush's marker: every job queued before it has run
+                item.set()
+                continue
             try:
-                job.run()
+                item.run()
             except Exception:  # a telemetry bug must never stop the worker; it is logged, not hidden
                 _log.exception("citelock telemetry job failed")
             finally:
-                with self._cond:
+                with self._lock:
                     self._pending -= 1
-                    self._cond.notify_all()
+            del item  # the last answer's result is not kept alive while the worker waits
 
     def flush(self, timeout_s: float | None) -> bool:
-        with self._cond:
-            if self._pid != os.getpid():
+        with self._lock:
+            if self._pending == 0:
                 return True
-            return self._cond.wait_for(lambda: self._pending == 0, timeout_s)
+        done = threading.Event()
+        self._jobs.put(done)
+        return done.wait(timeout_s)
 
 
 _QUEUE = _Queue(DEFAULT_CAPACITY)
+os.register_at_fork(after_in_child=_QUEUE._reset)
 _registered: list[bool] = []
 
 
@@ -122,7 +125,7 @@ def submit(job: Job) -> bool:
 
 
 def flush(timeout_s: float | None = None) -> bool:
-    """Wait until every queued job has run; False when ``timeout_s`` passed first."""
+    """Wait until every job queued before this call has run; False when ``timeout_s`` passed first."""
     return _QUEUE.flush(timeout_s)
 
 

@@ -29,7 +29,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import _logs, context, trace
 from opentelemetry._logs import SeverityNumber
-from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags, Tracer
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    Tracer,
+)
 
 from citelock._version import __version__
 from citelock.records import GuardReport, PromptRecord, Verdict
@@ -211,11 +221,28 @@ def _result_attributes(result: GuardResult) -> Attributes:
     }
 
 
+def _in_process(guard: Any) -> bool:
+    """True when nothing but citelock's own in-process code runs inside this guard run (no judge that may trace)."""
+    return all(j is None or type(j).__module__ in _IN_PROCESS for j in (guard.judge, guard.escalate)) and not (
+        SETTINGS.judge_spans == "all" and (guard.judge is not None or guard.escalate is not None)
+    )
+
+
+def _sdk_tracing() -> bool:
+    """True when spans may record: a tracer provider other than the API's no-op and proxy ones is in use."""
+    provider = SETTINGS.tracer_provider
+    if provider is None:
+        provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, known_ids: Any) -> Any:
     """:meth:`citelock.Guard.run` inside a ``citelock.guard`` span, the rest handed to the telemetry thread.
 
     The span's result attributes, its evaluation events and its end are built there, with the end time and the
-    trace context captured here.
+    trace context captured here. When no span can nest under the guard span (its judges are citelock's
+    in-process ones and get no span) and a tracing SDK is configured, even the span's start is made there, from
+    the start time, parent context and links captured here (:func:`_guard_run_late`).
     """
     surface = guard.policy.name if guard.policy is not None else None
     parent, links = _placement(_origin(record.metadata))
@@ -223,6 +250,8 @@ def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord,
     if surface:
         attributes["citelock.surface"] = surface
     name = f"citelock.guard {surface}" if surface else "citelock.guard"
+    if SETTINGS.deferred and _in_process(guard) and _sdk_tracing():
+        return _guard_run_late(run, guard, record, answer, known_ids, _Start(name, parent, links, attributes))
     span = _tracer().start_span(name, context=parent, links=links, attributes=attributes)
     recording = span.is_recording()
     try:
@@ -237,9 +266,69 @@ def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord,
     return result
 
 
+@dataclass(frozen=True)
+class _Start:
+    """A guard span not started yet: what its start needs, captured on the request thread."""
+
+    name: str
+    parent: context.Context | None
+    links: list[Link]
+    attributes: Attributes
+
+    def span(self, started: int) -> Span:
+        """Start it now, as of ``started`` (ns), under the parent captured (the request's current context)."""
+        return _tracer().start_span(
+            self.name, context=self.parent, links=self.links, attributes=self.attributes, start_time=started
+        )
+
+
+def _guard_run_late(
+    run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, known_ids: Any, start: _Start
+) -> Any:
+    """The guard run with its span started on the telemetry thread: the request thread captures times and context.
+
+    The span is not current during the run, which no one can observe: only citelock's in-process code runs
+    inside, and it makes no span. Its trace context, parent, links, attributes, start and end times are those
+    of the eager path.
+    """
+    parent = start.parent if start.parent is not None else context.get_current()
+    started = time.time_ns()
+    try:
+        result = run(guard, record, answer, known_ids=known_ids)
+    except BaseException as exc:  # the span now, on this thread, as the eager path records a failed run
+        span = start.span(started)
+        if isinstance(exc, Exception) and span.is_recording():
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            span.set_attribute("error.type", type(exc).__name__)
+        span.end()
+        raise
+    ended, evaluated = time.time_ns(), _EVALUATED.get()
+    late = _Start(start.name, parent, start.links, start.attributes)
+
+    def job() -> None:
+        span = late.span(started)
+        recording = span.is_recording()
+        if recording:
+            span.set_attributes(_result_attributes(result))
+        plan = _plan(span, None, evaluated)
+        if plan is not None:
+            _write_events(result, plan, ended, worker=True)
+        span.end(end_time=ended)
+
+    def on_drop() -> None:  # queue full: the span still ends, with what its events would have said in brief
+        span = late.span(started)
+        if span.is_recording():
+            span.set_attributes({**_result_attributes(result), "citelock.telemetry.dropped": True})
+        span.end(end_time=ended)
+
+    _deferred.submit(_deferred.Job(job, on_drop))
+    return result
+
+
 def _hand_off(result: GuardResult, span: Span, recording: bool) -> None:
     """Queue what is left of one guard span (attributes, events, end) for the worker; nothing when nothing records."""
-    plan = _plan(span, None)
+    plan = _plan(span, None, _EVALUATED.get())
     if plan is None and not recording:
         span.end()
         return
@@ -279,14 +368,16 @@ class _Plan:
     response_id: str | None
 
 
-def _plan(span: Span, response_id: str | None) -> _Plan | None:
-    """The events' destinations, or None when nothing would record them (no work at all then)."""
+def _plan(span: Span, response_id: str | None, evaluated: tuple[SpanContext | None, str | None] | None) -> _Plan | None:
+    """The events' destinations, or None when nothing would record them (no work at all then).
+
+    ``evaluated``: the generation being evaluated (``_EVALUATED``), read on the request's thread.
+    """
     logger = _logger() if SETTINGS.logs else None
     to_logs = logger is not None and _logs_enabled(logger)
     to_span = SETTINGS.span_events and span.is_recording()
     if not to_logs and not to_span:
         return None
-    evaluated = _EVALUATED.get()
     target = evaluated[0] if evaluated is not None and evaluated[0] is not None else span.get_span_context()
     response = response_id or (evaluated[1] if evaluated is not None else None)
     return _Plan(logger if to_logs else None, span if to_span else None, target, response)
@@ -325,7 +416,7 @@ def _write_events(
 
 def _emit_events(result: GuardResult | GuardReport, span: Span, response_id: str | None) -> int:
     """The evaluation events of ``result`` now, on this thread (an explicit :func:`citelock.telemetry.emit`)."""
-    plan = _plan(span, response_id)
+    plan = _plan(span, response_id, _EVALUATED.get())
     return 0 if plan is None else _write_events(result, plan, None)
 
 
