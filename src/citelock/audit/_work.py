@@ -75,6 +75,9 @@ class AuditSettings:
         on_fail: ``block``, ``drop_claim`` or ``mark``.
         calibration: A calibration file (``citelock calibrate --fit --write``) whose routing applies.
         escalate_base_url: Escalate citations routed to review to the LLM judge on this server.
+        relevance: ``free``, ``judged`` or ``off``: the ``OFF_QUESTION`` check (``judged`` needs a surface policy
+            and ``relevance_base_url``).
+        relevance_base_url: The relevance judge's OpenAI-compatible server, for ``judged``.
     """
 
     surface: str | None = None
@@ -86,6 +89,8 @@ class AuditSettings:
     on_fail: str | None = None
     calibration: str | None = None
     escalate_base_url: str | None = None
+    relevance: str = "free"
+    relevance_base_url: str | None = None
 
     @property
     def runs_policy(self) -> bool:
@@ -102,7 +107,7 @@ class AuditSettings:
             UsageError: an invalid combination (a routing calibrated for another judge, a high-stakes sample).
         """
         if not self.runs_policy:
-            return Guard()
+            return Guard(relevance="off" if self.relevance == "off" else "free")
         from citelock.judges._routing import load_surface_routing
 
         name = self.surface or "default"
@@ -119,6 +124,7 @@ class AuditSettings:
                     "sample_rate": rate,
                     "routing": routing,
                     "on_fail": self.on_fail or "block",
+                    "relevance": self.relevance,
                 }
             )
         except ValidationError as exc:
@@ -130,11 +136,24 @@ class AuditSettings:
         escalate = None
         if self.escalate_base_url is not None:
             escalate = CachedJudge(_Tripwire(_named_judge("llm", self.escalate_base_url, None)))
-        return Guard(policy, judge, escalate=escalate)
+        relevance_judge = None
+        if self.relevance_base_url is not None:
+            from citelock.judges import OpenAICompleter, RelevanceJudge
+
+            relevance_judge = RelevanceJudge(OpenAICompleter(base_url=self.relevance_base_url))
+        return Guard(policy, judge, escalate=escalate, relevance_judge=relevance_judge)
 
     def describe(self) -> dict[str, Any]:
-        """The settings as JSON data (kept in the audit's manifest: a resumed audit must use the same)."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        """The settings as JSON data (kept in the audit's manifest: a resumed audit must use the same).
+
+        The relevance settings appear only when they differ from the default (``free``, no server), so an audit
+        begun before they existed resumes with the same manifest.
+        """
+        described = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        for name, default in (("relevance", "free"), ("relevance_base_url", None)):
+            if described[name] == default:
+                del described[name]
+        return described
 
 
 def _named_judge(name: str, base_url: str | None, model: str | None) -> Judge:

@@ -14,10 +14,9 @@ from pydantic import ValidationError
 from citelock.backends import _registry
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, EXIT_RUNTIME, app
 from citelock.cli._io import fail, iter_json_lines, shown, text_option
-from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, surface_options, surface_setup
+from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, free_guard, surface_options, surface_setup
 from citelock.constraint import DEFAULT_POLICY, POLICY_ORDER, SchemaOptions, SpanPolicy
 from citelock.errors import UnparsedAnswerError
-from citelock.guard import Guard
 from citelock.pipeline import Citelock, GuardedAnswer, Sink
 from citelock.prompt import lexical_top_k
 from citelock.records import Chunk
@@ -180,7 +179,7 @@ def answer(
     client = Citelock(
         chosen,
         log=target,
-        guard=setup.guard if setup is not None else Guard(),
+        guard=setup.guard if setup is not None else free_guard(options),
         sinks=sinks,
         policy=_policy(policy),
         render=_render(render),

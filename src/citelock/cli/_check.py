@@ -104,7 +104,8 @@ def check(
     if request_id is not None and db is not None and "://" not in db and not Path(db).expanduser().is_file():
         fail(f"--db {shown(db)}: no prompt log there to replay --request-id {request_id!r} from")
     with bulk_allocation():
-        passed = _check_and_print(answer, store, prompt, request_id, db, setup, as_json=as_json)
+        relevance = options.relevance != "off"
+        passed = _check_and_print(answer, store, prompt, request_id, db, setup, as_json=as_json, relevance=relevance)
     raise typer.Exit(EXIT_OK if passed else EXIT_FINDINGS)
 
 
@@ -134,6 +135,7 @@ def _check_and_print(
     setup: SurfaceSetup | None,
     *,
     as_json: bool,
+    relevance: bool = True,
 ) -> bool:
     """Read the inputs, then (only then) open the database, guard, print; True when the answer passes."""
     parsed = load_answer(answer)
@@ -153,7 +155,7 @@ def _check_and_print(
         elif log is not None and record.request_id not in log:
             log.append(record)
         if setup is None:
-            with windowed_check(record, parsed, known_ids=ids) as view:
+            with windowed_check(record, parsed, known_ids=ids, relevance=relevance) as view:
                 del parsed  # each window keeps what it needs
                 _print(view, None, as_json=as_json)
                 return view.ok

@@ -77,9 +77,11 @@ def _shifted(model: Any, start: int) -> Any:
 
 @contextmanager
 def windowed_check(
-    record: PromptRecord, answer: Answer, *, known_ids: Collection[str] | None = None
+    record: PromptRecord, answer: Answer, *, known_ids: Collection[str] | None = None, relevance: bool = True
 ) -> Iterator[ReportView]:
     """Run the deterministic guard window by window; the view is valid inside the block.
+
+    ``relevance=False`` leaves out the free relevance check (``--relevance off``).
 
     Memory holds the parsed answer and one window's records (at most :data:`WINDOW_CLAIMS` claims and
     :data:`WINDOW_CITATIONS` citations, or one claim with more), whatever the answer's length.
@@ -115,7 +117,7 @@ def windowed_check(
             totals["factual"] += sum(k.factual for k in report.claims)
             totals["citations"] += len(report.citations)
             totals["passed"] += sum(c.passed for c in report.citations)
-        off = _relevance(record, answer, all_claims, first_cited)  # per answer, over every window's claims
+        off = _relevance(record, answer, all_claims, first_cited) if relevance else None  # over every window
         if off is not None:
             findings[Layer.RELEVANCE].add(off.model_dump_json())
             counts.setdefault(Layer.RELEVANCE, {})[off.reason.value] = 1

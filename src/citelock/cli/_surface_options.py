@@ -1,15 +1,15 @@
 """The surface options ``check``, ``answer`` and ``audit`` share, declared once and validated before anything runs.
 
 ``--judge --judge-base-url --judge-model --surface --stakes --sample-rate --on-fail --calibration
---escalate-base-url``: each is a field of :class:`SurfaceOptions` — its name, type, default and help, once. A
-command takes them all with one parameter annotated :class:`SurfaceOptions` and the :func:`surface_options`
-decorator, which lists the fields as the command's options in that parameter's place (typer has no parameter
-groups of its own) and hands the command one frozen :class:`SurfaceOptions` built from what was parsed.
-:func:`surface_setup` then turns it into what a command needs — a :class:`~citelock.guard.SurfacePolicy`, its
-support judge and an optional stronger judge for escalation — so the way a surface is built from the command line
-lives in one place; :meth:`SurfaceOptions.audit_settings` gives an audit's workers the same options. Every check of
-a value or a combination happens in :func:`surface_setup`, first; a bad one exits 2 with a message naming the
-option and what was expected.
+--escalate-base-url --relevance --relevance-base-url``: each is a field of :class:`SurfaceOptions` — its name,
+type, default and help, once. A command takes them all with one parameter annotated :class:`SurfaceOptions` and the
+:func:`surface_options` decorator, which lists the fields as the command's options in that parameter's place (typer
+has no parameter groups of its own) and hands the command one frozen :class:`SurfaceOptions` built from what was
+parsed. :func:`surface_setup` then turns it into what a command needs — a :class:`~citelock.guard.SurfacePolicy`,
+its support judge and an optional stronger judge for escalation — so the way a surface is built from the command
+line lives in one place; :meth:`SurfaceOptions.audit_settings` gives an audit's workers the same options. Every
+check of a value or a combination happens in :func:`surface_setup`, first; a bad one exits 2 with a message naming
+the option and what was expected.
 """
 
 from __future__ import annotations
@@ -31,14 +31,24 @@ from citelock.cli._io import fail, is_stdin, read_json, reading, shown
 from citelock.errors import UsageError
 from citelock.guard import Guard, SurfacePolicy
 from citelock.guard._audit import shipped_default_notice
-from citelock.judges import DEFAULT_JUDGE, JUDGE_NAMES, Judge, make_judge
+from citelock.judges import DEFAULT_JUDGE, JUDGE_NAMES, Judge, OpenAICompleter, RelevanceJudge, make_judge
 from citelock.judges._routing import Routing, load_surface_routing
 from citelock.store import CachedJudge
 
-__all__ = ["NO_SURFACE", "ON_FAIL", "SurfaceOptions", "SurfaceSetup", "surface_options", "surface_setup"]
+__all__ = [
+    "NO_SURFACE",
+    "ON_FAIL",
+    "RELEVANCE",
+    "SurfaceOptions",
+    "SurfaceSetup",
+    "free_guard",
+    "surface_options",
+    "surface_setup",
+]
 
 ON_FAIL = ("block", "drop_claim", "mark")
 STAKES = ("high", "low")
+RELEVANCE = ("free", "judged", "off")
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,8 @@ class SurfaceOptions:
         on_fail: ``--on-fail``: ``block``, ``drop_claim`` or ``mark``.
         calibration: ``--calibration``: a calibration file whose routing applies.
         escalate_base_url: ``--escalate-base-url``: the stronger LLM judge's server for citations routed to review.
+        relevance: ``--relevance``: ``free``, ``judged`` or ``off`` (the ``OFF_QUESTION`` check).
+        relevance_base_url: ``--relevance-base-url``: the relevance judge's server, for ``--relevance judged``.
     """
 
     judge: Annotated[
@@ -111,6 +123,24 @@ class SurfaceOptions:
             help="escalate citations the calibrated routing sends to review to the LLM judge on this "
             "OpenAI-compatible server (/v1 URL, its first listed model); without it they go to the review queue "
             "as UNCERTAIN_SUPPORT",
+        ),
+    ] = None
+
+    relevance: Annotated[
+        str,
+        typer.Option(
+            "--relevance",
+            help="does the answer address the question (OFF_QUESTION)? free: the free check (the default); judged: "
+            "also ask the relevance judge on --relevance-base-url about answers the free check does not pass "
+            "(needs a surface policy); off: no relevance check",
+        ),
+    ] = "free"
+    relevance_base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--relevance-base-url",
+            help="--relevance judged: the relevance judge on this OpenAI-compatible server (/v1 URL, its first "
+            "listed model)",
         ),
     ] = None
 
@@ -212,7 +242,14 @@ def surface_setup(options: SurfaceOptions) -> SurfaceSetup | None:
             fail(str(exc))
     try:
         policy = SurfacePolicy.model_validate(
-            {"name": name, "stakes": o.stakes, "sample_rate": rate, "routing": routing, "on_fail": o.on_fail or "block"}
+            {
+                "name": name,
+                "stakes": o.stakes,
+                "sample_rate": rate,
+                "routing": routing,
+                "on_fail": o.on_fail or "block",
+                "relevance": o.relevance,
+            }
         )
     except ValidationError as exc:
         err = exc.errors()[0]
@@ -221,12 +258,23 @@ def surface_setup(options: SurfaceOptions) -> SurfaceSetup | None:
     try:
         built = CachedJudge(_make_judge(judge_name, o.judge_base_url, o.judge_model)) if judge_name else None
         stronger = CachedJudge(_make_judge("llm", o.escalate_base_url, None)) if o.escalate_base_url else None
-        guard = Guard(policy, built, escalate=stronger)  # a routing made for another judge fails here
+        relevance = _relevance_judge(o.relevance_base_url)
+        guard = Guard(policy, built, escalate=stronger, relevance_judge=relevance)  # a foreign routing fails here
     except UsageError as exc:
         fail(str(exc))
     if policy.stakes == "high" and policy.routing is None and built is not None:
         typer.echo(f"notice: {shipped_default_notice(policy.name, built.name)}", err=True)
     return SurfaceSetup(policy, built, stronger, guard)
+
+
+def free_guard(options: SurfaceOptions) -> Guard:
+    """The guard of a command run without a surface policy: the free checks, relevance as ``--relevance`` says."""
+    return Guard(relevance="off" if options.relevance == "off" else "free")
+
+
+def _relevance_judge(base_url: str | None) -> RelevanceJudge | None:
+    """``--relevance judged``'s judge: the first model of the OpenAI-compatible server at ``base_url``."""
+    return RelevanceJudge(OpenAICompleter(base_url=base_url)) if base_url is not None else None
 
 
 def _check_values(o: SurfaceOptions) -> None:
@@ -251,11 +299,24 @@ def _check_values(o: SurfaceOptions) -> None:
             fail("--sample-rate needs a surface policy: give --surface NAME (or --judge)")
     if o.judge != "llm" and (o.judge_base_url is not None or o.judge_model is not None):
         fail("--judge-base-url and --judge-model need --judge llm")
-    for option, url in (("--judge-base-url", o.judge_base_url), ("--escalate-base-url", o.escalate_base_url)):
+    urls = (
+        ("--judge-base-url", o.judge_base_url),
+        ("--escalate-base-url", o.escalate_base_url),
+        ("--relevance-base-url", o.relevance_base_url),
+    )
+    for option, url in urls:
         if url is not None and not url.startswith(("http://", "https://")):
             fail(
                 f"{option} {url!r}: expected an http(s) URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1"
             )
+    if o.relevance not in RELEVANCE:
+        fail(f"--relevance must be free, judged or off, got {o.relevance!r}")
+    if o.relevance == "judged" and o.relevance_base_url is None:
+        fail("--relevance judged asks a relevance judge: give --relevance-base-url (an OpenAI-compatible server)")
+    if o.relevance_base_url is not None and o.relevance != "judged":
+        fail("--relevance-base-url is the judge of --relevance judged: give --relevance judged too")
+    if o.relevance == "judged" and not o.runs_policy:
+        fail("--relevance judged needs a surface policy: give --surface NAME (the judge settles its answers)")
     if o.escalate_base_url is not None and o.calibration is None:
         fail("--escalate-base-url escalates citations routed to review: give --calibration (a routing) too")
     if o.calibration is not None and is_stdin(o.calibration):
