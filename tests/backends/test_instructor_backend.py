@@ -151,3 +151,17 @@ def test_free_strings_carry_the_profiles_string_rule_but_validation_keeps_the_bo
     assert cite["pattern"].startswith("^") and cite["pattern"].endswith("{1,80}$") and "maxLength" not in cite
     assert len(server.bodies) == 2 and "at most 80 characters" in json.dumps(server.bodies[1]["messages"])
     assert result.ok and result.generation.enforced
+
+
+def test_an_output_cut_at_max_tokens_is_a_truncated_output_error_with_what_arrived() -> None:
+    cut = tool_reply(answer_with("The plant opened in 1998"))
+    partial = cut["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"][:30]
+    cut["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = partial
+    cut["choices"][0]["finish_reason"] = "length"
+    server = Server(cut)
+    with pytest.raises(citelock.TruncatedOutputError, match="max_tokens=100") as caught:
+        citelock.answer("When?", CHUNKS, backend=backend(server), policy="id", options=OPTS, max_tokens=100)
+    error = caught.value
+    assert error.max_tokens == 100 and error.partial == partial  # what arrived, for the caller to inspect
+    assert error.citelock_request_id and error.request_id == "chatcmpl-x"
+    assert len(server.bodies) == 1  # a cut output is not reasked: more of the same budget would be cut again
