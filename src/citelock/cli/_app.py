@@ -64,6 +64,7 @@ __all__ = [
     "EXIT_UNREACHABLE",
     "app",
     "classify",
+    "interrupted",
     "using_database",
 ]
 
@@ -144,6 +145,23 @@ def classify(exc: BaseException) -> tuple[int, str]:
     return EXIT_INTERNAL, f"internal error ({type(exc).__name__}: {exc}); this is a bug: --debug prints the traceback"
 
 
+def interrupted(exc: BaseException) -> bool:
+    """True when ``exc`` is, or was raised while handling, a Ctrl-C (``KeyboardInterrupt``).
+
+    A Ctrl-C that lands inside a database commit reaches the command as the driver's error from the rollback that
+    followed (``cannot rollback - no transaction is active``), with the interrupt as its context: it is still an
+    interrupt (exit 130), not a database failure.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 _DATABASE_NOTE = "citelock database: "
 
 
@@ -213,6 +231,9 @@ class _CitelockGroup(TyperGroup):
         except Exception as exc:
             if isinstance(exc, _SelfReporting):  # typer's usage errors print themselves and exit 2
                 raise
+            if interrupted(exc):  # a Ctrl-C that surfaced as another error (e.g. inside a commit)
+                typer.echo("citelock: interrupted (Ctrl-C)", err=True)
+                raise typer.Exit(EXIT_INTERRUPTED) from None
             _fail_with(exc, debug=bool(ctx.meta.get(_DEBUG_KEY)))
 
     def main(self, *args: Any, **kwargs: Any) -> Any:

@@ -14,7 +14,7 @@ from citelock.audit._local import DEFAULT_BATCH
 from citelock.audit._rows import check_inputs, count_rows
 from citelock.audit._run import run_audit
 from citelock.audit._sink import DEFAULT_COMMIT_ROWS, SUMMARY, AuditSummary
-from citelock.cli._app import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, app
+from citelock.cli._app import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, app, interrupted
 from citelock.cli._io import database_target, fail, shown, text_option
 from citelock.cli._report import REASON_WIDTH
 from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, surface_options, surface_setup
@@ -144,7 +144,9 @@ def audit(
                 # the guard the options built: no engine builds another on this process
                 guard=setup.guard if setup is not None else None,
             )
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as exc:  # a Ctrl-C inside a commit arrives as the rollback's error
+        if not interrupted(exc):
+            raise
         typer.echo(
             f"citelock: interrupted; what was committed is kept in {shown(out)}: "
             "run the same command again to continue",
