@@ -132,12 +132,12 @@ class GuardedAnswer(_Record):
     @property
     def ok(self) -> bool:
         """True when the answer is served whole and clean: ``decision == "pass"``."""
-        return self.result.decision == "pass"
+        return self.result.ok
 
     @property
     def served(self) -> bool:
         """True unless the guard blocked the answer (``pass`` or ``repaired``)."""
-        return self.result.decision != "block"
+        return self.result.served
 
     @property
     def report(self) -> GuardReport:

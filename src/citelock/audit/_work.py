@@ -34,7 +34,7 @@ from citelock.audit._report_row import ReportView, check_fields, empty_fields, p
 from citelock.audit._rows import AuditItem, row_problem
 from citelock.errors import BackendConnectionError, BackendTimeoutError, CitelockError, UsageError
 from citelock.guard import Guard, GuardResult, SurfacePolicy
-from citelock.judges import DEFAULT_JUDGE, Judge, make_judge
+from citelock.judges import DEFAULT_JUDGE, Judge, OpenAICompleter, RelevanceJudge, make_judge
 from citelock.prompt import parse_answer, record_from_messages
 from citelock.records import Answer, PromptRecord, Verdict
 from citelock.store import CachedJudge
@@ -136,12 +136,13 @@ class AuditSettings:
         escalate = None
         if self.escalate_base_url is not None:
             escalate = CachedJudge(_Tripwire(_named_judge("llm", self.escalate_base_url, None)))
-        relevance_judge = None
-        if self.relevance_base_url is not None:
-            from citelock.judges import OpenAICompleter, RelevanceJudge
+        return Guard(policy, judge, escalate=escalate, relevance_judge=self.relevance_judge())
 
-            relevance_judge = RelevanceJudge(OpenAICompleter(base_url=self.relevance_base_url))
-        return Guard(policy, judge, escalate=escalate, relevance_judge=relevance_judge)
+    def relevance_judge(self) -> RelevanceJudge | None:
+        """``relevance_base_url``'s relevance judge (its first listed model), or None without one."""
+        if self.relevance_base_url is None:
+            return None
+        return RelevanceJudge(OpenAICompleter(base_url=self.relevance_base_url))
 
     def describe(self) -> dict[str, Any]:
         """The settings as JSON data (kept in the audit's manifest: a resumed audit must use the same).

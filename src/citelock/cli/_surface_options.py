@@ -31,7 +31,7 @@ from citelock.cli._io import fail, is_stdin, read_json, reading, shown
 from citelock.errors import UsageError
 from citelock.guard import Guard, SurfacePolicy
 from citelock.guard._audit import shipped_default_notice
-from citelock.judges import DEFAULT_JUDGE, JUDGE_NAMES, Judge, OpenAICompleter, RelevanceJudge, make_judge
+from citelock.judges import DEFAULT_JUDGE, JUDGE_NAMES, Judge, make_judge
 from citelock.judges._routing import Routing, load_surface_routing
 from citelock.store import CachedJudge
 
@@ -258,7 +258,7 @@ def surface_setup(options: SurfaceOptions) -> SurfaceSetup | None:
     try:
         built = CachedJudge(_make_judge(judge_name, o.judge_base_url, o.judge_model)) if judge_name else None
         stronger = CachedJudge(_make_judge("llm", o.escalate_base_url, None)) if o.escalate_base_url else None
-        relevance = _relevance_judge(o.relevance_base_url)
+        relevance = o.audit_settings().relevance_judge()
         guard = Guard(policy, built, escalate=stronger, relevance_judge=relevance)  # a foreign routing fails here
     except UsageError as exc:
         fail(str(exc))
@@ -269,12 +269,7 @@ def surface_setup(options: SurfaceOptions) -> SurfaceSetup | None:
 
 def free_guard(options: SurfaceOptions) -> Guard:
     """The guard of a command run without a surface policy: the free checks, relevance as ``--relevance`` says."""
-    return Guard(relevance="off" if options.relevance == "off" else "free")
-
-
-def _relevance_judge(base_url: str | None) -> RelevanceJudge | None:
-    """``--relevance judged``'s judge: the first model of the OpenAI-compatible server at ``base_url``."""
-    return RelevanceJudge(OpenAICompleter(base_url=base_url)) if base_url is not None else None
+    return options.audit_settings().build_guard()
 
 
 def _check_values(o: SurfaceOptions) -> None:
