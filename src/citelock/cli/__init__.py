@@ -10,6 +10,7 @@ from citelock.cli import (  # noqa: F401
     _check,
     _eval,
     _eval_answers,
+    _gateway,
     _log,
     _metrics,
     _queue,

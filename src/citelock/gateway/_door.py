@@ -1,0 +1,192 @@
+"""The gateway's door to the one request: per surface, the configured client a request runs through.
+
+A door adds no request logic of its own. With an upstream server each surface holds a :func:`citelock.wrap`
+client over one ``openai.AsyncOpenAI`` (the server kind decides how the per-request constraint is sent; the
+caller's messages are sent exactly as given); without one, a :class:`citelock.Citelock` over the bundled model
+(the ``local`` backend, loaded once per worker and shared by the surfaces). Every surface writes to the same
+store: the prompt log (hash-chained, appends serialized across processes), the result store and the review queue.
+
+Internal calls this module depends on (named so a refactor of the runner finds them): the wrapped client's
+``_prepare`` (check, locate, constrain, log), :meth:`citelock.Citelock._job` with
+:class:`citelock._wrap._stream.CallersStream` for a streamed upstream call under the surface's show policy,
+and :func:`citelock.stream._drive.astream_events`, the same three the wrapped client's own ``stream=True``
+call makes (it has no ``show`` keyword).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+
+from citelock._wrap import AsyncWrappedOpenAI, wrap
+from citelock._wrap._stream import CallersStream
+from citelock.backends._protocol import Backend
+from citelock.errors import MissingExtraError
+from citelock.gateway._request import GatewayRequest, local_turns
+from citelock.gateway._settings import GatewaySettings, GatewaySurface
+from citelock.guard import Guard
+from citelock.pipeline import Citelock, GuardedAnswer, Sink
+from citelock.store import PromptLog, ResultStore, ReviewQueue, make_engine
+from citelock.telemetry._hook import stream_trace
+
+__all__ = ["Answered", "Doors", "LOCAL_MODEL"]
+
+LOCAL_MODEL = "citelock-local"
+"""The model name the gateway reports when it serves the bundled model."""
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A guarded answer and what the upstream said about it (its completion id, model and usage)."""
+
+    guarded: GuardedAnswer
+    model: str
+    completion_id: str | None = None
+    finish_reason: str = "stop"
+    usage: dict[str, Any] | None = None
+
+
+class Doors:
+    """Per surface, the client its requests run through (built once per worker process).
+
+    Args:
+        settings: The gateway's settings.
+        engine: The store's engine (None: from ``settings.db``; no store when that is None too).
+        local: The bundled-model backend to share (None: loaded on first use), used when there is no upstream.
+    """
+
+    def __init__(
+        self, settings: GatewaySettings, *, engine: Engine | None = None, local: Backend | None = None
+    ) -> None:
+        self.settings = settings
+        self.engine = engine if engine is not None or settings.db is None else make_engine(settings.db)
+        self.log = PromptLog(self.engine) if self.engine is not None else None
+        sinks: tuple[Sink, ...] = ()
+        if self.engine is not None:
+            sinks = (ReviewQueue(self.engine), ResultStore(self.engine))
+        self.client: Any = None
+        self._wrapped: dict[str, AsyncWrappedOpenAI] = {}
+        self._local: dict[str, Citelock] = {}
+        if settings.upstream is not None:
+            self.client = _upstream_client(settings)
+            for name, surface in settings.surfaces.items():
+                self._wrapped[name] = wrap(
+                    self.client, guard=Guard(surface.policy), log=self.log, sinks=sinks, server=settings.server,
+                    policy=surface.span_policy, content="raw",
+                )  # fmt: skip
+        else:
+            from citelock.backends import make_backend
+
+            shared = local if local is not None else make_backend("local")  # one model for every surface
+            for name, surface in settings.surfaces.items():
+                self._local[name] = Citelock(
+                    shared, log=self.log, guard=Guard(surface.policy), sinks=sinks, policy=surface.span_policy
+                )
+
+    @property
+    def upstream(self) -> bool:
+        """Whether requests go to an upstream server (else the bundled model)."""
+        return self.client is not None
+
+    async def models(self) -> list[str]:
+        """The model names this gateway serves (the upstream's, or the bundled model's)."""
+        if self.client is None:
+            return [LOCAL_MODEL]
+        if self.settings.model is not None:
+            return [self.settings.model]
+        wrapped = next(iter(self._wrapped.values()))
+        return [await wrapped.backend.transport.amodel()]
+
+    async def ping(self) -> None:
+        """Ask the upstream for its models (readiness); the bundled model is ready once loaded.
+
+        Raises:
+            BackendError: the upstream cannot be reached or fails.
+        """
+        if self.client is None:
+            return
+        from citelock.runtime._transport import map_openai_error
+
+        try:
+            await self.client.models.list()
+        except Exception as exc:
+            raise map_openai_error(exc, provider=self.settings.server or "openai") from exc
+
+    def _arguments(self, request: GatewayRequest) -> dict[str, Any]:
+        arguments = dict(request.arguments)
+        if "model" not in arguments and self.settings.model is not None:
+            arguments["model"] = self.settings.model
+        return arguments
+
+    async def answer(self, request: GatewayRequest) -> Answered:
+        """Answer one request, whole (constrained, logged, guarded, repaired, persisted)."""
+        surface = request.surface
+        if self.client is None:
+            question, history = local_turns(request)
+            config = self._local[surface.name]
+            guarded = await config.aanswer(question, request.chunks, policy=request.policy, history=history)
+            return Answered(guarded, LOCAL_MODEL)
+        wrapped = self._wrapped[surface.name]
+        response = await wrapped.chat.completions.create(
+            **self._arguments(request), chunks=request.chunks, citelock_policy=request.policy
+        )
+        choice = response.choices[0]
+        usage = response.usage.model_dump() if getattr(response, "usage", None) is not None else None
+        return Answered(response.citelock, str(response.model), response.id, choice.finish_reason or "stop", usage)
+
+    async def stream(self, request: GatewayRequest) -> AsyncIterator[Any]:
+        """Stream one request: citelock's stream events under the surface's show policy; the last is ``done``."""
+        surface = request.surface
+        if self.client is None:
+            question, history = local_turns(request)
+            config = self._local[surface.name]
+            async for event in config.astream(
+                question, request.chunks, policy=request.policy, history=history, show=surface.show
+            ):
+                yield event
+            return
+        async for event in self._upstream_stream(request, surface):
+            yield event
+
+    async def _upstream_stream(self, request: GatewayRequest, surface: GatewaySurface) -> AsyncIterator[Any]:
+        from citelock.stream._drive import astream_events
+
+        wrapped = self._wrapped[surface.name]
+        arguments = {**self._arguments(request), "chunks": request.chunks, "citelock_policy": request.policy}
+        model = None if "model" in arguments else await wrapped.backend.transport.amodel()
+        streamed = stream_trace()
+        prepared = await asyncio.to_thread(streamed.assemble, wrapped._prepare, arguments, model)
+        config = wrapped.citelock
+        job = config._job(
+            prepared.prepared, CallersStream(wrapped.backend, prepared), config.render, None, surface.show, None
+        )
+        events = streamed.aevents(job, astream_events)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()  # a client that went away closes the upstream stream
+
+    async def aclose(self) -> None:
+        """Close the upstream client and the store's connections."""
+        if self.client is not None:
+            await self.client.close()
+        if self.engine is not None:
+            self.engine.dispose()
+
+
+def _upstream_client(settings: GatewaySettings) -> Any:
+    try:
+        import openai
+    except ImportError:
+        raise MissingExtraError("gateway", "openai") from None
+    key = os.environ.get(settings.upstream_key_env) or "not-needed"
+    # No retries here: a 429 is passed on to the caller with its Retry-After, a 5xx is a 502 at once.
+    return openai.AsyncOpenAI(base_url=settings.upstream, api_key=key, max_retries=0, timeout=settings.limits.timeout_s)
