@@ -41,6 +41,7 @@ SURFACES = {
     "kiosk": _surface("kiosk", on_block="refuse", refusal="Please ask at the ticket office."),
     "drop": _surface("drop", on_fail="drop_claim", show="after_checks"),
     "live": _surface("live", on_fail="drop_claim", show="immediately"),
+    "chat": _surface("chat", passthrough=True),
 }
 
 
@@ -303,3 +304,16 @@ def test_node_fetch_gets_the_same_answer(gateway: str) -> None:
     assert result["stream"]["done"] is True and result["stream"]["decision"] == "pass"
     assert result["stream"]["text"] == GOOD_CLAIM["text"]
     assert result["badjson"]["status"] == 400 and result["badjson"]["has_error"] is True
+
+
+def test_a_surface_that_allows_it_passes_a_request_without_chunks_through(gateway: str, upstream: Upstream) -> None:
+    plain = {"model": "good", "messages": QUESTION, "citelock": {"surface": "chat"}}
+    response = _post(gateway, plain)
+    assert response.status_code == 200 and response.headers["x-citelock-decision"] == "passthrough"
+    assert "citelock" not in response.json()  # not guarded, and not dressed up as guarded
+    assert "grammar" not in upstream.seen[-1] and upstream.seen[-1]["messages"] == QUESTION
+    streamed = _post(gateway, {**plain, "stream": True})
+    assert streamed.headers["x-citelock-decision"] == "passthrough"
+    assert streamed.text.rstrip().endswith("data: [DONE]")
+    # any other surface refuses a request without chunks
+    assert "citelock.chunks is missing" in _error(_post(gateway, {**plain, "citelock": {}}), 400)["message"]

@@ -45,6 +45,7 @@ def _db(db: str | None) -> str:
 def _settings(
     surfaces: list[str],
     stakes: str,
+    sample_rate: float | None,
     on_fail: str,
     on_block: str,
     show: str | None,
@@ -61,10 +62,11 @@ def _settings(
         fail(f"--stakes must be low or high, got {stakes!r}")
     if policy not in get_args(SpanPolicy):
         fail(f"--policy must be one of {', '.join(get_args(SpanPolicy))}, got {policy!r}")
+    rate = {} if sample_rate is None else {"sample_rate": sample_rate}
     try:
         built = {
             name: GatewaySurface(
-                policy=SurfacePolicy(name=name, stakes=stakes, on_fail=on_fail),
+                policy=SurfacePolicy(name=name, stakes=stakes, on_fail=on_fail, **rate),
                 on_block=on_block,
                 show=show,
                 span_policy=policy,
@@ -102,6 +104,12 @@ def gateway(
         list[str] | None, typer.Option("--surface", help="a surface to serve (repeatable; the first is the default)")
     ] = None,
     stakes: Annotated[str, typer.Option("--stakes", help="high (judge every citation) or low")] = "high",
+    sample_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--sample-rate", min=0.0, max=1.0, help="low stakes: the fraction of citations judged (0: free checks only)"
+        ),
+    ] = None,
     on_fail: Annotated[str, typer.Option("--on-fail", help="block, drop_claim or mark")] = "block",
     on_block: Annotated[str, typer.Option("--on-block", help="error (HTTP 400) or refuse (200, refusal)")] = "error",
     show: Annotated[
@@ -121,7 +129,18 @@ def gateway(
     from citelock.gateway import serve
 
     settings = _settings(
-        surface or ["default"], stakes, on_fail, on_block, show, policy, _db(db), upstream, server, model, timeout
+        surface or ["default"],
+        stakes,
+        sample_rate,
+        on_fail,
+        on_block,
+        show,
+        policy,
+        _db(db),
+        upstream,
+        server,
+        model,
+        timeout,
     )
     where = upstream or "the bundled model"
     typer.echo(

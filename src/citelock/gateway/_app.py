@@ -25,7 +25,7 @@ try:
     from starlette.responses import JSONResponse, Response, StreamingResponse
 except ImportError:  # pragma: no cover - the gateway extra is missing
     raise MissingExtraError("gateway", "fastapi") from None
-from citelock.gateway._door import Doors
+from citelock.gateway._door import Doors, relay
 from citelock.gateway._envelope import (
     GatewayError,
     answer_headers,
@@ -60,8 +60,10 @@ async def _key(request: Request, keys: GatewayKeys | None) -> GatewayKey | None:
     if keys is None:
         return None
     token = _bearer(request)
-    key = await asyncio.to_thread(keys.lookup, token) if token else None
-    if key is not None or not await asyncio.to_thread(keys.any):
+    # Inline, not in a worker thread: one indexed read (WAL readers never wait for a writer) costs less than
+    # the thread hop would.
+    key = keys.lookup(token) if token else None
+    if key is not None or not keys.any():
         return key
     message = (
         "a gateway key is required: send 'Authorization: Bearer KEY' with a key made by 'citelock gateway key create'"
@@ -109,6 +111,8 @@ async def _completions(request: Request) -> Response:
     doors: Doors = state.doors
     try:
         async with asyncio.timeout(settings.limits.timeout_s):
+            if parsed.chunks is None:
+                return await _passthrough(doors, parsed)
             if parsed.stream:
                 return await _streamed(doors, parsed, settings.limits.timeout_s)
             return await _whole(doors, parsed)
@@ -140,6 +144,15 @@ async def _read_body(request: Request, limit: int) -> bytes:
             )
         parts.append(part)
     return b"".join(parts)
+
+
+async def _passthrough(doors: Doors, request: GatewayRequest) -> Response:
+    """A request without chunks on a surface that passes such requests through: the upstream's answer, unguarded."""
+    headers = {"x-citelock-decision": "passthrough", "x-citelock-surface": request.surface.name}
+    answered = await doors.passthrough(request)
+    if request.stream:
+        return StreamingResponse(relay(answered), media_type="text/event-stream", headers=headers)
+    return JSONResponse(answered.model_dump(mode="json", exclude_unset=True), headers=headers)
 
 
 async def _whole(doors: Doors, request: GatewayRequest) -> Response:

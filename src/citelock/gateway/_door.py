@@ -27,6 +27,7 @@ from citelock._wrap import AsyncWrappedOpenAI, wrap
 from citelock._wrap._stream import CallersStream
 from citelock.backends._protocol import Backend
 from citelock.errors import MissingExtraError
+from citelock.gateway._envelope import GatewayError
 from citelock.gateway._request import GatewayRequest, local_turns
 from citelock.gateway._settings import GatewaySettings, GatewaySurface
 from citelock.guard import Guard
@@ -34,7 +35,7 @@ from citelock.pipeline import Citelock, GuardedAnswer, Sink
 from citelock.store import PromptLog, ResultStore, ReviewQueue, make_engine
 from citelock.telemetry._hook import stream_trace
 
-__all__ = ["Answered", "Doors", "LOCAL_MODEL"]
+__all__ = ["LOCAL_MODEL", "Answered", "Doors", "relay"]
 
 LOCAL_MODEL = "citelock-local"
 """The model name the gateway reports when it serves the bundled model."""
@@ -129,15 +130,36 @@ class Doors:
         if self.client is None:
             question, history = local_turns(request)
             config = self._local[surface.name]
-            guarded = await config.aanswer(question, request.chunks, policy=request.policy, history=history)
+            guarded = await config.aanswer(question, request.evidence, policy=request.policy, history=history)
             return Answered(guarded, LOCAL_MODEL)
         wrapped = self._wrapped[surface.name]
         response = await wrapped.chat.completions.create(
-            **self._arguments(request), chunks=request.chunks, citelock_policy=request.policy
+            **self._arguments(request), chunks=request.evidence, citelock_policy=request.policy
         )
         choice = response.choices[0]
         usage = response.usage.model_dump() if getattr(response, "usage", None) is not None else None
         return Answered(response.citelock, str(response.model), response.id, choice.finish_reason or "stop", usage)
+
+    async def passthrough(self, request: GatewayRequest) -> Any:
+        """Send a request without chunks upstream as it is (a surface with ``passthrough``): its answer, unguarded.
+
+        Returns the upstream's completion, or with ``stream`` its open stream of chunks (see :func:`relay`).
+
+        Raises:
+            GatewayError: 400 when the gateway serves the bundled model (it answers only with citations).
+            BackendError: the upstream failed.
+        """
+        if self.client is None:
+            raise GatewayError(
+                400, "pass-through needs an upstream server; send citelock.chunks", param="citelock.chunks"
+            )
+        from citelock.runtime._transport import map_openai_error
+
+        extra = {"stream": True} if request.stream else {}
+        try:
+            return await self.client.chat.completions.create(**self._arguments(request), **extra)
+        except Exception as exc:
+            raise map_openai_error(exc, provider=self.settings.server or "openai") from exc
 
     async def stream(self, request: GatewayRequest) -> AsyncIterator[Any]:
         """Stream one request: citelock's stream events under the surface's show policy; the last is ``done``."""
@@ -146,7 +168,7 @@ class Doors:
             question, history = local_turns(request)
             config = self._local[surface.name]
             async for event in config.astream(
-                question, request.chunks, policy=request.policy, history=history, show=surface.show
+                question, request.evidence, policy=request.policy, history=history, show=surface.show
             ):
                 yield event
             return
@@ -157,7 +179,7 @@ class Doors:
         from citelock.stream._drive import astream_events
 
         wrapped = self._wrapped[surface.name]
-        arguments = {**self._arguments(request), "chunks": request.chunks, "citelock_policy": request.policy}
+        arguments = {**self._arguments(request), "chunks": request.evidence, "citelock_policy": request.policy}
         model = None if "model" in arguments else await wrapped.backend.transport.amodel()
         streamed = stream_trace()
         prepared = await asyncio.to_thread(streamed.assemble, wrapped._prepare, arguments, model)
@@ -180,6 +202,16 @@ class Doors:
             await self.client.close()
         if self.engine is not None:
             self.engine.dispose()
+
+
+async def relay(opened: Any) -> AsyncIterator[bytes]:
+    """A pass-through stream's chunks as SSE, then ``data: [DONE]`` (the upstream stream is closed either way)."""
+    try:
+        async for chunk in opened:
+            yield f"data: {chunk.model_dump_json(exclude_unset=True)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+    finally:
+        await opened.close()
 
 
 def _upstream_client(settings: GatewaySettings) -> Any:

@@ -35,16 +35,23 @@ class GatewayRequest:
     Attributes:
         surface: The surface it runs on.
         arguments: The caller's ``chat.completions.create`` keywords, minus ``stream`` and ``citelock``.
-        chunks: This turn's chunks, as sent.
+        chunks: This turn's chunks, as sent (None: a pass-through request on a surface that allows it).
         policy: The span policy requested.
         stream: Whether the caller asked for server-sent events.
     """
 
     surface: GatewaySurface
     arguments: dict[str, Any]
-    chunks: list[dict[str, Any]]
+    chunks: list[dict[str, Any]] | None
     policy: SpanPolicy
     stream: bool
+
+    @property
+    def evidence(self) -> list[dict[str, Any]]:
+        """This turn's chunks (a guarded request always has them; a pass-through one has none)."""
+        if self.chunks is None:
+            raise GatewayError(400, "this request has no citelock.chunks to guard an answer with")
+        return self.chunks
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -94,7 +101,8 @@ def _chunks(given: Any, limits: GatewayLimits) -> list[dict[str, Any]]:
     if given is None:
         raise _bad(
             "citelock.chunks is missing: pass the passages retrieved for this turn, "
-            '"citelock": {"chunks": [{"id": ..., "text": ...}]} (extra_body in an OpenAI SDK)',
+            '"citelock": {"chunks": [{"id": ..., "text": ...}]} (extra_body in an OpenAI SDK); this surface does '
+            "not pass requests without chunks through",
             "citelock.chunks",
         )
     if not isinstance(given, list) or not given:
@@ -159,15 +167,16 @@ def read_request(raw: bytes, settings: GatewaySettings) -> GatewayRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _bad("messages must be a non-empty list of {'role', 'content'} objects", "messages")
-    chunks = _chunks(ours.get("chunks"), limits)
+    given = ours.get("chunks")
+    chunks = None if given is None and surface.passthrough else _chunks(given, limits)
     policy = _policy(ours.get("policy"), surface)
     arguments = {k: v for k, v in body.items() if k in CREATE_FIELDS or k in _CHECKED}
     extra = {k: v for k, v in body.items() if k not in arguments}
     if extra:
-        given = arguments.get("extra_body")
-        if given is not None and not isinstance(given, Mapping):
+        own = arguments.get("extra_body")
+        if own is not None and not isinstance(own, Mapping):
             raise _bad("extra_body must be an object", "extra_body")
-        arguments["extra_body"] = {**(given or {}), **extra}
+        arguments["extra_body"] = {**(own or {}), **extra}
     return GatewayRequest(surface, arguments, chunks, policy, stream)
 
 

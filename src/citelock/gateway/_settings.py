@@ -45,6 +45,9 @@ class GatewaySurface(BaseModel):
         show: When a streamed claim reaches the caller (None: the policy's default, ``after_judge`` on a
             high-stakes surface, ``immediately`` on a low-stakes one).
         span_policy: The span policy requested when a request names none.
+        passthrough: A request without ``citelock.chunks`` is sent upstream as it is and its answer returned
+            unguarded, marked ``x-citelock-decision: passthrough`` (False, the default: such a request is a 400).
+            Only with an upstream server.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -54,6 +57,7 @@ class GatewaySurface(BaseModel):
     refusal: str = Field(default=DEFAULT_REFUSAL, min_length=1)
     show: Show | None = None
     span_policy: SpanPolicy = DEFAULT_POLICY
+    passthrough: bool = False
 
     @property
     def name(self) -> str:
