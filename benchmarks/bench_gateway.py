@@ -12,7 +12,8 @@ citing one of the 10 chunks verbatim) is called two ways, in the same run, with 
 At concurrency 1 and 32 (``--concurrency``), ``--requests`` each, direct and gateway rounds alternating
 (``--rounds``) so both see the same machine load. Added latency = gateway minus direct, p50 and p95 in
 milliseconds (of the pooled rounds), and requests per second for 1 and 2 workers (``--workers``). The load
-generator runs in this process on the same cores as the gateway and the upstream.
+generator runs in this process on the same cores as the gateway and the upstream (which has a process of its
+own). A second table (``--breakdown``) times the steps of one request in place.
 
 Usage::
 
@@ -26,6 +27,7 @@ import argparse
 import asyncio
 import http.server
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -33,7 +35,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,6 +46,7 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
+QUESTION = {"role": "user", "content": "When did the Aurora Bridge open to traffic?"}
 
 
 def chunks_of(count: int) -> list[dict[str, str]]:
@@ -60,10 +62,7 @@ def _reply(chunks: list[dict[str, str]]) -> str:
     return json.dumps({"claims": [{"text": span, "citations": [{"chunk_id": first["id"], "span": span}]}]})
 
 
-@contextmanager
-def upstream(latency_s: float, reply: str) -> Iterator[str]:
-    """The fake upstream: every POST sleeps ``latency_s`` and answers ``reply``; GET lists one model."""
-
+def _handler(latency_s: float, reply: str) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
@@ -96,15 +95,29 @@ def upstream(latency_s: float, reply: str) -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    return Handler
+
+
+def _serve_upstream(latency_s: float, reply: str, ports: Any) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(latency_s, reply))
     server.daemon_threads = True
     server.request_queue_size = 256
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ports.put(server.server_address[1])
+    server.serve_forever()
+
+
+@contextmanager
+def upstream(latency_s: float, reply: str) -> Iterator[str]:
+    """The fake upstream in a process of its own (it shares no GIL with the load generator): every POST sleeps
+    ``latency_s`` and answers ``reply``; GET lists one model."""
+    ports: Any = multiprocessing.Queue()
+    process = multiprocessing.Process(target=_serve_upstream, args=(latency_s, reply, ports), daemon=True)
+    process.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+        yield f"http://127.0.0.1:{ports.get(timeout=30)}/v1"
     finally:
-        server.shutdown()
-        server.server_close()
+        process.terminate()
+        process.join(10)
 
 
 def _free_port() -> int:
@@ -167,6 +180,80 @@ async def _round(url: str, body: dict[str, Any], requests: int, concurrency: int
         return list(latencies), time.perf_counter() - started
 
 
+def _timed(owner: Any, name: str, label: str, parts: dict[str, list[float]]) -> None:
+    """Replace ``owner.name`` with a copy that records its duration (ms) under ``label``."""
+    original = getattr(owner, name)
+    if asyncio.iscoroutinefunction(original):
+
+        async def atimed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                parts[label].append((time.perf_counter() - started) * 1000)
+
+        setattr(owner, name, atimed)
+        return
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            parts[label].append((time.perf_counter() - started) * 1000)
+
+    setattr(owner, name, timed)
+
+
+def breakdown(up: str, chunks: list[dict[str, str]], requests: int, db: Path) -> Table:
+    """Where one gateway request's time goes, in this process (the gateway's own code path, no HTTP in front).
+
+    The wrapped call's steps are timed in place: ``prepare`` (locate the chunks, build and inject the
+    constraint), ``log`` (the prompt-log append), ``upstream`` (the openai SDK's call, the upstream's latency
+    included), ``guard`` and ``results`` (the result-store append), and ``whole`` (the door's whole answer).
+    """
+    import citelock
+    import citelock._wrap._client as wrap_client
+    import citelock._wrap._request as wrap_request
+    from citelock.gateway import GatewaySettings
+    from citelock.gateway._door import Doors
+    from citelock.gateway._request import read_request
+    from citelock.runtime._transport import OpenAITransport
+    from citelock.store import PromptLog, ResultStore
+
+    parts: dict[str, list[float]] = {k: [] for k in ("prepare", "log", "upstream", "guard", "results", "whole")}
+    _timed(wrap_request, "prepare", "prepare", parts)
+    wrap_client.prepare = wrap_request.prepare  # type: ignore[attr-defined]
+    _timed(PromptLog, "append", "log", parts)
+    _timed(OpenAITransport, "asend", "upstream", parts)
+    _timed(citelock.Guard, "run", "guard", parts)
+    _timed(ResultStore, "append", "results", parts)
+    policy = citelock.SurfacePolicy(name="bench", stakes="low", sample_rate=0.0)
+    settings = GatewaySettings.of({"bench": policy}, "bench", db=str(db), upstream=up, server="llama.cpp")
+    raw = json.dumps({"model": "fake", "messages": [QUESTION], "citelock": {"chunks": chunks}}).encode()
+
+    async def run() -> None:
+        doors = Doors(settings)
+        for n in range(requests + 5):
+            started = time.perf_counter()
+            await doors.answer(read_request(raw, settings))
+            if n == 4:
+                for values in parts.values():
+                    values.clear()
+            elif n > 4:
+                parts["whole"].append((time.perf_counter() - started) * 1000)
+        await doors.aclose()
+
+    asyncio.run(run())
+    table = Table(title=f"one gateway request, step by step ({requests} requests, concurrency 1, in process)")
+    for column in ("step", "p50 ms", "p95 ms"):
+        table.add_column(column, justify="right")
+    for label, values in parts.items():
+        p50, p95 = pct(values)
+        table.add_row(label, f"{p50:.2f}", f"{p95:.2f}")
+    return table
+
+
 def pct(values: list[float]) -> tuple[float, float]:
     ordered = sorted(values)
     return statistics.median(ordered), ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
@@ -180,10 +267,10 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=10)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
+    parser.add_argument("--breakdown", type=int, default=200, help="requests of the step-by-step table (0: none)")
     args = parser.parse_args()
     chunks = chunks_of(args.chunks)
     passages = "\n".join(f"[{c['id']}] {c['text']}" for c in chunks)
-    question = {"role": "user", "content": "When did the Aurora Bridge open to traffic?"}
     table = Table(title=f"gateway vs direct, {args.chunks} chunks, upstream {args.latency_ms:g} ms, free checks")
     for column in ("workers", "conc.", "direct p50", "direct p95", "gateway p50", "gateway p95"):
         table.add_column(column, justify="right")
@@ -191,8 +278,8 @@ def main() -> None:
         table.add_column(column, justify="right")
     with upstream(args.latency_ms / 1000, _reply(chunks)) as up, tempfile.TemporaryDirectory() as tmp:
         # the same prompt: the direct call carries the passages in a system message, the gateway adds its own
-        direct_body = {"model": "fake", "messages": [{"role": "system", "content": passages}, question]}
-        gateway_body = {"model": "fake", "messages": [question], "citelock": {"chunks": chunks}}
+        direct_body = {"model": "fake", "messages": [{"role": "system", "content": passages}, QUESTION]}
+        gateway_body = {"model": "fake", "messages": [QUESTION], "citelock": {"chunks": chunks}}
         for workers in args.workers:
             with gateway(up, workers, Path(tmp) / f"gw{workers}.db") as gw:
                 for conc in args.concurrency:
@@ -213,7 +300,10 @@ def main() -> None:
                         f"{g50 - d50:.1f}", f"{g95 - d95:.1f}",
                         f"{total / walls['direct']:.0f}", f"{total / walls['gateway']:.0f}",
                     )  # fmt: skip
+        steps = breakdown(up, chunks, args.breakdown, Path(tmp) / "steps.db") if args.breakdown else None
     Console().print(table)
+    if steps is not None:
+        Console().print(steps)
     print(f"command: python benchmarks/bench_gateway.py {' '.join(sys.argv[1:])}".rstrip())
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -193,7 +194,7 @@ async def _streamed(doors: Doors, request: GatewayRequest, timeout_s: float) -> 
 
     request_id = first.answer.request_id if first.type == "done" else None
     model = request.arguments.get("model") or (await doors.models())[0]
-    body = sse_chunks(rest(), request.surface, f"chatcmpl-{id(events):x}", str(model), request_id)
+    body = sse_chunks(rest(), request.surface, f"chatcmpl-{uuid.uuid4().hex}", str(model), request_id)
     headers = {"x-citelock-surface": request.surface.name, "cache-control": "no-cache"}
     return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
