@@ -249,7 +249,25 @@ class ConfigFile(BaseModel):
 
 def config_json_schema() -> dict[str, Any]:
     """The JSON Schema of the configuration file (what ``schemas/config.v1.json`` holds)."""
-    schema = ConfigFile.model_json_schema(mode="validation")
+    schema = _without_null(ConfigFile.model_json_schema(mode="validation"))
     schema["$id"] = CONFIG_SCHEMA_ID
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema
+
+
+def _without_null(node: Any) -> Any:
+    """The schema as TOML sees it: TOML has no null, so an optional key is one left out, never ``null``."""
+    if isinstance(node, list):
+        return [_without_null(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _without_null(v) for k, v in node.items() if not (k == "default" and v is None)}
+    options = out.get("anyOf")
+    if isinstance(options, list):
+        kept = [o for o in options if o != {"type": "null"}]
+        if len(kept) == 1 and isinstance(kept[0], dict):
+            del out["anyOf"]
+            out = {**kept[0], **out}
+        else:
+            out["anyOf"] = kept
+    return out
