@@ -164,5 +164,5 @@ def _part_file_rows(path: Path, fmt: str) -> Iterator[dict[str, Any]]:
 
 def _ordered(row: dict[str, Any]) -> dict[str, Any]:
     order = ("key", "source", "row", "error", "ok", "request_id", "prompt_sha256", "findings", "counts")
-    rest = ("citations", "claims", "surface", "decision", "on_fail", "outcomes", "routes", "accounting")
+    rest = ("citations", "claims", "surface", "decision", "on_fail", "outcomes", "routes", "accounting", "policy")
     return {name: row[name] for name in (*order, *rest) if name in row}
