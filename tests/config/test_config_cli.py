@@ -292,3 +292,53 @@ def test_the_readme_main_command_runs_with_no_config(tmp_path: Path) -> None:
     assert done.returncode in (0, 1), done.stderr
     assert "guard:" in done.stdout and "surface docs" in done.stdout
     assert "[surfaces.docs.audit]" in done.stderr  # the notice names the key to set
+
+
+def test_answer_runs_the_configured_surface_and_backend_and_queues_audit_samples(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from citelock.backends import _registry
+
+    made: list[tuple[str, dict[str, Any]]] = []
+
+    def make(kind: str, **options: Any) -> FakeBackend:
+        made.append((kind, options))
+        span = "The turbine was serviced in March."
+        answer = {"claims": [{"text": span, "citations": [{"chunk_id": "c-1", "span": span}]}]}
+        return FakeBackend([answer])
+
+    monkeypatch.setattr(_registry, "make_backend", make)
+    monkeypatch.setenv("UP_KEY", "k-9")
+    text = (
+        CONFIG + '\n[backends.up]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = { env = "UP_KEY" }\n'
+    )
+    (project / "citelock.toml").write_text(text, encoding="utf-8")
+    chunks = project / "chunks.jsonl"
+    chunks.write_text("\n".join(json.dumps(c) for c in PROMPT["chunks"]) + "\n", encoding="utf-8")
+    args = ["answer", "-q", "When was the turbine serviced?", "--chunks", chunks, "--surface", "legal", "--json"]
+    result = _cli(*args, "--backend", "up", "--policy", "substring")
+    assert result.exit_code == 0, result.stderr
+    assert made == [("openai", {"base_url": "http://127.0.0.1:9/v1", "api_key": "k-9"})]
+    data = json.loads(result.stdout)
+    assert data["result"]["policy"]["audit"]["seed"] == 3
+    queued = [e for e, _ in ReviewQueue(project / "store.db").items() if e.reason.value == "AUDIT_SAMPLE"]
+    assert len(queued) == 1 and queued[0].request_id == data["request_id"]  # logged in the config's store
+    unknown = _cli(*args, "--backend", "uup")
+    assert unknown.exit_code == 2 and "unknown backend 'uup'" in unknown.stderr and "up" in unknown.stderr
+
+
+def test_judge_flag_may_name_a_config_judge_and_server_judges_are_built(project: Path) -> None:
+    text = CONFIG + '\n[judges.rel]\nkind = "llm"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+    text = text.replace(
+        "[surfaces.faq]\n", '[surfaces.faq]\nrelevance = "judged"\nrelevance_judge = "rel"\nescalate = "rel"\n'
+    )
+    (project / "citelock.toml").write_text(text, encoding="utf-8")
+    config = Config.load()
+    guard = config.guard("faq")
+    assert guard.relevance_judge is not None and guard.escalate is not None  # built, not called
+    result = _cli("check", "--prompt", "p.json", "--answer", "a.json", "--surface", "faq", "--judge", "overlap",
+                  "--stakes", "high", "--sample-rate", "1", "--relevance", "free", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["policy"]["stakes"] == "high" and data["policy"]["on_fail"] == "mark"
+    assert {r["route"] for r in data["routes"]} == {"pass"}  # the overlap judge named by --judge ran

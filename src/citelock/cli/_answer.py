@@ -203,8 +203,9 @@ def answer(
     chunks = read_chunks(chunks_path)
     if top_k is not None:
         chunks = lexical_top_k(question, chunks, top_k)
-    given = {**configured, "model": model, "base_url": base_url, "server": server_kind}
-    chosen = _registry.make_backend(backend, **{k: v for k, v in given.items() if v is not None})
+    flags = {"model": model, "base_url": base_url, "server": server_kind}
+    given = {**configured, **{k: v for k, v in flags.items() if v is not None}}  # a flag overrides the config's
+    chosen = _registry.make_backend(backend, **given)
     if no_abstain and not chosen.limits.constrains:
         fail(f"--no-abstain shapes the citation schema, and --backend {backend} takes none (it writes free text)")
     target = db or _config_db(setup) or default_db()
