@@ -249,7 +249,7 @@ class ConfigFile(BaseModel):
 
 def config_json_schema() -> dict[str, Any]:
     """The JSON Schema of the configuration file (what ``schemas/config.v1.json`` holds)."""
-    schema = _without_null(ConfigFile.model_json_schema(mode="validation"))
+    schema: dict[str, Any] = _without_null(ConfigFile.model_json_schema(mode="validation"))
     schema["$id"] = CONFIG_SCHEMA_ID
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema
