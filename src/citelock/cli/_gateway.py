@@ -82,6 +82,41 @@ def _settings(
         fail(f"invalid gateway settings: {problems}")
 
 
+def _configured(
+    path: Path,
+    on_block: str,
+    policy: str,
+    db: str | None,
+    upstream: str | None,
+    server: str | None,
+    model: str | None,
+    backend: str | None,
+    timeout: float,
+) -> object:
+    from citelock.gateway import GatewaySettings
+
+    if backend is not None and upstream is not None:
+        fail("--backend and --upstream both name the upstream; give one")
+    try:
+        settings = GatewaySettings.from_config(
+            str(path), on_block=on_block, span_policy=policy, db=db or os.environ.get("CITELOCK_DB"),  # type: ignore[arg-type]
+            upstream=upstream, server=server, model=model, backend=backend, limits={"timeout_s": timeout},
+        )  # fmt: skip
+    except InputError as exc:
+        fail(str(exc))
+    except ValidationError as exc:
+        fail(f"invalid gateway settings: {'; '.join(e['msg'] for e in exc.errors())}")
+    if settings.db is None:
+        settings = settings.model_copy(update={"db": _DEFAULT_DB})
+    if backend is not None:
+        from citelock.config import Config
+
+        entry = Config.load(path).backends.get(backend)
+        if entry is None or entry.kind != "openai" or entry.base_url is None:
+            fail(f"--backend {backend}: expected an [backends.{backend}] entry with kind = 'openai' and a base_url")
+    return settings
+
+
 @gateway_app.callback()
 def gateway(
     ctx: typer.Context,
@@ -103,14 +138,23 @@ def gateway(
     surface: Annotated[
         list[str] | None, typer.Option("--surface", help="a surface to serve (repeatable; the first is the default)")
     ] = None,
-    stakes: Annotated[str, typer.Option("--stakes", help="high (judge every citation) or low")] = "high",
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="citelock.toml: its surfaces (policies, judges, show) and store are served"),
+    ] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="an openai [backends.NAME] of --config as the upstream")
+    ] = None,
+    stakes: Annotated[
+        str | None, typer.Option("--stakes", help="high (judge every citation) or low [default: high]")
+    ] = None,
     sample_rate: Annotated[
         float | None,
         typer.Option(
             "--sample-rate", min=0.0, max=1.0, help="low stakes: the fraction of citations judged (0: free checks only)"
         ),
     ] = None,
-    on_fail: Annotated[str, typer.Option("--on-fail", help="block, drop_claim or mark")] = "block",
+    on_fail: Annotated[str | None, typer.Option("--on-fail", help="block, drop_claim or mark [default: block]")] = None,
     on_block: Annotated[str, typer.Option("--on-block", help="error (HTTP 400) or refuse (200, refusal)")] = "error",
     show: Annotated[
         str | None, typer.Option("--show", help="streams: immediately, after_checks or after_judge")
@@ -128,21 +172,21 @@ def gateway(
         return
     from citelock.gateway import serve
 
-    settings = _settings(
-        surface or ["default"],
-        stakes,
-        sample_rate,
-        on_fail,
-        on_block,
-        show,
-        policy,
-        _db(db),
-        upstream,
-        server,
-        model,
-        timeout,
-    )
-    where = upstream or "the bundled model"
+    if config is not None:
+        given = [f"--{n}" for n, v in (("stakes", stakes), ("sample-rate", sample_rate), ("on-fail", on_fail),
+                                       ("show", show)) if v is not None]  # fmt: skip
+        if given or surface:
+            fail(f"{', '.join(given + ['--surface'] * bool(surface))}: with --config the surfaces are the file's")
+        settings = _configured(config, on_block, policy, db, upstream, server, model, backend, timeout)
+    else:
+        if backend is not None:
+            fail("--backend names a [backends.NAME] entry of a config file: give --config too")
+        surfaces = surface or ["default"]
+        settings = _settings(
+            surfaces, stakes or "high", sample_rate, on_fail or "block", on_block, show, policy, _db(db), upstream,
+            server, model, timeout,
+        )  # fmt: skip
+    where = upstream or (f"backend {backend}" if backend else "the bundled model")
     typer.echo(
         f"citelock gateway on http://{host}:{port}/v1 ({workers} worker(s)) in front of {where}; Ctrl-C stops it"
     )

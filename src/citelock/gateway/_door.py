@@ -26,7 +26,7 @@ from sqlalchemy import Engine
 from citelock._wrap import AsyncWrappedOpenAI, wrap
 from citelock._wrap._stream import CallersStream
 from citelock.backends._protocol import Backend
-from citelock.errors import MissingExtraError
+from citelock.errors import MissingExtraError, UsageError
 from citelock.gateway._envelope import GatewayError
 from citelock.gateway._request import GatewayRequest, local_turns
 from citelock.gateway._settings import GatewaySettings, GatewaySurface
@@ -70,14 +70,18 @@ class Doors:
         sinks: tuple[Sink, ...] = ()
         if self.engine is not None:
             sinks = (ReviewQueue(self.engine), ResultStore(self.engine))
+        config = _config(settings)
+        guards = {name: _guard(config, name, s) for name, s in settings.surfaces.items()}
+        target = _upstream(config, settings)
         self.client: Any = None
+        self.model = target.model
         self._wrapped: dict[str, AsyncWrappedOpenAI] = {}
         self._local: dict[str, Citelock] = {}
-        if settings.upstream is not None:
-            self.client = _upstream_client(settings)
+        if target.url is not None:
+            self.client = _upstream_client(target, settings.limits.timeout_s)
             for name, surface in settings.surfaces.items():
                 self._wrapped[name] = wrap(
-                    self.client, guard=Guard(surface.policy), log=self.log, sinks=sinks, server=settings.server,
+                    self.client, guard=guards[name], log=self.log, sinks=sinks, server=target.server,
                     policy=surface.span_policy, content="raw",
                 )  # fmt: skip
         else:
@@ -86,8 +90,12 @@ class Doors:
             shared = local if local is not None else make_backend("local")  # one model for every surface
             for name, surface in settings.surfaces.items():
                 self._local[name] = Citelock(
-                    shared, log=self.log, guard=Guard(surface.policy), sinks=sinks, policy=surface.span_policy
+                    shared, log=self.log, guard=guards[name], sinks=sinks, policy=surface.span_policy
                 )
+
+    @property
+    def _provider(self) -> str:
+        return next(iter(self._wrapped.values())).backend.provider if self._wrapped else "local"
 
     @property
     def upstream(self) -> bool:
@@ -98,8 +106,8 @@ class Doors:
         """The model names this gateway serves (the upstream's, or the bundled model's)."""
         if self.client is None:
             return [LOCAL_MODEL]
-        if self.settings.model is not None:
-            return [self.settings.model]
+        if self.model is not None:
+            return [self.model]
         wrapped = next(iter(self._wrapped.values()))
         return [await wrapped.backend.transport.amodel()]
 
@@ -116,12 +124,12 @@ class Doors:
         try:
             await self.client.models.list()
         except Exception as exc:
-            raise map_openai_error(exc, provider=self.settings.server or "openai") from exc
+            raise map_openai_error(exc, provider=self._provider) from exc
 
     def _arguments(self, request: GatewayRequest) -> dict[str, Any]:
         arguments = dict(request.arguments)
-        if "model" not in arguments and self.settings.model is not None:
-            arguments["model"] = self.settings.model
+        if "model" not in arguments and self.model is not None:
+            arguments["model"] = self.model
         return arguments
 
     async def answer(self, request: GatewayRequest) -> Answered:
@@ -159,7 +167,7 @@ class Doors:
         try:
             return await self.client.chat.completions.create(**self._arguments(request), **extra)
         except Exception as exc:
-            raise map_openai_error(exc, provider=self.settings.server or "openai") from exc
+            raise map_openai_error(exc, provider=self._provider) from exc
 
     async def stream(self, request: GatewayRequest) -> AsyncIterator[Any]:
         """Stream one request: citelock's stream events under the surface's show policy; the last is ``done``."""
@@ -214,11 +222,50 @@ async def relay(opened: Any) -> AsyncIterator[bytes]:
         await opened.close()
 
 
-def _upstream_client(settings: GatewaySettings) -> Any:
+@dataclass(frozen=True)
+class _Target:
+    url: str | None
+    server: str | None
+    model: str | None
+    key: str | None
+
+
+def _config(settings: GatewaySettings) -> Any:
+    if settings.config is None:
+        return None
+    from citelock.config import Config
+
+    return Config.load(settings.config)
+
+
+def _guard(config: Any, name: str, surface: GatewaySurface) -> Guard:
+    """The surface's guard: the config's (its judges) when the surfaces came from one, else ``Guard(policy)``."""
+    if config is not None and config.has_surface(name):
+        guard: Guard = config.guard(name)
+        return guard
+    return Guard(surface.policy)
+
+
+def _upstream(config: Any, settings: GatewaySettings) -> _Target:
+    """Where requests go: a ``[backends.NAME]`` of the config, else ``--upstream`` (None: the bundled model)."""
+    if settings.backend is None:
+        key = os.environ.get(settings.upstream_key_env)
+        return _Target(settings.upstream, settings.server, settings.model, key)
+    entry = config.backends.get(settings.backend)
+    if entry is None or entry.kind != "openai":
+        known = [n for n, e in config.backends.items() if e.kind == "openai"]
+        raise UsageError(
+            f"backend {settings.backend!r} is not an openai backend of {config.path}; its openai backends: {known}"
+        )
+    if entry.base_url is None:
+        raise UsageError(f"backend {settings.backend!r} has no base_url; the gateway needs the upstream's /v1 URL")
+    return _Target(entry.base_url, entry.server, entry.model or settings.model, entry.api_key)
+
+
+def _upstream_client(target: _Target, timeout_s: float) -> Any:
     try:
         import openai
     except ImportError:
         raise MissingExtraError("gateway", "openai") from None
-    key = os.environ.get(settings.upstream_key_env) or "not-needed"
     # No retries here: a 429 is passed on to the caller with its Retry-After, a 5xx is a 502 at once.
-    return openai.AsyncOpenAI(base_url=settings.upstream, api_key=key, max_retries=0, timeout=settings.limits.timeout_s)
+    return openai.AsyncOpenAI(base_url=target.url, api_key=target.key or "not-needed", max_retries=0, timeout=timeout_s)

@@ -11,7 +11,7 @@ through JSON, so ``--workers N`` hands every worker process the same settings (w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -98,6 +98,12 @@ class GatewaySettings(BaseModel):
         upstream_key_env: The environment variable holding the upstream's API key (it never leaves the gateway).
         model: The model name sent upstream when a request names none (None: the upstream's first listed).
         limits: Body, chunk and time limits.
+        config: The config file the surfaces came from (``citelock gateway --config``): every worker loads it
+            and builds each surface's guard from it (its judges, escalation and relevance judges). None: each
+            surface's guard is ``Guard(policy)`` (the default judge).
+        backend: A ``[backends.NAME]`` entry of ``config`` (kind ``openai``) to use as the upstream: its base
+            URL, server kind, model and API key (read from the environment by each worker) replace ``upstream``,
+            ``server``, ``model`` and ``upstream_key_env``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -110,9 +116,13 @@ class GatewaySettings(BaseModel):
     upstream_key_env: str = "CITELOCK_UPSTREAM_API_KEY"
     model: str | None = None
     limits: GatewayLimits = GatewayLimits()
+    config: str | None = None
+    backend: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
+        if self.backend is not None and self.config is None:
+            raise ValueError(f"backend {self.backend!r} names a [backends] entry: give the config file too")
         if not self.surfaces:
             raise ValueError("a gateway needs at least one surface")
         for key, surface in self.surfaces.items():
@@ -123,6 +133,43 @@ class GatewaySettings(BaseModel):
                 f"default_surface {self.default_surface!r} is not one of the surfaces {sorted(self.surfaces)}"
             )
         return self
+
+    @classmethod
+    def from_config(
+        cls,
+        path: str | None,
+        *,
+        on_block: OnBlock = "error",
+        refusal: str = DEFAULT_REFUSAL,
+        span_policy: SpanPolicy = DEFAULT_POLICY,
+        **settings: Any,
+    ) -> GatewaySettings:
+        """Settings whose surfaces are the config file's (each with its stream show policy).
+
+        The door's own settings (``on_block``, ``refusal``, ``span_policy``: the config has no keys for them) are
+        applied to each surface. The store is the config's ``store`` unless ``db`` is given.
+
+        Raises:
+            InputError: the config file is missing, invalid, or names no surface.
+            pydantic.ValidationError: the settings do not fit together.
+        """
+        from citelock.config import Config
+        from citelock.errors import InputError
+
+        config = Config.load(path)
+        if not config.surface_names:
+            raise InputError(f"{config.path or 'the config'} names no surface; add a [surfaces.NAME] table")
+        surfaces = {}
+        for name in config.surface_names:
+            resolved = config.surface_settings(name)
+            surfaces[name] = GatewaySurface(
+                policy=resolved.policy, on_block=on_block, refusal=refusal, show=resolved.show, span_policy=span_policy
+            )
+        default = config.default_surface or config.surface_names[0]
+        where = str(config.path) if config.path is not None else None
+        if settings.get("db") is None:
+            settings["db"] = config.store
+        return cls.model_validate({"surfaces": surfaces, "default_surface": default, "config": where, **settings})
 
     @classmethod
     def of(
