@@ -317,3 +317,18 @@ def test_a_surface_that_allows_it_passes_a_request_without_chunks_through(gatewa
     assert streamed.text.rstrip().endswith("data: [DONE]")
     # any other surface refuses a request without chunks
     assert "citelock.chunks is missing" in _error(_post(gateway, {**plain, "citelock": {}}), 400)["message"]
+
+
+def test_an_unexpected_failure_is_a_json_500_that_names_no_internals(tmp_path: Path) -> None:
+    from citelock.gateway._door import Doors
+
+    class Broken(Doors):
+        async def answer(self, request: Any) -> Any:
+            raise RuntimeError("secret internal state /etc/passwd")
+
+    settings = _settings("http://127.0.0.1:9/v1", tmp_path / "gw.db", model="good")
+    with served(create_app(settings, doors=Broken(settings))) as url:
+        error = _error(_post(url, _body()), 500)
+        assert error["type"] == "server_error" and "RuntimeError" in error["message"]
+        assert "secret internal state" not in error["message"]
+        assert _error(httpx.get(f"{url}/v1/chat/completions", timeout=10), 405)["type"] == "invalid_request_error"
