@@ -173,6 +173,7 @@ def test_an_immediate_stream_retracts_a_shown_claim_that_fails(gateway: str) -> 
     lines = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
     assert lines[-1] == "[DONE]"
     chunks = [json.loads(line) for line in lines[:-1]]
+    assert chunks[-1]["citelock"]["request_id"] == response.headers["x-citelock-request-id"]
     shown = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
     ours = [c["citelock"] for c in chunks if "citelock" in c and "event" in c["citelock"]]
     failed = {e["claim_index"] for e in ours if e["event"] in ("claim.retracted", "claim.diverged", "claim.withheld")}

@@ -177,7 +177,7 @@ async def _whole(doors: Doors, request: GatewayRequest) -> Response:
 async def _streamed(doors: Doors, request: GatewayRequest, timeout_s: float) -> Response:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    events = doors.stream(request)
+    request_id, events = await doors.stream(request)
     first = await anext(events)  # an upstream that cannot be reached is an HTTP error, before any event is sent
 
     async def rest() -> AsyncIterator[Any]:
@@ -192,10 +192,11 @@ async def _streamed(doors: Doors, request: GatewayRequest, timeout_s: float) -> 
         finally:
             await events.aclose()  # type: ignore[attr-defined]  # also when the client went away: closes upstream
 
-    request_id = first.answer.request_id if first.type == "done" else None
     model = request.arguments.get("model") or (await doors.models())[0]
     body = sse_chunks(rest(), request.surface, f"chatcmpl-{uuid.uuid4().hex}", str(model), request_id)
-    headers = {"x-citelock-surface": request.surface.name, "cache-control": "no-cache"}
+    headers = {
+        "x-citelock-surface": request.surface.name, "x-citelock-request-id": request_id, "cache-control": "no-cache"
+    }  # fmt: skip
     return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 

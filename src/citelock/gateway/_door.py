@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -169,21 +170,22 @@ class Doors:
         except Exception as exc:
             raise map_openai_error(exc, provider=self._provider) from exc
 
-    async def stream(self, request: GatewayRequest) -> AsyncIterator[Any]:
-        """Stream one request: citelock's stream events under the surface's show policy; the last is ``done``."""
+    async def stream(self, request: GatewayRequest) -> tuple[str, AsyncIterator[Any]]:
+        """Open one streamed request: its request id, and citelock's stream events (the last is ``done``).
+
+        The events follow the surface's show policy. The request is checked and (upstream) prepared and logged
+        here; generation starts with the first event.
+        """
         surface = request.surface
         if self.client is None:
             question, history = local_turns(request)
             config = self._local[surface.name]
-            async for event in config.astream(
-                question, request.evidence, policy=request.policy, history=history, show=surface.show
-            ):
-                yield event
-            return
-        async for event in self._upstream_stream(request, surface):
-            yield event
-
-    async def _upstream_stream(self, request: GatewayRequest, surface: GatewaySurface) -> AsyncIterator[Any]:
+            request_id = uuid.uuid4().hex
+            events = config.astream(
+                question, request.evidence, policy=request.policy, history=history, show=surface.show,
+                request_id=request_id,
+            )  # fmt: skip
+            return request_id, events
         from citelock.stream._drive import astream_events
 
         wrapped = self._wrapped[surface.name]
@@ -195,14 +197,7 @@ class Doors:
         job = config._job(
             prepared.prepared, CallersStream(wrapped.backend, prepared), config.render, None, surface.show, None
         )
-        events = streamed.aevents(job, astream_events)
-        try:
-            async for event in events:
-                yield event
-        finally:
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                await close()  # a client that went away closes the upstream stream
+        return prepared.record.request_id, _closing(streamed.aevents(job, astream_events))
 
     async def aclose(self) -> None:
         """Close the upstream client and the store's connections."""
@@ -210,6 +205,17 @@ class Doors:
             await self.client.close()
         if self.engine is not None:
             self.engine.dispose()
+
+
+async def _closing(events: Any) -> AsyncIterator[Any]:
+    """``events``, closed however iteration ends (a client that went away closes the upstream stream)."""
+    try:
+        async for event in events:
+            yield event
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
 
 
 async def relay(opened: Any) -> AsyncIterator[bytes]:
