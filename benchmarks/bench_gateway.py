@@ -159,25 +159,28 @@ def gateway(upstream_url: str, workers: int, db: Path) -> Iterator[str]:
         process.wait(30)
 
 
-async def _round(url: str, body: dict[str, Any], requests: int, concurrency: int) -> tuple[list[float], float]:
-    """``requests`` POSTs at ``concurrency``: their latencies (ms) and the wall time (s)."""
+async def _round(url: str, body: dict[str, Any], requests: int, concurrency: int) -> tuple[list[float], float, int]:
+    """``requests`` POSTs at ``concurrency``: the latencies (ms) of those answered 200, the wall time (s) and how
+    many failed (a connection error or another status: counted, not timed)."""
     gate = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
         await client.post(url, json=body)  # a warm connection and warm caches
 
-        async def one() -> float:
+        async def one() -> float | None:
             async with gate:
                 started = time.perf_counter()
-                response = await client.post(url, json=body)
+                try:
+                    response = await client.post(url, json=body)
+                except httpx.HTTPError:
+                    return None
                 elapsed = (time.perf_counter() - started) * 1000
-                if response.status_code != 200:
-                    raise SystemExit(f"{url}: HTTP {response.status_code}: {response.text[:500]}")
-                return elapsed
+                return elapsed if response.status_code == 200 else None
 
         started = time.perf_counter()
         latencies = await asyncio.gather(*(one() for _ in range(requests)))
-        return list(latencies), time.perf_counter() - started
+        answered = [v for v in latencies if v is not None]
+        return answered, time.perf_counter() - started, len(latencies) - len(answered)
 
 
 def _timed(owner: Any, name: str, label: str, parts: dict[str, list[float]]) -> None:
@@ -274,7 +277,7 @@ def main() -> None:
     table = Table(title=f"gateway vs direct, {args.chunks} chunks, upstream {args.latency_ms:g} ms, free checks")
     for column in ("workers", "conc.", "direct p50", "direct p95", "gateway p50", "gateway p95"):
         table.add_column(column, justify="right")
-    for column in ("added p50", "added p95", "direct rps", "gateway rps"):
+    for column in ("added p50", "added p95", "direct rps", "gateway rps", "failed"):
         table.add_column(column, justify="right")
     with upstream(args.latency_ms / 1000, _reply(chunks)) as up, tempfile.TemporaryDirectory() as tmp:
         # the same prompt: the direct call carries the passages in a system message, the gateway adds its own
@@ -286,19 +289,23 @@ def main() -> None:
                     direct: list[float] = []
                     through: list[float] = []
                     walls = {"direct": 0.0, "gateway": 0.0}
+                    failed = 0
                     for _ in range(args.rounds):
-                        lat, wall = asyncio.run(_round(f"{up}/chat/completions", direct_body, args.requests, conc))
+                        lat, wall, bad = asyncio.run(_round(f"{up}/chat/completions", direct_body, args.requests, conc))
                         direct += lat
                         walls["direct"] += wall
-                        lat, wall = asyncio.run(_round(f"{gw}/v1/chat/completions", gateway_body, args.requests, conc))
+                        failed += bad
+                        lat, wall, bad = asyncio.run(
+                            _round(f"{gw}/v1/chat/completions", gateway_body, args.requests, conc)
+                        )
                         through += lat
                         walls["gateway"] += wall
+                        failed += bad
                     (d50, d95), (g50, g95) = pct(direct), pct(through)
-                    total = args.requests * args.rounds
                     table.add_row(
                         str(workers), str(conc), f"{d50:.1f}", f"{d95:.1f}", f"{g50:.1f}", f"{g95:.1f}",
                         f"{g50 - d50:.1f}", f"{g95 - d95:.1f}",
-                        f"{total / walls['direct']:.0f}", f"{total / walls['gateway']:.0f}",
+                        f"{len(direct) / walls['direct']:.0f}", f"{len(through) / walls['gateway']:.0f}", str(failed),
                     )  # fmt: skip
         steps = breakdown(up, chunks, args.breakdown, Path(tmp) / "steps.db") if args.breakdown else None
     Console().print(table)

@@ -59,4 +59,7 @@ def serve(settings: GatewaySettings, *, host: str = "127.0.0.1", port: int = 840
         proxy_headers=False,
         server_header=False,
         access_log=False,
+        # longer than a load balancer's idle timeout (60 s on most), so the gateway never closes a kept-alive
+        # connection just as the balancer sends the next request on it
+        timeout_keep_alive=65,
     )
