@@ -308,9 +308,10 @@ def main() -> None:
                         f"{len(direct) / walls['direct']:.0f}", f"{len(through) / walls['gateway']:.0f}", str(failed),
                     )  # fmt: skip
         steps = breakdown(up, chunks, args.breakdown, Path(tmp) / "steps.db") if args.breakdown else None
-    Console().print(table)
+    console = Console(width=160)  # every column whole, also when the output is a pipe
+    console.print(table)
     if steps is not None:
-        Console().print(steps)
+        console.print(steps)
     print(f"command: python benchmarks/bench_gateway.py {' '.join(sys.argv[1:])}".rstrip())
 
 
