@@ -129,6 +129,7 @@ def test_inherit_and_overrides_and_origins(tmp_path: Path) -> None:
         ('default_surface = "nope"\n', "default_surface = 'nope': no such entry"),
         ('[surfaces.a]\nrelevance_judge = "j"\n[judges.j]\nkind = "lexical"\n', "of kind 'llm' with a base_url"),
         ("store = [\n", "not valid TOML"),
+        ('[surfaces.a]\nrelevance = "judged"\n', "citelock.toml:2: surfaces.a.relevance = 'judged' asks a relevance"),
     ],
 )
 def test_a_bad_file_names_the_key_and_what_is_allowed(tmp_path: Path, text: str, expected: str) -> None:

@@ -462,6 +462,13 @@ class Config:
                 did = f"; did you mean {hint!r}?" if hint else f"; expected one of {', '.join(table) or '(none)'}"
                 raise InputError(f"{self._where((key,))}: {key} = {value!r}: no such entry{did}")
         for surface, keys in self._surfaces.items():
+            if keys.get("relevance", (None,))[0] == "judged" and "relevance_judge" not in keys:
+                origin = keys["relevance"][1]
+                line = f"{origin.name}:{origin.line}" if origin.line is not None else self._where(("surfaces",))
+                raise InputError(
+                    f"{line}: surfaces.{surface}.relevance = 'judged' asks a relevance judge: set "
+                    f"surfaces.{surface}.relevance_judge to a [judges] entry of kind 'llm' with a base_url"
+                )
             for key in ("judge", "escalate", "relevance_judge"):
                 if key not in keys:
                     continue
