@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.pipeline", "citelock._guarded"),  # _guarded: the records the pipeline returns
     ("citelock._wrap",),
     ("citelock.adapters",),
+    ("citelock.integrations",),  # LangChain, LlamaIndex, Haystack doors (issue 39)
     ("citelock.metrics",),
     ("citelock.audit",),
     ("citelock.review",),
