@@ -1,4 +1,4 @@
-"""The Haystack component in a real Haystack pipeline, after a fake generator component."""
+"""The Haystack component in a real Haystack pipeline, after Haystack's own MockChatGenerator."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 
 pytest.importorskip("haystack", reason='the haystack extra is not installed: pip install "citelock[haystack]"')
 
-from haystack import Document, Pipeline, component
-from haystack.components.builders import PromptBuilder
+from haystack import Document, Pipeline
+from haystack.components.builders import ChatPromptBuilder
+from haystack.components.generators.chat import MockChatGenerator
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
 from citelock import InputError
@@ -21,40 +22,36 @@ DOCS = [
 ]
 
 
-@component
-class FakeGenerator:
-    """A generator component that replies with scripted text (the shape of every Haystack generator)."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = replies
-
-    @component.output_types(replies=list[str], meta=list[dict[str, Any]])
-    def run(self, prompt: str) -> dict[str, Any]:
-        return {"replies": list(self.replies), "meta": [{"model": "fake"} for _ in self.replies]}
-
-
 def pipeline(replies: list[str]) -> Pipeline:
+    """Prompt builder -> Haystack's own MockChatGenerator (one scripted reply per run, cycling) -> the component."""
     pipe = Pipeline()
-    template = "{% for d in documents %}[{{ loop.index }}] {{ d.content }}\n{% endfor %}Question: {{ query }}"
-    pipe.add_component("prompt", PromptBuilder(template=template, required_variables=["query", "documents"]))
-    pipe.add_component("llm", FakeGenerator(replies))
+    template = [
+        ChatMessage.from_user(
+            "{% for d in documents %}[{{ loop.index }}] {{ d.content }}\n{% endfor %}Question: {{ query }}"
+        )
+    ]
+    pipe.add_component("prompt", ChatPromptBuilder(template=template, required_variables=["query", "documents"]))
+    pipe.add_component("llm", MockChatGenerator(responses=list(replies)))
     pipe.add_component("answers", CitelockAnswerBuilder())
-    pipe.connect("prompt.prompt", "llm.prompt")
+    pipe.connect("prompt.prompt", "llm.messages")
     pipe.connect("llm.replies", "answers.replies")
-    pipe.connect("llm.meta", "answers.meta")
     return pipe
 
 
-def run(replies: list[str]) -> dict[str, Any]:
+def run_all(replies: list[str]) -> dict[str, list[Any]]:
+    """Each reply through the pipeline once; the answers and verdicts of every run, in order."""
     query = "Did revenue grow?"
-    out = pipeline(replies).run(
-        {"prompt": {"query": query, "documents": DOCS}, "answers": {"query": query, "documents": DOCS}}
-    )
-    return dict(out["answers"])
+    pipe = pipeline(replies)
+    out: dict[str, list[Any]] = {"answers": [], "verdicts": []}
+    for _ in replies:
+        got = pipe.run({"prompt": {"query": query, "documents": DOCS}, "answers": {"query": query, "documents": DOCS}})
+        out["answers"] += got["answers"]["answers"]
+        out["verdicts"] += got["answers"]["verdicts"]
+    return out
 
 
 def test_answers_and_verdicts_come_out_of_a_pipeline() -> None:
-    out = run(['Revenue grew 12% [1]. It says "all shipments over 20 kg" [2].'])
+    out = run_all(['Revenue grew 12% [1]. It says "all shipments over 20 kg" [2].'])
     (answer,) = out["answers"]
     (verdict,) = out["verdicts"]
     assert isinstance(answer, GeneratedAnswer) and answer.meta["citelock"] == verdict
@@ -63,7 +60,7 @@ def test_answers_and_verdicts_come_out_of_a_pipeline() -> None:
 
 
 def test_a_fabricated_marker_or_quote_from_the_generator_is_never_verified() -> None:
-    out = run(
+    out = run_all(
         [
             "Revenue grew 12% [3].",  # AnswerBuilder skips [3] with a warning; citelock reports it
             'It says "Revenue soared 40% in 2023" [1].',
@@ -87,3 +84,5 @@ def test_chat_message_replies_and_missing_documents() -> None:
     assert out["verdicts"][0]["passing"] is True
     with pytest.raises(InputError, match="documents"):
         builder.run(query="q", replies=["Revenue grew [1]."])
+    (empty,) = builder.run(query="q", replies=["  "], documents=DOCS)["verdicts"]
+    assert empty["passing"] is False and empty["result"] is None and "ParseError" in empty["error"]

@@ -34,7 +34,7 @@ from citelock.records import Answer, Chunk, Citation, Claim, Context, Finding, P
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 from citelock.text import normalize
 
-__all__ = ["Detection", "DetectSink", "Detector", "Source", "jsonable", "numbered_chunks"]
+__all__ = ["Detection", "DetectSink", "Detector", "Source", "jsonable", "numbered_chunks", "unreadable"]
 
 _QUOTE = re.compile(r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d")
 _DASHED_RANGE = re.compile(r"\[(\s*\d+\s*)[\u2013\u2014](\s*\d+\s*)\]")
@@ -73,6 +73,19 @@ def jsonable(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
             continue
         out[str(key)] = value
     return out
+
+
+def unreadable(error: Exception) -> dict[str, Any]:
+    """The verdict of a reply that cannot be read (empty, malformed markers): it fails closed, nothing verified."""
+    return {
+        "request_id": None,
+        "passing": False,
+        "decision": "block",
+        "reasons": [],
+        "verified_documents": [],
+        "result": None,
+        "error": f"{type(error).__name__}: {error}",
+    }
 
 
 def numbered_chunks(sources: Sequence[Source | str], *, first: int = 1) -> tuple[Chunk, ...]:

@@ -5,14 +5,15 @@
 each with ``meta["citelock"]`` holding its verdict) and ``verdicts`` (one per reply: passing, decision, reasons,
 request id and the guard's result as JSON). Each reply is checked in detect-only mode with ``[n]`` read as the
 n-th document (from 1, as ``AnswerBuilder``'s ``reference_pattern`` counts); an out-of-range marker, which
-``AnswerBuilder`` skips with a logged warning, is an ``ID_NOT_IN_PROMPT`` finding. Place it after any generator.
+``AnswerBuilder`` skips with a logged warning, is an ``ID_NOT_IN_PROMPT`` finding. A reply that cannot be read
+(empty, malformed markers) fails closed: ``passing`` False, ``error`` says why. Place it after any generator.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from citelock.errors import InputError, MissingExtraError
+from citelock.errors import InputError, MissingExtraError, ParseError
 
 try:
     from haystack import Document, component
@@ -22,7 +23,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtraError("haystack", "haystack-ai") from exc
 
 from citelock.guard import Guard
-from citelock.integrations._detect import Detection, Detector, Source, jsonable
+from citelock.integrations._detect import Detection, Detector, Source, jsonable, unreadable
 from citelock.store import PromptLog
 
 __all__ = ["CitelockAnswerBuilder", "verdict_of"]
@@ -39,6 +40,7 @@ def verdict_of(detection: Detection) -> dict[str, Any]:
         "reasons": [f.reason.value for f in detection.findings],
         "verified_documents": list(detection.verified()),
         "result": detection.result.model_dump(mode="json"),
+        "error": None,
     }
 
 
@@ -92,7 +94,10 @@ class CitelockAnswerBuilder:
         answers = []
         for reply, answer in zip(replies, built, strict=True):
             text = reply.text if isinstance(reply, ChatMessage) else str(reply)
-            verdict = verdict_of(self.detector.run(text or "", sources, query))
+            try:
+                verdict = verdict_of(self.detector.run(text or "", sources, query))
+            except ParseError as exc:  # an empty or malformed reply fails closed: nothing verified
+                verdict = unreadable(exc)
             verdicts.append(verdict)
             answers.append(
                 GeneratedAnswer(

@@ -3,7 +3,8 @@
 - :class:`CitelockQueryEngine` retrieves nodes with the caller's retriever, numbers them as
   ``CitationQueryEngine`` does (``Source 1:`` ... in its own prompt), asks the LLM, and checks the reply in
   detect-only mode: the ``Response`` carries the guard's result in ``response.metadata["citelock"]`` and only the
-  nodes cited by a citation that failed no check in ``source_nodes``.
+  nodes cited by a citation that failed no check in ``source_nodes``. A reply that cannot be read (empty,
+  malformed markers) or a retrieval that found nothing fails closed: ``passing`` False, no source nodes.
 - :class:`CitelockEvaluator` is a ``BaseEvaluator``: ``evaluate(query=, response=, contexts=)`` reads ``[n]`` as
   the n-th context (as ``CitationQueryEngine`` numbers its sources; a leading ``Source n:`` line of a context is
   not evidence and is dropped), and ``passing`` is False on any finding that blocks. With no arguments it runs the
@@ -17,7 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from citelock.errors import InputError, MissingExtraError
+from citelock.errors import InputError, MissingExtraError, ParseError
 
 try:
     from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -31,7 +32,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtraError("llamaindex", "llama-index-core") from exc
 
 from citelock.guard import Guard
-from citelock.integrations._detect import Detection, Detector, DetectSink, Source, jsonable
+from citelock.integrations._detect import Detection, Detector, DetectSink, Source, jsonable, unreadable
 from citelock.store import PromptLog
 
 __all__ = ["CitelockEvaluator", "CitelockQueryEngine", "citelock_metadata"]
@@ -46,7 +47,9 @@ def citelock_metadata(detection: Detection) -> dict[str, Any]:
         "passing": detection.passing,
         "decision": detection.result.decision,
         "reasons": [f.reason.value for f in detection.findings],
+        "verified_documents": list(detection.verified()),
         "result": detection.result.model_dump(mode="json"),
+        "error": None,
     }
 
 
@@ -196,8 +199,12 @@ class CitelockQueryEngine(BaseQueryEngine):
 
     def _response(self, query: QueryBundle, nodes: list[NodeWithScore], text: str) -> Response:
         if not nodes:
-            return Response(response=text, source_nodes=[], metadata={"citelock": None})
-        found = self.detector.run(text, self._prompt(query, nodes)[1], query.query_str)
+            verdict = unreadable(InputError("the retriever returned no nodes: there is nothing the answer can cite"))
+            return Response(response=text, source_nodes=[], metadata={"citelock": verdict})
+        try:
+            found = self.detector.run(text, self._prompt(query, nodes)[1], query.query_str)
+        except ParseError as exc:  # an empty or malformed reply fails closed
+            return Response(response=text, source_nodes=[], metadata={"citelock": unreadable(exc)})
         kept = [nodes[i] for i in found.verified()]
         return Response(response=text, source_nodes=kept, metadata={"citelock": citelock_metadata(found)})
 
