@@ -169,8 +169,8 @@ class Detector:
     Example:
         >>> detector = Detector()  # the free checks, no judge: any finding blocks
         >>> found = detector.run("Revenue grew 12% [1]. Margins fell [4].", ["Revenue grew 12% in 2023."])
-        >>> [f.reason.value for f in found.findings]
-        ['ID_NOT_IN_PROMPT']
+        >>> print(*(f.reason.value for f in found.findings))
+        ID_NOT_IN_PROMPT
 
     Args:
         guard: The guard to run (None: ``Guard()``, the free checks). A surface policy decides what blocks.

@@ -148,7 +148,8 @@ class CitelockQueryEngine(BaseQueryEngine):
     Example:
         >>> engine = CitelockQueryEngine(index.as_retriever(similarity_top_k=3), llm)  # doctest: +SKIP
         >>> response = engine.query("When did the bridge open?")  # doctest: +SKIP
-        >>> response.metadata["citelock"]["passing"], response.source_nodes  # doctest: +SKIP
+        >>> verdict = response.metadata["citelock"]  # doctest: +SKIP
+        >>> verdict.get("passing"), response.source_nodes  # doctest: +SKIP
 
     Args:
         retriever: The retriever.
