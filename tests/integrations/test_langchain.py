@@ -152,3 +152,23 @@ def test_guard_runnable_refuses_input_without_an_answer() -> None:
         GuardRunnable().invoke({"context": DOCS})
     with pytest.raises(InputError, match="source_id"):
         GuardRunnable().invoke({"context": DOCS, "answer": {"answer": "x", "citations": [{"quote": "y"}]}})
+
+
+def test_the_constrained_runnable_logs_queues_stores_and_streams(tmp_path: Any) -> None:
+    from citelock import Guard, SurfacePolicy
+    from citelock.store import PromptLog, ResultStore, ReviewQueue
+
+    db = str(tmp_path / "c.db")
+    seen: list[tuple[GuardedAnswer, Any]] = []
+    bad = [{"text": "Revenue grew 12% in 2023.", "citations": [{"chunk_id": "9", "span": "Revenue grew 12% in 2023."}]}]
+    llm = ToolCallingFake(messages=iter([tool_reply(bad)]))
+    guard = Guard(SurfacePolicy(name="docs", stakes="low", sample_rate=0.0, relevance="off"))
+    runnable = CitedAnswerRunnable(
+        llm, guard=guard, log=PromptLog(db), sinks=[ReviewQueue(db), ResultStore(db), lambda a, r: seen.append((a, r))]
+    )
+    (result,) = list(runnable.stream({"question": QUESTION, "context": DOCS}))
+    assert result.surface == "docs" and not result.served
+    assert [entry.reason.value for entry, _ in ReviewQueue(db).items()] == ["ID_NOT_IN_PROMPT"]
+    assert ResultStore(db).for_request(result.request_id, surface="docs") is not None
+    assert PromptLog(db).get(result.request_id).sha256 == result.prompt_sha256
+    assert seen and seen[0][0] is result
