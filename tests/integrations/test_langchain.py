@@ -86,6 +86,10 @@ def test_ainvoke_and_the_response_format_delivery() -> None:
 def test_the_constrained_runnable_refuses_bad_input() -> None:
     with pytest.raises(UsageError, match="chat model"):
         CitedAnswerRunnable("gpt-4o")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="sink"):
+        CitedAnswerRunnable(FakeListChatModel(responses=["{}"]), sinks=["queue.db"])
+    with pytest.raises(UsageError, match="delivery"):
+        CitedAnswerRunnable(FakeListChatModel(responses=["{}"]), delivery="grammar")  # type: ignore[arg-type]
     runnable = CitedAnswerRunnable(FakeListChatModel(responses=["{}"]))
     with pytest.raises(InputError, match="documents"):
         runnable.invoke({"question": QUESTION})

@@ -142,9 +142,15 @@ class CitedAnswerRunnable(Runnable[dict[str, Any], GuardedAnswer]):
         if delivery not in ("structured_output", "response_format"):
             raise UsageError(f"delivery must be structured_output or response_format, got {delivery!r}")
         require_style(render)
+        given = list(sinks)
+        self.callables = [s for s in given if not isinstance(s, ReviewQueue | ResultStore)]
+        for sink in self.callables:
+            if not callable(sink):
+                raise UsageError(
+                    f"a sink must be a ReviewQueue, a ResultStore or a callable, got {type(sink).__name__}"
+                )
         self.llm = llm
-        self.detector = Detector(guard, log=log, sinks=[s for s in sinks if isinstance(s, ReviewQueue | ResultStore)])
-        self.callables = [s for s in sinks if not isinstance(s, ReviewQueue | ResultStore)]
+        self.detector = Detector(guard, log=log, sinks=[s for s in given if isinstance(s, ReviewQueue | ResultStore)])
         self.policy: SpanPolicy = policy
         self.server = server
         self.delivery: Delivery = delivery

@@ -287,6 +287,8 @@ def check_citation(
 
 
 _ELLIPSIS = re.compile(r"\s*(?:\.\.\.|\u2026|\[\.\.\.\]|\[\u2026\])\s*")
+MAX_STITCH_CHARS = 2000
+"""Longer spans are not decomposed (the cover costs a search per word): they stay ``SPAN_NOT_IN_CHUNK``."""
 MIN_STITCH_WORDS = 8
 """Without an ellipsis, a stitched span's pieces are at least this many words each: shorter verbatim runs are how a
 paraphrase (one swapped word) reads, and it stays ``SPAN_NOT_IN_CHUNK``. Cuts an ellipsis marks have no minimum."""
@@ -298,8 +300,11 @@ def stitched_pieces(index: PromptIndex, span: str) -> list[tuple[str, str]] | No
     The span is cut at ellipses (``...``, ``…``, ``[...]``) and each part is covered greedily, left to right, by
     the longest run of words verbatim in some assembled chunk's body. A part between ellipses verbatim whole is one
     piece, of any length; a piece cut anywhere else needs :data:`MIN_STITCH_WORDS` words, so a paraphrase (a
-    swapped or inserted word) is not a stitch. None when the span is not covered by two or more such pieces.
+    swapped or inserted word) is not a stitch. None when the span is not covered by two or more such pieces, or is
+    longer than :data:`MAX_STITCH_CHARS`.
     """
+    if len(span) > MAX_STITCH_CHARS:
+        return None
     bodies = [(pc.id, index.body(pc)) for pc in index.by_id.values()]
 
     def home(words: list[str]) -> str | None:
