@@ -84,8 +84,10 @@ def test_llamaindex_query_engine_on_the_served_model(llama_server: ManagedServer
     if record["result"] is None:  # a reply that cannot be read fails closed: nothing verified
         assert not record["passing"] and not kept and record["error"]
     else:
-        cited = {c["chunk_id"] for c in record["result"]["report"]["citations"] if c["passed"]}
-        assert {str(int(n[1:]) + 1) for n in kept} <= cited or len(kept) <= len(cited)
+        passed = {c["chunk_id"] for c in record["result"]["report"]["citations"] if c["passed"]}
+        verified = record["verified_documents"]
+        assert len(response.source_nodes) == len(verified)  # a kept node is a verified one, and only those
+        assert {str(position + 1) for position in verified} <= passed
 
 
 def test_haystack_component_after_the_served_model(llama_server: ManagedServer) -> None:
