@@ -13,7 +13,7 @@ from haystack.components.builders import ChatPromptBuilder
 from haystack.components.generators.chat import MockChatGenerator
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
-from citelock import InputError
+from citelock import Guard, InputError, UsageError
 from citelock.integrations import CitelockAnswerBuilder
 
 DOCS = [
@@ -86,3 +86,15 @@ def test_chat_message_replies_and_missing_documents() -> None:
         builder.run(query="q", replies=["Revenue grew [1]."])
     (empty,) = builder.run(query="q", replies=["  "], documents=DOCS)["verdicts"]
     assert empty["passing"] is False and empty["result"] is None and "ParseError" in empty["error"]
+
+
+def test_the_component_round_trips_through_pipeline_serialization() -> None:
+    pipe = Pipeline()
+    pipe.add_component("answers", CitelockAnswerBuilder(pattern="Answer: (.*)"))
+    loaded = Pipeline.loads(pipe.dumps(), allowed_modules=["citelock.integrations._haystack"])
+    component = loaded.get_component("answers")
+    assert isinstance(component, CitelockAnswerBuilder) and component.pattern == "Answer: (.*)"
+    configured = Pipeline()
+    configured.add_component("answers", CitelockAnswerBuilder(guard=Guard()))
+    with pytest.raises(UsageError, match="cannot be serialized"):
+        configured.dumps()

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from citelock.errors import InputError, MissingExtraError, ParseError
+from citelock.errors import InputError, MissingExtraError, ParseError, UsageError
 
 try:
-    from haystack import Document, component
+    from haystack import Document, component, default_from_dict, default_to_dict
     from haystack.components.builders import AnswerBuilder
     from haystack.dataclasses import ChatMessage, GeneratedAnswer
 except ImportError as exc:  # pragma: no cover - exercised without the extra
@@ -69,7 +69,28 @@ class CitelockAnswerBuilder:
         pattern: str | None = None,
     ) -> None:
         self.detector = Detector(guard, log=log, sinks=sinks, first=1)
+        self.pattern = pattern
+        self.configured = guard is not None or log is not None or bool(sinks)
         self.builder = AnswerBuilder(pattern=pattern, reference_pattern=_REFERENCE, expand_reference_ranges=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Haystack serialization: the ``pattern`` (a guard, log or sinks are objects, not data).
+
+        Raises:
+            UsageError: the component was built with a guard, a log or sinks (rebuild them after loading instead).
+        """
+        if self.configured:
+            raise UsageError(
+                "a CitelockAnswerBuilder with a guard, log or sinks cannot be serialized: build it with pattern= "
+                "only, and add the guard, log and sinks in code after Pipeline.loads(...)"
+            )
+        return default_to_dict(self, pattern=self.pattern)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CitelockAnswerBuilder:
+        """Haystack deserialization (``Pipeline.loads(..., allowed_modules=["citelock.integrations._haystack"])``)."""
+        built: CitelockAnswerBuilder = default_from_dict(cls, data)
+        return built
 
     @component.output_types(answers=list[GeneratedAnswer], verdicts=list[dict[str, Any]])
     def run(
