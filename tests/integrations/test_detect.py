@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import citelock
 from citelock import Guard, InputError, ParseError, SurfacePolicy, UsageError
@@ -188,3 +190,24 @@ def test_a_missing_framework_names_its_extra(module: str, framework: str, extra:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("MissingExtraError") and f'pip install "citelock[{extra}]"' in out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    numbers=st.lists(st.integers(min_value=0, max_value=12), min_size=1, max_size=4),
+    quote_from=st.integers(min_value=0, max_value=2),
+)
+def test_no_out_of_range_marker_or_foreign_quote_is_ever_verified(numbers: list[int], quote_from: int) -> None:
+    quote = SOURCES[quote_from].split(". ")[0].rstrip(".")
+    marker = "[" + ", ".join(str(n) for n in numbers) + "]"
+    found = run(f'The source says "{quote}" {marker}.')
+    checks = found.result.report.citations
+    for check in checks:
+        in_range = check.chunk_id in {"1", "2", "3"}
+        if not in_range:
+            assert not check.passed and check.reason == R.ID_NOT_IN_PROMPT
+        if check.passed and check.span is not None:
+            assert check.chunk_id == str(quote_from + 1)  # a verified quotation is in the source it names
+    verified = found.verified()
+    assert list(verified) == sorted(set(verified))
+    assert set(verified) <= {int(c.chunk_id) - 1 for c in checks if c.passed}

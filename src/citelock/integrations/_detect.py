@@ -148,14 +148,14 @@ class Detection:
         return self.sources[int(chunk_id) - self.first]
 
     def verified(self) -> tuple[int, ...]:
-        """Positions (0-based, in source order) of the sources cited by a citation that failed no check."""
+        """Positions (0-based, ascending) of the sources cited by a citation that failed no check."""
         failed = {(f.claim_index, f.citation_index) for f in self.findings if f.citation_index is not None}
         positions: dict[int, None] = {}
         for check in self.result.report.citations:
             clean = check.passed and (check.claim_index, check.citation_index) not in failed
             if clean and self.source(check.chunk_id) is not None:
                 positions.setdefault(int(check.chunk_id) - self.first)
-        return tuple(positions)
+        return tuple(sorted(positions))
 
 
 DetectSink = ReviewQueue | ResultStore | Callable[[Detection], None]
