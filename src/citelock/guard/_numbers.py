@@ -60,8 +60,13 @@ _PERCENT_AFTER = re.compile(r"\s*(?:%|percent\b|per cent\b|percentage points?\b)
 _NUMBER_TOKEN = re.compile(r"(?<![\w.])(?<!\w-)[$€£¥]?\d(?:\d|,(?=\d{3}(?!\d)))*(?:\.\d+)?(?![\w.]\w)(?!\w)")
 
 
+_EMPHASIS_EDGE = re.compile(r"(?<=\d)_+(?!\w)|(?<![\w.])_+(?=\d)")
+"""Markdown emphasis underscores around a number (``__1933__``): markup, not part of an identifier."""
+
+
 def _mask(claim: str) -> str:
-    """The claim with list numbering and source references blanked out (offsets kept)."""
+    """The claim with list numbering and source references blanked out, emphasis marks off numbers (offsets kept)."""
+    claim = _EMPHASIS_EDGE.sub(lambda m: " " * len(m.group()), claim)
     return _IGNORED.sub(lambda m: " " * len(m.group()), claim)
 
 

@@ -27,6 +27,7 @@ _MARKUP_BACK = re.compile(r"(?:\*{1,3}|_{1,3}|`+)$")
 _GREETING = re.compile(
     r"^(?:sure(?: thing)?|certainly|of course|absolutely|definitely|okay|ok|alright|all right|yes|yeah|yep|yup"
     r"|no|nope|well|so|now|right|great|perfect|indeed|hello|hi|hey|hmm+|ah|oh|thanks?(?: you)?(?: so much)?"
+    r"|thanks? (?:you )?for (?:asking|the question|your question|reaching out|your patience)"
     r"|(?:a )?(?:great|good|excellent|interesting|fair) (?:question|point|one)|happy to help|glad to help"
     r"|good news|honestly|basically|actually|in fact|in short|in summary|to summari[sz]e|summary|overall"
     r"|in brief|briefly|short answer|long story short|answer|tl;?dr|note|important|fun fact|fact"
@@ -37,8 +38,8 @@ _GREETING = re.compile(
 _LEAD = re.compile(
     # Lead-ins that end in "that", a colon or a dash: what follows is the claim.
     r"^(?:(?:and|also|but|so|now|well),? )?(?:"
-    r"(?:you|we) (?:should|might|may|will|want to|need to|must|ought to|have to|'ll want to) (?:also )?"
-    r"(?:know|note|remember|be aware|understand|keep in mind|bear in mind|realize|realise|recall)(?: of)?"
+    r"(?:you|we) (?:should|might|may|will|want to|need to|must|ought to|have to|(?:'ll|might|may|would) want to)"
+    r" (?:also )?(?:know|note|remember|be aware|understand|keep in mind|bear in mind|realize|realise|recall)(?: of)?"
     r"|(?:it is|it's|it was) (?:(?:also|very|really) )?(?:worth (?:noting|mentioning|knowing)|important to"
     r" (?:note|know|remember|understand)|true|clear|known|a (?:fact|known fact)|noteworthy|interesting to note"
     r"|well known|widely known|often said|said|reported|believed|safe to say)"
@@ -58,13 +59,14 @@ _LEAD = re.compile(
     r"|(?:according to|based on|per|from|in) (?:the |these |this |my )?(?:provided |given |available |retrieved )?"
     r"(?:sources?|context|documents?|passages?|information|search(?: results)?|research|records?|knowledge)"
     r"|to (?:answer|address) (?:your|the|this) question|as (?:requested|you asked|promised|mentioned|noted)"
-    r")(?:\s+that\b\s*|\s*[:,\u2013\u2014-]+\s*)",
+    r")(?:\s+that\b\s*|\s*[:,.!\u2013\u2014-]+\s*)",
     re.IGNORECASE,
 )
 _LEAD_BARE = re.compile(
     # Verbs of knowing and telling that take a clause without "that": "You should know the bridge opened ...".
-    r"^(?:(?:and|also|but|so|now|well),? )?(?:(?:did|do|don't|didn't) you know|would you believe|believe it or not"
-    r"|(?:you|we) (?:should|might|may|will|need to|must|ought to|have to|'ll want to|might want to) (?:also )?"
+    r"^(?:(?:and|also|but|so|now|well),? )?(?:(?:ok(?:ay)?|well|and|yes|yeah|alright) so|so basically|so yeah"
+    r"|(?:did|do|don't|didn't) you know|would you believe|believe it or not"
+    r"|(?:you|we) (?:should|might|may|will|need to|must|ought to|have to|(?:'ll|might|may|would) want to) (?:also )?"
     r"(?:know|note|remember|keep in mind|bear in mind|realize|realise|understand|be aware)"
     r"|(?:please )?(?:note|remember|keep in mind|bear in mind|don't forget|do not forget)"
     r"|i (?:can )?(?:tell you|confirm|assure you|promise you)|i(?:'d| would) (?:say|add)"
