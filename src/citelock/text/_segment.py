@@ -141,8 +141,14 @@ _VERB_CUE = re.compile(
     r"|might|must|never|not|no longer|isn't|aren't|wasn't|weren't|hasn't|haven't|hadn't|doesn't|don't|didn't"
     r"|can't|couldn't|won't|wouldn't|shouldn't|became|began|built|made|went|came|took|gave|got|fell|rose|won"
     r"|lost|left|held|met|paid|sold|told|said|found|ran|grew|led|set|cost|spans?|opens?|closes?|stands?|lies"
-    r"|remains?|contains?|includes?|means?|equals?|costs|holds?|carries|carry)\b|(?<=\s)[a-z]{2,}ed\b",
+    r"|remains?|contains?|includes?|means?|equals?|costs|holds?|carries|carry)\b",
     re.IGNORECASE,
+)
+_VERB_FORM = re.compile(
+    # A lowercase word after the first in a verb's form: "-ed" ("the bridge opened"), or "-s" before an object
+    # ("the seller pays freight"; not "side effects of", where a preposition follows a plural noun). Title-case
+    # headings ("Related Work", "Key Benefits") have none.
+    r"(?<=\s)[a-z]{2,}ed\b|(?<=\s)[a-z]+[^\Wsu]s\b(?= (?!(?:to|of|and|or|for|in|on|with|from|at|by|vs|versus)\b)\w)"
 )
 _INTRODUCES = re.compile(
     # An organising line introducing a list ("There are three cases:", "The main causes are:"), when it ends in a
@@ -203,7 +209,8 @@ def _classify_part(part: str, *, marked: bool, standalone: bool) -> ClaimKind:
         return ClaimKind(False, _dressing_kind(part, undressed.dressing, marked))
     if _DIGIT.search(_NOT_NUMBERS.sub(" ", core)) or _MONTH.search(core):
         return _FACTUAL
-    if (marked or standalone) and len(core.split()) <= (12 if marked else 8) and not _VERB_CUE.search(core):
+    short = len(core.split()) <= (12 if marked else 8)
+    if (marked or standalone) and short and not (_VERB_CUE.search(core) or _VERB_FORM.search(core)):
         kind: str | None = "heading"
     elif undressed.question and _INTERROGATIVE.match(core):
         return ClaimKind(False, "question")
