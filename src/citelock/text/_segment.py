@@ -206,7 +206,8 @@ def _classify_part(part: str, *, marked: bool, standalone: bool) -> ClaimKind:
     undressed = undress(part)
     core = _LEAD_IN.sub("", undressed.core)
     if not _HAS_WORD.search(core):
-        return ClaimKind(False, _dressing_kind(part, undressed.dressing, marked))
+        bare = part.strip(" \t*_#>`.!?:;…")  # all dressing: the kind its own words have, else its dressing's
+        return ClaimKind(False, _kind(bare, introduces=False) or _dressing_kind(part, undressed.dressing, marked))
     if _DIGIT.search(_NOT_NUMBERS.sub(" ", core)) or _MONTH.search(core):
         return _FACTUAL
     short = len(core.split()) <= (12 if marked else 8)
