@@ -5,6 +5,11 @@ cases:"), abstentions ("The sources do not say.", "X is not mentioned in the pro
 conversational lines ("Let me check that for you."), meta sentences about the answerer's own search ("I found
 some research sources...", "Here is what I found") and advice addressed to the reader ("You should...",
 "Review what you have learned regularly.") are classified as non-factual and never flagged.
+
+A claim is non-factual only when it holds nothing to check. Its dressing (:mod:`citelock.text._dressing`:
+"Sure,", "You should know that", "Let me explain:", ``**...**``, a tag question, a final colon or question mark)
+is removed first, so dressing never makes a checkable sentence non-factual; a number or a date makes it factual
+whatever else it says, and a named entity does behind a pleasantry, conversational or organising prefix.
 """
 
 from __future__ import annotations
