@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.pipeline", "citelock._guarded"),  # _guarded: the records the pipeline returns
     ("citelock._wrap",),
     ("citelock.adapters",),
+    ("citelock.integrations",),  # LangChain, LlamaIndex, Haystack doors (issue 39)
     ("citelock.metrics",),
     ("citelock.audit",),
     ("citelock.review",),

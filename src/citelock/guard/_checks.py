@@ -12,7 +12,7 @@ from typing import Any
 
 from citelock.constraint import quote_body
 from citelock.guard._coverage import check_coverage
-from citelock.guard._numbers import missing_numbers
+from citelock.guard._numbers import missing_numbers, uncited_missing_numbers
 from citelock.guard._relevance import add_relevance
 from citelock.prompt import PromptIndex, check_citation, describe, parse_answer
 from citelock.reasons import REASONS
@@ -142,6 +142,38 @@ def run_checks(
 
 
 def _number_findings(answer: Answer, checks: list[CitationCheck], index: PromptIndex, finding: Any) -> list[Finding]:
+    out = _cited_number_findings(answer, checks, index, finding)
+    out.extend(_uncited_number_findings(answer, index, finding))
+    return sorted(out, key=lambda f: f.claim_index)
+
+
+def _uncited_number_findings(answer: Answer, index: PromptIndex, finding: Any) -> list[Finding]:
+    """An uncited claim's numbers are checked against every chunk of the prompt: one in none of them is a finding."""
+    bodies: list[str] | None = None
+    question = (index.record.question,) if index.record.question else ()
+    out = []
+    for claim_index, claim in enumerate(answer.claims):
+        if claim.citations:
+            continue
+        if bodies is None:
+            bodies = [index.body(placed) for placed in index.by_id.values()]
+        missing = uncited_missing_numbers(claim.text, bodies, context=question)
+        if missing:
+            out.append(
+                finding(
+                    claim_index,
+                    ReasonCode.NUMBER_MISMATCH,
+                    Layer.NUMBERS,
+                    detail=f"an uncited claim's numbers are in no chunk of the prompt: {', '.join(missing)}",
+                    verdicts={"coverage": "uncited", "numbers": "fail"},
+                )
+            )
+    return out
+
+
+def _cited_number_findings(
+    answer: Answer, checks: list[CitationCheck], index: PromptIndex, finding: Any
+) -> list[Finding]:
     passed: dict[int, list[CitationCheck]] = {}
     for c in checks:
         if c.passed:
