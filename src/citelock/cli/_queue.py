@@ -16,7 +16,7 @@ import typer
 from citelock.cli._app import EXIT_OK, app
 from citelock.cli._io import fail
 from citelock.cli._report import NARROW
-from citelock.errors import CitelockError
+from citelock.errors import UsageError
 from citelock.reasons import REASONS, ReasonCode
 from citelock.store import QueueEntry, Resolution, ReviewQueue
 
@@ -57,7 +57,7 @@ def open_queue(db: str | None) -> ReviewQueue:
     target = resolve_db(db)
     try:
         return ReviewQueue(target)
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(f"cannot open the review queue at {target}: {exc}")
 
 
@@ -98,7 +98,7 @@ def list_entries(
     queue = open_queue(db)
     try:
         groups = queue.grouped(reason=reason, surface=surface, status=status)  # type: ignore[arg-type]
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(str(exc))
     if as_json:
         payload = {
@@ -154,7 +154,7 @@ def show(
         history = queue.history(entry.id)
     except KeyError:
         fail(f"no queue entry with id {entry_id!r}")
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(str(exc))
     if as_json:
         typer.echo(json.dumps(_entry_json(entry, history), ensure_ascii=False, indent=2))
@@ -216,7 +216,7 @@ def _record(
         return entry, queue.resolve(entry.id, reviewer=reviewer, **fields)
     except KeyError:
         fail(f"no queue entry with id {entry_id!r}")
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(str(exc))
 
 

@@ -22,7 +22,7 @@ import typer
 from citelock.cli._app import EXIT_UNREACHABLE, app
 from citelock.cli._io import fail
 from citelock.cli._queue import DbOption, resolve_db
-from citelock.errors import CitelockError
+from citelock.errors import CitelockError, UsageError
 
 __all__ = ["review_app"]
 
@@ -60,7 +60,7 @@ def _accounts(db: str | None) -> tuple[Any, str]:
         return AccountStore(target), target
     except OperationalError as exc:
         _unreachable(target, exc)
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(f"cannot open the accounts at {target}: {exc}")
 
 
@@ -141,7 +141,7 @@ def serve(
         )
     except OperationalError as exc:
         _unreachable(target, exc)
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(f"cannot open the stores at {target}: {exc}")
 
 
