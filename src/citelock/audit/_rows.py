@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from citelock.errors import InputError, MissingExtraError, json_kind, json_refusal
+from citelock.errors import InputError, MissingExtraError, StoreIntegrityError, json_kind, json_refusal
 from citelock.records import Chunk, Message
 
 __all__ = [
@@ -400,6 +400,9 @@ def _log_items(
                 yield AuditItem(
                     key=key, source=source, row=number, error=f"request id {request_id!r} is not in the prompt log"
                 )
+                continue
+            except StoreIntegrityError as exc:  # this row's prompt cannot be trusted: reported, the audit goes on
+                yield AuditItem(key=key, source=source, row=number, error=f"store integrity failure: {exc}")
                 continue
             created = record.created_at if record.created_at.tzinfo else record.created_at.replace(tzinfo=UTC)
             if (since is not None and created < since) or (until is not None and created >= until):

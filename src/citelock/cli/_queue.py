@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from citelock.cli._app import EXIT_OK, app
+from citelock.cli._app import EXIT_OK, app, using_database
 from citelock.cli._io import fail
 from citelock.cli._report import NARROW
 from citelock.errors import UsageError
@@ -56,7 +56,8 @@ def open_queue(db: str | None) -> ReviewQueue:
     """Open the review queue, turning store errors into exit code 2."""
     target = resolve_db(db)
     try:
-        return ReviewQueue(target)
+        with using_database(target):  # a database error names it, classified as in every command
+            return ReviewQueue(target)
     except UsageError as exc:
         fail(f"cannot open the review queue at {target}: {exc}")
 
