@@ -445,8 +445,11 @@ def _chunk_problem(record: PromptRecord, placed: PlacedChunk) -> str | None:
     there, full = _placed_text(record, p), normalize(placed.chunk.text)
     if placed.status == "complete" and there != full:
         return "the prompt text at its placement is not the chunk's text (placement or text edited)"
-    if placed.status == "truncated" and not full.startswith(there):
-        return "the prompt text at its placement is not a prefix of the chunk's text (placement or text edited)"
+    if placed.status == "truncated" and (there == full or not full.startswith(there)):
+        return (
+            "the prompt text at its placement is not a cut-short prefix of the chunk's text "
+            "(placement, status or text edited)"
+        )
     return None
 
 
