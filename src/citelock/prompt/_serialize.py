@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,21 @@ from citelock.records import (
 from citelock.text import norm_offset, normalize, normalize_all, normalize_with_anchors, raw_offset
 
 _RECORD: TypeAdapter[PromptRecord] = TypeAdapter(PromptRecord)
+
+_BUILT: dict[int, weakref.ReferenceType[PromptRecord]] = {}
+"""The records this process built from messages (by identity, held weakly): derived by construction.
+
+A record is frozen, so one built here still has the fields it was built with; :func:`verified_record` skips
+recomputing them (the pipeline appends what it just serialized at no extra cost). Anything else, a record read
+from a file or a row or made with ``model_copy(update=...)``, is checked.
+"""
+
+
+def _built(record: PromptRecord) -> PromptRecord:
+    key = id(record)
+    _BUILT[key] = weakref.ref(record, lambda _ref, key=key: _BUILT.pop(key, None))  # type: ignore[misc]
+    return record
+
 
 __all__ = [
     "MIN_TRUNCATED_PREFIX",
@@ -176,18 +192,20 @@ def serialize(
     q_start = starts["question"]
     question_placement = norm.placement(1, q_start, q_start + len(escaped_question))
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
-    return PromptRecord(
-        **kwargs,
-        template=TemplateRef(name=tmpl.name, version=tmpl.version),
-        messages=messages,
-        normalized=tuple(norm.texts),
-        offset_maps=norm.anchors,
-        sha256=messages_sha256(messages),
-        question=context.question,
-        question_placement=question_placement,
-        chunks=tuple(placed),
-        dropped=context.dropped,
-        metadata=dict(metadata or {}),
+    return _built(
+        PromptRecord(
+            **kwargs,
+            template=TemplateRef(name=tmpl.name, version=tmpl.version),
+            messages=messages,
+            normalized=tuple(norm.texts),
+            offset_maps=norm.anchors,
+            sha256=messages_sha256(messages),
+            question=context.question,
+            question_placement=question_placement,
+            chunks=tuple(placed),
+            dropped=context.dropped,
+            metadata=dict(metadata or {}),
+        )
     )
 
 
@@ -245,15 +263,17 @@ def with_history(record: PromptRecord, history: Iterable[Message | Mapping[str, 
             return placement
         return placement.model_copy(update={"message": placement.message + shift})
 
-    return record.model_copy(
-        update={
-            "messages": messages,
-            "normalized": (record.normalized[0], *norm.texts, record.normalized[1]),
-            "offset_maps": (record.offset_maps[0], *norm.anchors, record.offset_maps[1]),
-            "sha256": messages_sha256(messages),
-            "question_placement": moved(record.question_placement),
-            "chunks": tuple(pc.model_copy(update={"placement": moved(pc.placement)}) for pc in record.chunks),
-        }
+    return _built(
+        record.model_copy(
+            update={
+                "messages": messages,
+                "normalized": (record.normalized[0], *norm.texts, record.normalized[1]),
+                "offset_maps": (record.offset_maps[0], *norm.anchors, record.offset_maps[1]),
+                "sha256": messages_sha256(messages),
+                "question_placement": moved(record.question_placement),
+                "chunks": tuple(pc.model_copy(update={"placement": moved(pc.placement)}) for pc in record.chunks),
+            }
+        )
     )
 
 
@@ -367,17 +387,19 @@ def record_from_messages(
     )
     question_placement = None if question_at is None else Placement(**norm.placement_fields(*question_at))
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
-    return PromptRecord(
-        **kwargs,
-        template=template or TemplateRef(name="external", version="0"),
-        messages=msgs,
-        normalized=tuple(norm.texts),
-        offset_maps=norm.anchors,
-        sha256=messages_sha256(msgs),
-        question=question,
-        question_placement=question_placement,
-        chunks=placed,
-        metadata=dict(metadata or {}),
+    return _built(
+        PromptRecord(
+            **kwargs,
+            template=template or TemplateRef(name="external", version="0"),
+            messages=msgs,
+            normalized=tuple(norm.texts),
+            offset_maps=norm.anchors,
+            sha256=messages_sha256(msgs),
+            question=question,
+            question_placement=question_placement,
+            chunks=placed,
+            metadata=dict(metadata or {}),
+        )
     )
 
 
@@ -476,6 +498,9 @@ def verified_record(record: PromptRecord) -> PromptRecord:
     Raises:
         InputError: a derived field disagrees with the messages, naming which.
     """
+    built = _BUILT.get(id(record))
+    if built is not None and built() is record:
+        return record  # built here from its messages: derived by construction
     problem = derived_problem(record)
     if problem is not None:
         raise InputError(f"prompt record {record.request_id!r}: {problem}")
