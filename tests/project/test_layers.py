@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.store",),
     ("citelock.render",),
     ("citelock.stream",),
+    ("citelock.config",),  # surfaces, judges, backends and the store named in citelock.toml (builds guards)
     ("citelock.pipeline", "citelock._guarded"),  # _guarded: the records the pipeline returns
     ("citelock._wrap",),
     ("citelock.adapters",),

@@ -26,6 +26,7 @@ EXPECTED = [
     "Claim",
     "ClaimCheck",
     "ClaimOutcome",
+    "Config",
     "ConstraintViolationError",
     "Context",
     "DEFAULT_MARKERS",

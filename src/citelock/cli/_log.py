@@ -13,6 +13,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from citelock.cli._app import EXIT_INPUT, EXIT_INTEGRITY, EXIT_OK, app, using_database
+from citelock.cli._config import ConfigOption
 from citelock.cli._io import fail
 from citelock.cli._queue import DbOption, resolve_db
 from citelock.errors import UsageError
@@ -58,6 +59,7 @@ def verify(
         typer.Option("--key-file", help=f"file holding the log's HMAC key (default: ${KEY_ENV}, if set)"),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    config: ConfigOption = None,
 ) -> None:
     """Walk the prompt log's hash chain, check every record, and name the first broken one.
 
@@ -70,7 +72,7 @@ def verify(
     database, and, with a key, an unkeyed or unchained record or a dropped trigger), 2 on bad options, a missing
     database, or a keyed log verified without its key, 4 when the database server is unreachable.
     """
-    target = resolve_db(db)
+    target = resolve_db(db, config)
     key = _read_key(key_file) if key_file is not None else None
     try:
         # A database error (a file that is not a database, an unreachable server) is classified where every
@@ -120,7 +122,7 @@ KeyFile = Annotated[
 
 
 @log_app.command("migrate")
-def migrate(db: DbOption = None, key_file: KeyFile = None) -> None:
+def migrate(db: DbOption = None, key_file: KeyFile = None, config: ConfigOption = None) -> None:
     """Key and chain every record of a prompt log written before the chain, or chained without a key.
 
     Once the key is given (--key-file or $CITELOCK_LOG_KEY), the log must be keyed and chained throughout:
@@ -133,7 +135,7 @@ def migrate(db: DbOption = None, key_file: KeyFile = None) -> None:
     Prints the new head hash: keep it elsewhere and pass it to `log verify --anchor` later. Exit 0 when the
     log was migrated or already keyed, 3 when it is broken, 2 without a key or on bad options.
     """
-    target = resolve_db(db)
+    target = resolve_db(db, config)
     key = _read_key(key_file) if key_file is not None else None
     if key is None and not os.environ.get(KEY_ENV):
         fail(f"log migrate needs the key: give --key-file or set ${KEY_ENV}")
