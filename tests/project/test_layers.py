@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.metrics",),
     ("citelock.audit",),
     ("citelock.review",),
+    ("citelock.gateway",),  # the OpenAI-compatible HTTP door over wrap and the pipeline
     ("citelock.evals",),
     ("citelock.cli",),
     ("citelock", "citelock.__main__", "citelock._jsonschema"),

@@ -11,6 +11,7 @@ from citelock.cli import (  # noqa: F401
     _config,
     _eval,
     _eval_answers,
+    _gateway,
     _log,
     _metrics,
     _queue,
