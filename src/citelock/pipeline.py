@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
@@ -33,7 +34,7 @@ from citelock._guarded import (
 )
 from citelock.backends._protocol import Backend
 from citelock.constraint import DEFAULT_POLICY, CitationSchema, SchemaOptions, SpanPolicy, fit_schema
-from citelock.errors import ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
+from citelock.errors import OutputBoundsError, ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
 from citelock.guard import Guard, GuardResult, SurfacePolicy
 from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT, Abstaining, early_abstention
 from citelock.judges import Judge
@@ -130,8 +131,37 @@ def _prepare(
     return _Prepared(context, record, schema, build_ms, policy if constrains else None, name, max_tokens)
 
 
+def output_bounds(schema: CitationSchema) -> tuple[int, int]:
+    """The bounds any backend's output is held to under ``schema``: (claims, characters).
+
+    The characters bound is twice the longest output the schema allows (room for a server's own whitespace): a
+    backend that ignored the constraint is cut there, not read on without end.
+    """
+    return schema.options.max_claims, 2 * schema.max_output_chars()
+
+
+def _bounds_error(prep: _Prepared, bound: str, limit: int, got: int) -> OutputBoundsError:
+    return OutputBoundsError(
+        f"request {prep.record.request_id}: the output went beyond the schema's bound of {limit} {bound} (it has "
+        f"{got}; a backend that ignored the constraint?)",
+        bound=bound,
+        limit=limit,
+        got=got,
+    )
+
+
 def _parse(prep: _Prepared, generation: Generation) -> Answer:
+    """The generation's answer, parsed under the request's schema and bounds (the bounds hold for any backend)."""
+    answer = _parse_output(prep, generation)
+    if prep.schema is not None and len(answer.claims) > output_bounds(prep.schema)[0]:
+        raise _bounds_error(prep, "claims", output_bounds(prep.schema)[0], len(answer.claims))
+    return answer
+
+
+def _parse_output(prep: _Prepared, generation: Generation) -> Answer:
     record, schema = prep.record, prep.schema
+    if schema is not None and len(generation.text) > output_bounds(schema)[1]:
+        raise _bounds_error(prep, "chars", output_bounds(schema)[1], len(generation.text))
     if schema is not None and generation.enforced:
         if generation.finish_reason == "length":
             raise TruncatedOutputError(
@@ -509,8 +539,9 @@ class Citelock:
             on_diverge,
             history,
         )
-        async for event in streamed.aevents(job, astream_events):
-            yield event
+        async with aclosing(streamed.aevents(job, astream_events)) as events:
+            async for event in events:  # closed with this generator: aclose() persists before it returns
+                yield event
 
     def _stream_job(
         self,
@@ -545,9 +576,10 @@ class Citelock:
     ) -> StreamJob[GuardedAnswer]:
         """The stream of a prepared request over ``backend`` (also the wrapped client's ``stream=True`` call)."""
         from citelock.stream._drive import StreamJob
-        from citelock.stream._session import Session, default_on_diverge, default_show, memo_guard
+        from citelock.stream._session import Session, default_hold, default_on_diverge, default_show, memo_guard
 
         scope = known_ids if known_ids is not None else self.known_ids
+        schema = prep.schema
         session = Session(
             record=prep.record,
             guard=memo_guard(self.guard),
@@ -556,6 +588,8 @@ class Citelock:
             free_text=prep.schema is None,
             span_policy=prep.schema.policy if prep.schema is not None else None,
             known_ids=scope,
+            hold=default_hold(self.guard),
+            bounds=output_bounds(schema) if schema is not None else None,
         )
 
         def finish(generation: Generation, guard: Guard) -> GuardedAnswer:

@@ -49,6 +49,7 @@ EXPECTED = [
     "ModelOutputError",
     "NotPermittedError",
     "OnFail",
+    "OutputBoundsError",
     "ParseError",
     "PromptLog",
     "PromptRecord",

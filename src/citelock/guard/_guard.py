@@ -13,6 +13,7 @@ It writes nothing (the pipeline persists).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -112,6 +113,37 @@ class Guard:
         surface = self.policy.name if self.policy is not None else None
         judge = f"{self.judge.name} {self.judge.version}" if self.judge is not None else None
         return f"Guard(surface={surface!r}, judge={judge!r})"
+
+    def with_judges(self, *, judge: Judge | None = None, escalate: Judge | None = None) -> Guard:
+        """A copy of this guard with its support judge and/or stronger judge swapped, every other setting kept.
+
+        The copy keeps every field (policy, routings, ordering, numbers, relevance and its judge, and any field
+        added later), so a wrapper such as a memoizing or tracing judge never loses the caller's configuration.
+        The swapped judges must answer as the originals do (same name and version): the routings are not
+        resolved again.
+
+        Args:
+            judge: The support judge to use instead (None: keep this guard's).
+            escalate: The stronger judge to use instead (None: keep this guard's).
+
+        Returns:
+            A new :class:`Guard`; this one is unchanged.
+
+        Raises:
+            UsageError: a replacement that does not implement :class:`citelock.judges.Judge`, or one given where
+                this guard has no judge in that role.
+        """
+        for role, value, current in (("judge", judge, self.judge), ("escalate", escalate, self.escalate)):
+            if value is None:
+                continue
+            if not isinstance(value, Judge):
+                raise UsageError(f"{role} must implement citelock.judges.Judge, got {type(value).__name__}")
+            if current is None:
+                raise UsageError(f"this guard has no {role} to swap; build a Guard with one")
+        twin = copy.copy(self)
+        twin.judge = judge if judge is not None else self.judge
+        twin.escalate = escalate if escalate is not None else self.escalate
+        return twin
 
     @instrumented  # OpenTelemetry spans and evaluation events when the otel extra is installed
     def run(

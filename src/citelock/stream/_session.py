@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from citelock.errors import OutputBoundsError
 from citelock.guard import Guard, GuardResult, check
 from citelock.judges import Judge
 from citelock.records import Answer, Claim, PromptRecord, ReasonCode, Verdict
@@ -35,7 +36,15 @@ from citelock.stream._events import (
 )
 from citelock.stream._incremental import FreeTextReader, JsonReader, PartialClaim, PrefixChecker
 
-__all__ = ["MemoJudge", "OnDiverge", "Session", "default_on_diverge", "default_show", "memo_guard"]
+__all__ = [
+    "MemoJudge",
+    "OnDiverge",
+    "Session",
+    "default_hold",
+    "default_on_diverge",
+    "default_show",
+    "memo_guard",
+]
 
 OnDiverge = Literal["cut", "continue"]
 """What a divergence does: stop generating (the answer will be refused) or drop that claim and go on."""
@@ -73,15 +82,12 @@ class MemoJudge:
 
 
 def memo_guard(guard: Guard) -> Guard:
-    """``guard`` with memoized judges (same policy, routing, ordering and number check)."""
-    if guard.policy is None:
+    """``guard`` with memoized judges: a copy of the caller's guard (every field kept), its judges wrapped."""
+    if guard.judge is None and guard.escalate is None:
         return guard
-    return Guard(
-        guard.policy,
-        MemoJudge(guard.judge) if guard.judge is not None else None,
+    return guard.with_judges(
+        judge=MemoJudge(guard.judge) if guard.judge is not None else None,
         escalate=MemoJudge(guard.escalate) if guard.escalate is not None else None,
-        ordering=guard.ordering,
-        numbers=guard.numbers,
     )
 
 
@@ -90,6 +96,18 @@ def default_show(guard: Guard) -> Show:
     if guard.policy is None:
         return "after_checks"
     return "after_judge" if guard.policy.stakes == "high" else "immediately"
+
+
+def default_hold(guard: Guard) -> bool:
+    """Hold passing claims until the answer-level checks ran: on a high-stakes surface whose relevance is checked.
+
+    The relevance check (``OFF_QUESTION``) is about the whole answer, so it can only run once the answer is
+    complete, and it can still refuse claims that passed their own checks and judge. On a high-stakes surface a
+    claim is therefore shown (``claim.shown``) only after it, just before ``done``: nothing the answer-level check
+    can still overturn is ever on screen. Elsewhere claims are shown as they pass, and one the final result
+    refuses is retracted before ``done``.
+    """
+    return guard.policy is not None and guard.policy.stakes == "high" and guard.relevance != "off"
 
 
 def default_on_diverge(guard: Guard) -> OnDiverge:
@@ -116,14 +134,19 @@ class Session:
     free_text: bool
     span_policy: str | None
     known_ids: Collection[str] | None = None
+    hold: bool = False
+    bounds: tuple[int, int] | None = None
     tokens: int = 0
     cut: ClaimDiverged | None = None
+    over: OutputBoundsError | None = None
     checked: list[Claim] = field(default_factory=list)
     _reader: JsonReader | FreeTextReader = field(init=False)
     _prefix: PrefixChecker = field(init=False)
     _shown: dict[int, _Shown] = field(default_factory=dict)
     _dropped: set[int] = field(default_factory=set)
-    _visible: set[int] = field(default_factory=set)
+    _on_screen: set[int] = field(default_factory=set)
+    _marked: set[int] = field(default_factory=set)
+    _held: list[int] = field(default_factory=list)
     _pending: dict[int, Future[GuardResult]] = field(default_factory=dict)
     _pool: ThreadPoolExecutor | None = None
 
@@ -145,7 +168,8 @@ class Session:
         self.tokens += 1
         claims = self._reader.feed(delta)
         out: list[Event] = []
-        for n in range(len(self.checked), len(claims)):
+        self.over = self._beyond(claims)
+        for n in range(len(self.checked), min(len(claims), self._max_claims)):
             claim = claims[n]
             if n not in self._dropped:
                 diverged = self._diverged(claim, n)
@@ -161,11 +185,34 @@ class Session:
                 out += self._complete(claims, n)
         return out
 
+    @property
+    def _max_claims(self) -> int:
+        return self.bounds[0] if self.bounds is not None else 1 << 62
+
+    def _beyond(self, claims: list[PartialClaim]) -> OutputBoundsError | None:
+        """The schema's bound the output has gone beyond (claims begun, characters received), if any."""
+        if self.bounds is None:
+            return None
+        max_claims, max_chars = self.bounds
+        if len(claims) > max_claims:
+            got, limit, bound = len(claims), max_claims, "claims"
+        elif len(self.text) > max_chars:
+            got, limit, bound = len(self.text), max_chars, "chars"
+        else:
+            return None
+        return OutputBoundsError(
+            f"request {self.record.request_id}: the output went beyond the schema's bound of {limit} {bound} "
+            f"({got} after {self.tokens} deltas); the stream was cut there (a backend that ignored the constraint?)",
+            bound=bound,
+            limit=limit,
+            got=got,
+        )
+
     def end(self) -> list[Event]:
         """Generation finished: every claim still open is complete; check them."""
         claims = self._reader.feed("")
         out: list[Event] = []
-        for n in range(len(self.checked), len(claims)):
+        for n in range(len(self.checked), min(len(claims), self._max_claims)):
             if not (self.free_text or self._reader.complete or claims[n].done):
                 break  # JSON cut before this claim closed (max_tokens): it is not a complete claim
             claims[n].done = True
@@ -194,6 +241,38 @@ class Session:
         self._pending.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def settle(self, result: GuardResult) -> list[Event]:
+        """Bring the screen in line with the answer's final result, before ``done`` (or before an error is raised).
+
+        A claim on screen that the result does not serve (a blocked answer, a claim dropped by an answer-level
+        check such as ``OFF_QUESTION``, a stream cut or failed) is retracted; one it serves marked is marked; a
+        claim held for the answer-level checks (:func:`default_hold`) is shown if the result serves it, else
+        withheld.
+        """
+        blocked = result.decision == "block"
+        whole = tuple(dict.fromkeys(f.reason for f in result.report.findings if f.claim_index < 0))
+        every = tuple(dict.fromkeys(f.reason for f in result.report.findings))
+        out: list[Event] = []
+        for n in sorted(self._on_screen):
+            outcome = result.claims[n] if n < len(result.claims) else None
+            reasons = (outcome.reasons if outcome is not None else ()) or whole or every
+            if blocked or outcome is None or outcome.action in ("drop", "block"):
+                self._on_screen.discard(n)
+                out.append(ClaimRetracted(claim_index=n, reasons=reasons, action="retract"))
+            elif outcome.action == "mark" and n not in self._marked:
+                self._marked.add(n)
+                out.append(ClaimRetracted(claim_index=n, reasons=reasons, action="mark"))
+        for n in self._held:
+            outcome = result.claims[n] if n < len(result.claims) else None
+            if not blocked and outcome is not None and outcome.action == "serve":
+                self._on_screen.add(n)
+                out.append(ClaimShown(claim_index=n, claim=self.checked[n]))
+            else:
+                reasons = (outcome.reasons if outcome is not None else ()) or whole or every
+                out.append(ClaimWithheld(claim_index=n, reasons=reasons))
+        self._held.clear()
+        return out
 
     def partial_answer(self) -> Answer:
         """The claims checked so far (and a diverged claim that cut the stream), as an answer to guard."""
@@ -258,6 +337,8 @@ class Session:
             k = seen.closed
             out.append(CitationClosed(claim_index=n, citation_index=k, citation=built.citations[k]))
             seen.closed = k + 1
+        if out:
+            self._on_screen.add(n)
         return out
 
     def _build(self, claim: PartialClaim) -> Claim | None:
@@ -293,18 +374,30 @@ class Session:
         if not passed:
             out += self._failed(n, reasons)
         elif self.show == "after_checks" or (self.show == "after_judge" and not judging):
-            out.append(ClaimShown(claim_index=n, claim=built))
-            self._visible.add(n)
+            out += self._show(n)
         if judging:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="citelock-judge")
             self._pending[n] = self._pool.submit(self.guard.run, self.record, prefix, known_ids=self.known_ids)
         return out
 
+    def _show(self, n: int) -> list[Event]:
+        if self.hold:  # shown (or withheld) by settle(), once the answer-level checks ran
+            self._held.append(n)
+            return []
+        self._on_screen.add(n)
+        return [ClaimShown(claim_index=n, claim=self.checked[n])]
+
     def _failed(self, n: int, reasons: tuple[ReasonCode, ...]) -> list[Event]:
         on_fail = self.guard.policy.on_fail if self.guard.policy is not None else "block"
-        if self.show == "immediately" or n in self._visible:
-            self._visible.discard(n)
+        if n in self._held:
+            self._held.remove(n)
+            return [ClaimWithheld(claim_index=n, reasons=reasons)]
+        if self.show == "immediately" or n in self._on_screen:
+            if on_fail == "mark":
+                self._marked.add(n)
+            else:
+                self._on_screen.discard(n)
             return [ClaimRetracted(claim_index=n, reasons=reasons, action="mark" if on_fail == "mark" else "retract")]
         return [ClaimWithheld(claim_index=n, reasons=reasons)]
 
@@ -318,7 +411,6 @@ class Session:
         ]
         if outcome.action != "serve":
             out += self._failed(n, outcome.reasons)
-        elif self.show == "after_judge" and n not in self._visible:
-            out.append(ClaimShown(claim_index=n, claim=self.checked[n]))
-            self._visible.add(n)
+        elif self.show == "after_judge" and n not in self._on_screen and n not in self._held:
+            out += self._show(n)
         return out
