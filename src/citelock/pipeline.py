@@ -54,6 +54,7 @@ from citelock.store import PromptLog, ResultStore, ReviewQueue
 from citelock.telemetry._hook import answer_trace, stream_trace, trace_metadata
 
 if TYPE_CHECKING:
+    from citelock.guard._fold import GuardFold
     from citelock.stream import Done, OnDiverge, Show, StreamEvent
     from citelock.stream._drive import StreamJob
 
@@ -593,10 +594,12 @@ class Citelock:
         )
 
         def finish(generation: Generation, guard: Guard) -> GuardedAnswer:
-            return self._finish(prep, generation, style, scope, guard=guard)
+            return self._finish(prep, generation, style, scope, guard=guard, fold=session.fold)
 
         def finish_partial(generation: Generation, parsed: Answer, guard: Guard, cut: Finding) -> GuardedAnswer:
-            result = guard.run(prep.record, parsed, known_ids=scope)
+            # a fresh fold over the claims checked by then (judges in flight may be cancelled), on the same index
+            fold = guard.fold(prep.record, known_ids=scope, index=session.fold.index)
+            result = guard.run(prep.record, parsed, known_ids=scope, fold=fold)
             findings = (*result.report.findings, cut)
             report = result.report.model_copy(update={"findings": findings, "ok": False})
             result = result.model_copy(update={"report": report, "decision": "block"})
@@ -635,10 +638,12 @@ class Citelock:
         known_ids: Collection[str] | None,
         *,
         guard: Guard | None = None,
+        fold: GuardFold | None = None,
     ) -> GuardedAnswer:
         parsed = _parse(prep, generation)
         run = guard if guard is not None else self.guard
-        result = run.run(prep.record, parsed, known_ids=known_ids if known_ids is not None else self.known_ids)
+        scope = known_ids if known_ids is not None else self.known_ids
+        result = run.run(prep.record, parsed, known_ids=scope, fold=fold)
         if ABSTAIN_NOTE in generation.notes:
             result = result.model_copy(update={"abstention": "pipeline"})
         return self._deliver(_guarded(prep, generation, parsed, result, render), result)

@@ -26,6 +26,7 @@ TINY_RUNS = {
     "bench_audit_resume.py": ["--rows", "2000,4000"],
     "bench_import.py": ["--repeat", "1"],
     "bench_constraint_cold.py": ["--reps", "2", "--sizes", "10"],
+    "bench_request_core.py": ["--claims", "3,5", "--rounds", "1"],
 }
 HEAVY = {  # a model, a server, a cluster or minutes: imported (--help) only
     "bench_generation.py",

@@ -1,10 +1,12 @@
 """One guarded stream's state: deltas in, events out; free checks per claim, judges in worker threads.
 
 A :class:`Session` reads the answer as it grows (:mod:`citelock.stream._incremental`), runs the prefix checks on
-every delta, the free checks (the guard's own :func:`citelock.guard.check`, on the answer as far as it is
-complete, so a claim's verdicts are the final guard's) the moment a claim completes, and hands the claim to a
-worker thread for its support judge while generation goes on. The judge is memoized (:class:`MemoJudge`), so
-the final guard run over the whole answer reuses those verdicts instead of judging twice.
+every delta, and feeds each claim, the moment it completes, to the request's guard fold
+(:class:`~citelock.guard._fold.GuardFold`): its free checks at once, its support judge in one worker thread
+while generation goes on (one worker, so the judge sees the claims in answer order, as a whole-answer run does).
+Every claim is checked once; the final result is assembled from the fold (``Guard.run(..., fold=)``), never
+re-guarded. The judges are memoized as well (:class:`MemoJudge`): a fold that cannot be used (its claims are
+not the final parse's) falls back to a whole run that asks no judge twice.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from citelock.errors import OutputBoundsError
-from citelock.guard import Guard, GuardResult, check
+from citelock.guard import Guard, GuardResult
+from citelock.guard._fold import ClaimSupport, GuardFold
 from citelock.judges import Judge
 from citelock.records import Answer, Claim, PromptRecord, ReasonCode, Verdict
 from citelock.stream._events import (
@@ -147,12 +150,15 @@ class Session:
     _on_screen: set[int] = field(default_factory=set)
     _marked: set[int] = field(default_factory=set)
     _held: list[int] = field(default_factory=list)
-    _pending: dict[int, Future[GuardResult]] = field(default_factory=dict)
+    _pending: dict[int, Future[ClaimSupport]] = field(default_factory=dict)
+    _background: list[Future[ClaimSupport]] = field(default_factory=list)
     _pool: ThreadPoolExecutor | None = None
+    fold: GuardFold = field(init=False)
 
     def __post_init__(self) -> None:
         self._reader = FreeTextReader() if self.free_text else JsonReader()
-        self._prefix = PrefixChecker(self.record, self.known_ids)
+        self.fold = self.guard.fold(self.record, known_ids=self.known_ids)
+        self._prefix = PrefixChecker(self.record, self.known_ids, index=self.fold.index)
 
     @property
     def text(self) -> str:
@@ -233,12 +239,16 @@ class Session:
         """Wait for every judge still running; their events in claim order."""
         for n in sorted(self._pending):
             yield from self._judged(n, self._pending.pop(n).result())
+        for future in self._background:
+            future.result()
+        self._background.clear()
 
     def close(self) -> None:
         """Cancel judges not started and release the worker threads."""
-        for future in self._pending.values():
+        for future in (*self._pending.values(), *self._background):
             future.cancel()
         self._pending.clear()
+        self._background.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -352,12 +362,10 @@ class Session:
         if built is None:
             return []
         self.checked.append(built)
-        prefix = Answer(claims=tuple(self.checked), span_policy=self.span_policy)
-        numbers = True if self.guard.policy is not None else self.guard.numbers
-        report = check(self.record, prefix, known_ids=self.known_ids, numbers=numbers)
-        findings = tuple(f for f in report.findings if f.claim_index == n)
-        citations = tuple(c for c in report.citations if c.claim_index == n)
-        passed = not findings
+        fmt = "free_text" if self.free_text else "structured"
+        checked = self.fold.check(built, answer_format=fmt, span_policy=self.span_policy)
+        findings, citations = checked.findings, checked.citations
+        passed = not findings and self.fold.error is None
         policy = self.guard.policy
         judging = (
             passed
@@ -375,10 +383,16 @@ class Session:
             out += self._failed(n, reasons)
         elif self.show == "after_checks" or (self.show == "after_judge" and not judging):
             out += self._show(n)
+        if self.fold.judging is None:  # no judge can be called: the claim's support selection, at once
+            self.fold.support(n)
+            return out
+        if self._pool is None:  # one worker: the judge sees the claims in answer order, as a whole run does
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="citelock-judge")
+        future = self._pool.submit(self.fold.support, n)
         if judging:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="citelock-judge")
-            self._pending[n] = self._pool.submit(self.guard.run, self.record, prefix, known_ids=self.known_ids)
+            self._pending[n] = future
+        else:
+            self._background.append(future)
         return out
 
     def _show(self, n: int) -> list[Event]:
@@ -401,13 +415,13 @@ class Session:
             return [ClaimRetracted(claim_index=n, reasons=reasons, action="mark" if on_fail == "mark" else "retract")]
         return [ClaimWithheld(claim_index=n, reasons=reasons)]
 
-    def _judged(self, n: int, result: GuardResult) -> list[Event]:
-        outcome = result.claims[n]
-        support = tuple(s for s in result.support if s.claim_index == n)
-        findings = tuple(f for f in result.report.findings if f.claim_index == n)
+    def _judged(self, n: int, support: ClaimSupport) -> list[Event]:
+        outcome = self.fold.outcome(n, support)
+        checks = tuple(sorted(support[0], key=lambda c: c.citation_index))
+        findings = (*self.fold.checks[n].findings, *support[1])
         passed = outcome.action == "serve" and not outcome.reasons
         out: list[Event] = [
-            ClaimJudged(claim_index=n, passed=passed, support=support, findings=findings, outcome=outcome)
+            ClaimJudged(claim_index=n, passed=passed, support=checks, findings=findings, outcome=outcome)
         ]
         if outcome.action != "serve":
             out += self._failed(n, outcome.reasons)

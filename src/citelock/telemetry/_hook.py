@@ -176,11 +176,12 @@ def instrumented(run: _F) -> _F:
     """Decorate :meth:`citelock.Guard.run`: a ``citelock.guard`` span, judge spans and the evaluation events."""
 
     @functools.wraps(run)
-    def traced(self: Any, record: PromptRecord, answer: Any, *, known_ids: Any = None) -> Any:
+    def traced(self: Any, record: PromptRecord, answer: Any, *, known_ids: Any = None, fold: Any = None) -> Any:
         impl = implementation()
+        inner = run if fold is None else functools.partial(run, fold=fold)  # the request's fold, passed through
         if impl is None:
-            return run(self, record, answer, known_ids=known_ids)
-        return impl.guard_run(run, self, record, answer, known_ids)
+            return inner(self, record, answer, known_ids=known_ids)
+        return impl.guard_run(inner, self, record, answer, known_ids)
 
     return cast(_F, traced)
 
