@@ -13,16 +13,16 @@ import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from citelock.errors import MissingExtraError, UsageError
 from citelock.records import GuardReport, PromptRecord
 from citelock.telemetry import _deferred
+from citelock.telemetry._settings import SETTINGS, JudgeSpans, Settings
 
 if TYPE_CHECKING:
-    from citelock.guard._result import GuardResult
+    from citelock.telemetry._observed import GuardOutcome
 
 __all__ = [
     "JudgeSpans",
@@ -42,27 +42,9 @@ __all__ = [
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-JudgeSpans = Literal["auto", "all", "none"]
-"""Which support-judge calls get a span: ``auto`` those of judges that call a model (not the shipped in-process
-``lexical`` and ``offline`` judges, whose calls take microseconds: a span would cost more than the call),
-``all``, or ``none``."""
 _T = TypeVar("_T")
 
 
-@dataclass
-class Settings:
-    """What the integration emits (see :func:`configure`)."""
-
-    enabled: bool = True
-    logs: bool = True
-    span_events: bool = False
-    judge_spans: JudgeSpans = "auto"
-    tracer_provider: Any = None
-    logger_provider: Any = None
-    deferred: bool = True
-
-
-SETTINGS = Settings()
 _IMPL: ModuleType | Literal[False] | None = None  # None: not looked up yet; False: the extra is absent
 
 
@@ -187,7 +169,7 @@ def instrumented(run: _F) -> _F:
 
 
 def emit(
-    result: GuardResult | GuardReport,
+    result: GuardOutcome | GuardReport,
     *,
     record: PromptRecord | None = None,
     response_id: str | None = None,

@@ -45,10 +45,10 @@ from citelock._version import __version__
 from citelock.records import GuardReport, PromptRecord, Verdict
 from citelock.telemetry import _deferred
 from citelock.telemetry._events import EVALUATION_EVENT, SEMCONV_VERSION, Attributes, evaluation_events, review_event
-from citelock.telemetry._hook import SETTINGS
+from citelock.telemetry._settings import SETTINGS
 
 if TYPE_CHECKING:
-    from citelock.guard._result import GuardResult
+    from citelock.telemetry._observed import GuardOutcome
 
 __all__ = [
     "answer_trace",
@@ -210,7 +210,7 @@ def _with_traced_judges(guard: Any) -> Any:
     return twin
 
 
-def _result_attributes(result: GuardResult) -> Attributes:
+def _result_attributes(result: GuardOutcome) -> Attributes:
     acc = result.accounting
     return {
         "citelock.decision": result.decision,
@@ -236,7 +236,7 @@ def _sdk_tracing() -> bool:
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
-def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, known_ids: Any) -> Any:
+def guard_run(run: Callable[..., GuardOutcome], guard: Any, record: PromptRecord, answer: Any, known_ids: Any) -> Any:
     """:meth:`citelock.Guard.run` inside a ``citelock.guard`` span, the rest handed to the telemetry thread.
 
     The span's result attributes, its evaluation events and its end are built there, with the end time and the
@@ -283,7 +283,7 @@ class _Start:
 
 
 def _guard_run_late(
-    run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, known_ids: Any, start: _Start
+    run: Callable[..., GuardOutcome], guard: Any, record: PromptRecord, answer: Any, known_ids: Any, start: _Start
 ) -> Any:
     """The guard run with its span started on the telemetry thread: the request thread captures times and context.
 
@@ -326,7 +326,7 @@ def _guard_run_late(
     return result
 
 
-def _hand_off(result: GuardResult, span: Span, recording: bool) -> None:
+def _hand_off(result: GuardOutcome, span: Span, recording: bool) -> None:
     """Queue what is left of one guard span (attributes, events, end) for the worker; nothing when nothing records."""
     plan = _plan(span, None, _EVALUATED.get())
     if plan is None and not recording:
@@ -384,7 +384,7 @@ def _plan(span: Span, response_id: str | None, evaluated: tuple[SpanContext | No
 
 
 def _write_events(
-    result: GuardResult | GuardReport, plan: _Plan, timestamp: int | None, *, worker: bool = False
+    result: GuardOutcome | GuardReport, plan: _Plan, timestamp: int | None, *, worker: bool = False
 ) -> int:
     """The evaluation events of ``result``: as log records (parented to the evaluated span) and/or span events.
 
@@ -414,18 +414,18 @@ def _write_events(
     return len(events)
 
 
-def _emit_events(result: GuardResult | GuardReport, span: Span, response_id: str | None) -> int:
+def _emit_events(result: GuardOutcome | GuardReport, span: Span, response_id: str | None) -> int:
     """The evaluation events of ``result`` now, on this thread (an explicit :func:`citelock.telemetry.emit`)."""
     plan = _plan(span, response_id, _EVALUATED.get())
     return 0 if plan is None else _write_events(result, plan, None)
 
 
-def _request_id(result: GuardResult | GuardReport) -> str:
+def _request_id(result: GuardOutcome | GuardReport) -> str:
     return result.request_id if isinstance(result, GuardReport) else result.report.request_id
 
 
 def emit_result(
-    result: GuardResult | GuardReport,
+    result: GuardOutcome | GuardReport,
     *,
     record: PromptRecord | None,
     response_id: str | None,
