@@ -139,8 +139,8 @@ def check_claim(
                     verdicts={"provenance": "fail"},
                 )
             )
-    alone = Answer(claims=(claim,), format=answer_format, span_policy=span_policy)
-    coverage = check_coverage(alone)[0].model_copy(update={"claim_index": claim_index})
+    alone = check_coverage(Answer(claims=(claim,), format=answer_format, span_policy=span_policy))[0]
+    coverage = ClaimCheck(claim_index=claim_index, factual=alone.factual, kind=alone.kind, cited=alone.cited)
     if coverage.factual and not coverage.cited:
         findings.append(
             finding(
