@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.store",),
     ("citelock.render",),
     ("citelock.stream",),
-    ("citelock.pipeline", "citelock._guarded"),  # _guarded: the records the pipeline returns
+    ("citelock.pipeline", "citelock._guarded", "citelock._request"),  # the records it returns, the request core
     ("citelock._wrap",),
     ("citelock.adapters",),
     ("citelock.metrics",),
@@ -216,7 +216,7 @@ def test_no_layer_shares_two_packages() -> None:
     shared = [prefixes for prefixes in LAYERS if len({p.split(".")[1] for p in prefixes if p != "citelock"}) > 1]
     allowed = [  # single modules side by side (no package): a record module beside its user, the facade's helpers
         ("citelock.reasons", "citelock._version"),
-        ("citelock.pipeline", "citelock._guarded"),
+        ("citelock.pipeline", "citelock._guarded", "citelock._request"),
         ("citelock", "citelock.__main__", "citelock._jsonschema"),
     ]
     assert [p for p in shared if p not in allowed] == []
