@@ -223,9 +223,10 @@ class Citelock:
         style = self._style(render)
         backend = self.backend
         with answer_trace(question) as trace:  # spans per step when the otel extra is installed
-            prep = trace.assemble(
-                self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
-            )
+            with trace.assembling() as assembled:  # the span observes the step; the step is ours
+                prep = assembled(
+                    self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata, history)
+                )
             early = early_abstention(self.guard, prep.context, backend)
             if early is not None:  # nothing relevant was assembled: abstain, no tokens spent
                 return self._runner.finish(prep, early, style, known_ids)
@@ -256,18 +257,12 @@ class Citelock:
         style = self._style(render)
         backend = await asyncio.to_thread(lambda: self.backend)
         with answer_trace(question) as trace:
-            prep = await asyncio.to_thread(
-                trace.assemble,
-                self._prepare,
-                question,
-                chunks,
-                backend,
-                policy,
-                max_tokens,
-                request_id,
-                metadata,
-                history,
-            )
+            with trace.assembling() as assembled:
+                prep = assembled(
+                    await asyncio.to_thread(
+                        self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
+                    )
+                )
             early = early_abstention(self.guard, prep.context, backend)
             if early is not None:
                 return await asyncio.to_thread(self._runner.finish, prep, early, style, known_ids)
@@ -328,20 +323,13 @@ class Citelock:
         from citelock.stream._drive import stream_events
 
         streamed = stream_trace()  # Citelock.answer's spans, across the caller's iteration (otel extra)
-        job = streamed.assemble(
-            self._stream_job,
-            question,
-            chunks,
-            request_id,
-            metadata,
-            policy,
-            max_tokens,
-            render,
-            known_ids,
-            show,
-            on_diverge,
-            history,
-        )
+        with streamed.assembling() as assembled:
+            job = assembled(
+                self._stream_job(
+                    question, chunks, request_id, metadata, policy, max_tokens, render, known_ids, show, on_diverge,
+                    history,
+                )
+            )  # fmt: skip
         events: Iterator[StreamEvent | Done[GuardedAnswer]] = streamed.events(job, stream_events)
         return events
 
@@ -368,21 +356,13 @@ class Citelock:
         from citelock.stream._drive import astream_events
 
         streamed = stream_trace()
-        job = await asyncio.to_thread(
-            streamed.assemble,
-            self._stream_job,
-            question,
-            chunks,
-            request_id,
-            metadata,
-            policy,
-            max_tokens,
-            render,
-            known_ids,
-            show,
-            on_diverge,
-            history,
-        )
+        with streamed.assembling() as assembled:
+            job = assembled(
+                await asyncio.to_thread(
+                    self._stream_job, question, chunks, request_id, metadata, policy, max_tokens, render,
+                    known_ids, show, on_diverge, history,
+                )
+            )  # fmt: skip
         async with aclosing(streamed.aevents(job, astream_events)) as events:
             async for event in events:  # closed with this generator: aclose() persists before it returns
                 yield event

@@ -150,10 +150,12 @@ class _Completions:
             from citelock.stream._drive import stream_events
 
             streamed = stream_trace()  # Citelock.answer's spans, across the caller's iteration
-            prepared = streamed.assemble(owner._prepare, dict(arguments), model)
+            with streamed.assembling() as assembled:
+                prepared = assembled(owner._prepare(dict(arguments), model))
             return streamed.events(owner._job(prepared), stream_events)
         with answer_trace() as trace:  # spans per step when the otel extra is installed, as Citelock.answer
-            prepared = trace.assemble(owner._prepare, dict(arguments), model)
+            with trace.assembling() as assembled:
+                prepared = assembled(owner._prepare(dict(arguments), model))
             with trace.generating(prepared.record, owner._backend) as done:
                 started = perf_counter()
                 response, choice = owner._backend.transport.send(
@@ -202,10 +204,12 @@ class _AsyncCompletions:
             from citelock.stream._drive import astream_events
 
             streamed = stream_trace()
-            prepared = await asyncio.to_thread(streamed.assemble, owner._prepare, dict(arguments), model)
+            with streamed.assembling() as assembled:
+                prepared = assembled(await asyncio.to_thread(owner._prepare, dict(arguments), model))
             return streamed.aevents(owner._job(prepared), astream_events)
         with answer_trace() as trace:
-            prepared = await asyncio.to_thread(trace.assemble, owner._prepare, dict(arguments), model)
+            with trace.assembling() as assembled:
+                prepared = assembled(await asyncio.to_thread(owner._prepare, dict(arguments), model))
             with trace.generating(prepared.record, owner._backend) as done:
                 started = perf_counter()
                 response, choice = await owner._backend.transport.asend(

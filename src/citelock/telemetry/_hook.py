@@ -239,11 +239,16 @@ def trace_metadata() -> dict[str, str]:
     return impl.trace_metadata() if impl is not None else {}
 
 
+def _identity(value: _T) -> _T:
+    return value
+
+
 class _NoTrace:
     """The pipeline's steps without telemetry."""
 
-    def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
-        return fn(*args)
+    @contextmanager
+    def assembling(self) -> Iterator[Callable[[_T], _T]]:
+        yield _identity
 
     @contextmanager
     def generating(self, record: PromptRecord, backend: Any) -> Iterator[Callable[[_T], _T]]:
@@ -253,8 +258,9 @@ class _NoTrace:
 class _NoStreamTrace:
     """A streamed answer's steps without telemetry."""
 
-    def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
-        return fn(*args)
+    @contextmanager
+    def assembling(self) -> Iterator[Callable[[_T], _T]]:
+        yield _identity
 
     def events(self, job: Any, drive: Callable[[Any], _T]) -> _T:
         return drive(job)
@@ -264,7 +270,7 @@ class _NoStreamTrace:
 
 
 def stream_trace() -> Any:
-    """The spans of one streamed answer (``assemble`` now, ``events`` / ``aevents`` around the stream's driver)."""
+    """The spans of one streamed answer (``assembling`` now, ``events`` / ``aevents`` around the stream's driver)."""
     impl = implementation()
     return impl.stream_trace() if impl is not None else _NoStreamTrace()
 

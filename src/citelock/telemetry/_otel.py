@@ -488,18 +488,23 @@ class _AnswerTrace:
     def __init__(self, span: Span) -> None:
         self.span = span
 
-    def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
+    @contextmanager
+    def assembling(self) -> Iterator[Callable[[_T], _T]]:
+        """The ``citelock.assemble`` span around the caller's own step; ``done(prepared)`` records what it made."""
         with _tracer().start_as_current_span(
             "citelock.assemble", attributes={"gen_ai.operation.name": "citelock.assemble"}
         ) as span:
-            prepared = fn(*args)
-            record = _record_of(prepared)
-            if record is not None and span.is_recording():
-                span.set_attribute("gen_ai.retrieval.documents", _documents(record))
-                span.set_attribute("citelock.request_id", record.request_id)
-                span.set_attribute("citelock.template", f"{record.template.name}.v{record.template.version}")
-                self.span.set_attribute("citelock.request_id", record.request_id)
-            return prepared
+
+            def done(prepared: _T) -> _T:
+                record = _record_of(prepared)
+                if record is not None and span.is_recording():
+                    span.set_attribute("gen_ai.retrieval.documents", _documents(record))
+                    span.set_attribute("citelock.request_id", record.request_id)
+                    span.set_attribute("citelock.template", f"{record.template.name}.v{record.template.version}")
+                    self.span.set_attribute("citelock.request_id", record.request_id)
+                return prepared
+
+            yield done
 
     @contextmanager
     def generating(self, record: PromptRecord, backend: Any) -> Iterator[Callable[[_T], _T]]:
@@ -633,10 +638,13 @@ class StreamTrace:
         self.chat_ended = self.ended = False
         self.evaluated: tuple[SpanContext | None, str | None] | None = None
 
-    def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
+    @contextmanager
+    def assembling(self) -> Iterator[Callable[[_T], _T]]:
+        """The stream's ``citelock.assemble`` span, under ``citelock.answer``, around the caller's own step."""
         token, answer = context.attach(self.context), _ANSWER.set(self.span.get_span_context())
         try:
-            return _AnswerTrace(self.span).assemble(fn, *args)
+            with _AnswerTrace(self.span).assembling() as done:
+                yield done
         except BaseException as exc:
             self._end(exc)
             raise
