@@ -32,6 +32,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -43,7 +44,15 @@ from citelock.records import Answer, Finding, Layer, PromptRecord, ReasonCode
 from citelock.stream._events import Done
 from citelock.stream._session import Event, Session
 
-__all__ = ["StreamJob", "StreamRun", "astream_events", "stream_events"]
+__all__ = ["StreamJob", "StreamObserver", "StreamRun", "astream_events", "stream_events"]
+
+
+class StreamObserver(Protocol):
+    """What watches a stream from outside (telemetry): it is told when the finishing step runs, never runs it."""
+
+    def finishing(self, record: PromptRecord, generation: Generation) -> AbstractContextManager[None]:
+        """A context the finishing step (the final guard and persistence) runs in."""
+        ...
 
 
 class _Guarded(Protocol):
@@ -143,8 +152,9 @@ class StreamRun(Generic[A]):
     (judges, the final guard, persistence): the async loop runs them in a worker thread.
     """
 
-    def __init__(self, job: StreamJob[A]) -> None:
+    def __init__(self, job: StreamJob[A], observer: StreamObserver | None = None) -> None:
         self.job = job
+        self.observer = observer
         self.session = job.session
         self.started = time.perf_counter()
         self.first: float | None = None
@@ -199,7 +209,8 @@ class StreamRun(Generic[A]):
             return [*out, *self._stop("truncated", "the backend stream ended without its generation")], error
         self.settled = True
         try:
-            whole = self.job.finish(self.generation, session.guard)
+            with self._finishing(self.generation):
+                whole = self.job.finish(self.generation, session.guard)
         except TruncatedOutputError as exc:  # max_tokens cut the answer: persist what was checked, as a cut does
             return [*out, *self._stop("length", "generation stopped at max_tokens")], exc
         except ModelOutputError as exc:  # the whole output does not parse (or breaks the schema)
@@ -220,16 +231,22 @@ class StreamRun(Generic[A]):
         self.settled = True
         job = self.job
         generation = _partial_generation(job, self.started, self.first, finish)
-        return job.finish_partial(generation, job.session.partial_answer(), job.session.guard, _truncation(job, why))
+        with self._finishing(generation):
+            return job.finish_partial(
+                generation, job.session.partial_answer(), job.session.guard, _truncation(job, why)
+            )
+
+    def _finishing(self, generation: Generation) -> AbstractContextManager[None]:
+        return self.observer.finishing(self.job.record, generation) if self.observer is not None else nullcontext()
 
 
-def stream_events(job: StreamJob[A]) -> Iterator[Event | Done[A]]:
+def stream_events(job: StreamJob[A], observer: StreamObserver | None = None) -> Iterator[Event | Done[A]]:
     """The events of one guarded stream (sync).
 
     Closing the iterator cancels generation and persists the claims checked so far with an ``ANSWER_TRUNCATED``
     finding.
     """
-    run = StreamRun(job)
+    run = StreamRun(job, observer)
     source = _deltas(job)
     try:
         try:
@@ -252,14 +269,14 @@ def stream_events(job: StreamJob[A]) -> Iterator[Event | Done[A]]:
         run.cancel()
 
 
-async def astream_events(job: StreamJob[A]) -> AsyncIterator[Event | Done[A]]:
+async def astream_events(job: StreamJob[A], observer: StreamObserver | None = None) -> AsyncIterator[Event | Done[A]]:
     """:func:`stream_events` for async code.
 
     The backend's ``astream`` (or its ``stream`` in a worker thread), judges in worker threads, the final guard
     and persistence off the event loop. ``aclose()`` (or a cancelled task) cancels generation and persists what
     was checked before it returns, as closing the sync stream does.
     """
-    run = StreamRun(job)
+    run = StreamRun(job, observer)
     source = _adeltas(job)
     try:
         try:

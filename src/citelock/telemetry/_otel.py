@@ -652,27 +652,19 @@ class StreamTrace:
             _ANSWER.reset(answer)
             context.detach(token)
 
-    def _job(self, job: Any) -> Any:
-        """A copy of the stream job whose finishing steps end ``chat`` first and evaluate it."""
-        twin = copy.copy(job)
-        twin.finish = self._evaluating(job.record, job.finish)
-        twin.finish_partial = self._evaluating(job.record, job.finish_partial)
-        return twin
-
-    def _evaluating(self, record: PromptRecord, step: Callable[..., _T]) -> Callable[..., _T]:
-        def run(generation: Any, *rest: Any) -> _T:
-            chat = self.chat
-            if chat is not None and not self.chat_ended:
-                self.evaluated = (chat.get_span_context(), _generation_attributes(chat, record, generation))
-                chat.end()
-                self.chat_ended = True
-            token = _EVALUATED.set(self.evaluated)
-            try:
-                return step(generation, *rest)
-            finally:
-                _EVALUATED.reset(token)
-
-        return run
+    @contextmanager
+    def finishing(self, record: PromptRecord, generation: Any) -> Iterator[None]:
+        """The stream's finishing step is about to run: end ``chat`` (once) and let the guard evaluate it."""
+        chat = self.chat
+        if chat is not None and not self.chat_ended:
+            self.evaluated = (chat.get_span_context(), _generation_attributes(chat, record, generation))
+            chat.end()
+            self.chat_ended = True
+        token = _EVALUATED.set(self.evaluated)
+        try:
+            yield
+        finally:
+            _EVALUATED.reset(token)
 
     def _begin(self, job: Any) -> None:
         if self.chat is None:
@@ -689,14 +681,13 @@ class StreamTrace:
                 span.set_attribute("error.type", type(exc).__name__)
             span.end()
 
-    def events(self, job: Any, drive: Callable[[Any], Iterator[_T]]) -> Iterator[_T]:
-        """``drive(job)``'s events, each step run under ``citelock.answer``."""
-        traced = self._job(job)
+    def events(self, job: Any, drive: Callable[..., Iterator[_T]]) -> Iterator[_T]:
+        """``drive(job, self)``'s events, each step run under ``citelock.answer`` (this trace observes the job)."""
         error: BaseException | None = None
         token = context.attach(self.context)
         try:
             self._begin(job)
-            inner = drive(traced)
+            inner = drive(job, self)
         finally:
             context.detach(token)
         try:
@@ -722,14 +713,13 @@ class StreamTrace:
                 context.detach(token)
                 self._end(error)
 
-    async def aevents(self, job: Any, drive: Callable[[Any], AsyncIterator[_T]]) -> AsyncIterator[_T]:
+    async def aevents(self, job: Any, drive: Callable[..., AsyncIterator[_T]]) -> AsyncIterator[_T]:
         """:meth:`events` for an async stream."""
-        traced = self._job(job)
         error: BaseException | None = None
         token = context.attach(self.context)
         try:
             self._begin(job)
-            inner = drive(traced)
+            inner = drive(job, self)
         finally:
             context.detach(token)
         try:
