@@ -122,4 +122,5 @@ def generate(session: nox.Session) -> None:
     session.run(python, "scripts/gen_reason_table.py")
     session.run(python, "scripts/gen_cli_reference.py")
     session.run(python, "scripts/gen_api_reference.py")
+    session.run(python, "scripts/gen_config_reference.py")
     session.run(python, "-m", "citelock._jsonschema")

@@ -23,6 +23,10 @@ Families (``--families``, default all):
 - ``datasets``: ``calibrate --format F FILE`` and ``eval answers --format expertqa FILE``.
 - ``databases``: ``metrics --db`` and ``queue list --db`` on fuzzed files.
 - ``argv``: random command lines from the commands' own words.
+- ``dressed``: ``check --answer`` with one uncited false fact about the prompt's chunks dressed as talk (greetings,
+  hedges, lead-ins, markup, tag questions, a final colon or question mark; ``fuzz_inputs.dressed``), placed as the
+  ``answer`` family places its files, on a high-stakes surface. A stricter contract: every case whose file was
+  read must exit 1 (findings, the answer blocked), never 0.
 
 Usage::
 
@@ -59,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzz_inputs import (
     ANSWER,
     CHUNK_ROW,
+    DRESSED_ANSWER,
     EXPERTQA_ROW,
     FREE_TEXT,
     JSON_VALUES,
@@ -88,8 +93,9 @@ FAMILY_SIZES = {
     "datasets": 900,
     "databases": 500,
     "argv": 800,
+    "dressed": 1000,
 }
-"""Cases per family in the full campaign (10,200 in all)."""
+"""Cases per family in the full campaign (11,200 in all)."""
 
 
 @dataclass
@@ -459,6 +465,24 @@ def fam_argv(campaign: Campaign) -> Callable[..., None]:
     return case
 
 
+_READABLE = frozenset({"file", "stdin", "odd_name"})
+"""Path kinds whose content the command reads as written (the others are missing, empty, huge or a folder)."""
+
+
+def fam_dressed(campaign: Campaign) -> Callable[..., None]:
+    @given(DRESSED_ANSWER, PATH_KINDS, NAMES, st.booleans())
+    def case(answer: dict[str, Any], kind: str, name: bytes, as_json: bool) -> None:
+        content = json.dumps(answer, ensure_ascii=False).encode("utf-8")
+        where = place(campaign, kind, content, ".json", name)
+        args = ["check", "--prompt", str(campaign.prompt), "--answer", where.arg, "--surface", "legal"]
+        args += ["--stakes", "high", "--judge", "lexical", *(["--json"] if as_json else [])]
+        code = campaign.invoke("dressed", args, where.stdin)
+        if kind in _READABLE and code != 1:
+            raise AssertionError(f"a dressed false fact exited {code}, not 1 (findings): {answer!r}")
+
+    return case
+
+
 FAMILIES: dict[str, Callable[[Campaign], Callable[..., None]]] = {
     "answer": fam_answer,
     "prompt": fam_prompt,
@@ -469,6 +493,7 @@ FAMILIES: dict[str, Callable[[Campaign], Callable[..., None]]] = {
     "datasets": fam_datasets,
     "databases": fam_databases,
     "argv": fam_argv,
+    "dressed": fam_dressed,
 }
 
 

@@ -287,3 +287,82 @@ def check_options(draw: st.DrawFn) -> list[str]:
         if draw(st.integers(0, 9 if option in RARE else 2)) == 0:
             args += [option, draw(values)]
     return args
+
+
+# --- dressed claims: a false fact wrapped in talk -------------------------------------------------------------
+
+DRESSING_PREFIXES = [
+    "Sure, ", "Sure! ", "Sure thing: ", "Okay, ", "OK. ", "Ok so ", "Certainly: ", "Of course, ", "Absolutely! ",
+    "Great question! ", "Good question. ", "Hi! ", "Hello, ", "Thanks for asking. ", "Well, ", "So, ", "Yes, ",
+    "Honestly, ", "In short: ", "In summary, ", "To answer your question, ", "Short answer: ", "Answer: ",
+    "You should know that ", "You should know ", "You might want to know that ", "Note that ", "Please note: ",
+    "Keep in mind that ", "Remember, ", "It is worth noting that ", "It's important to note that ",
+    "Did you know that ", "Did you know ", "Believe it or not, ", "As you may know, ", "Let me explain: ",
+    "Let me explain. ", "Let me be clear — ", "Let me summarize: ", "Here is what the sources say: ",
+    "Here's the thing: ", "Here is the answer: ", "Based on the sources, ", "According to the context, ",
+    "From the documents, ", "I can confirm that ", "I can tell you ", "I'd say ", "I'm happy to say that ",
+    "The answer is that ", "The short answer is: ",
+]  # fmt: skip
+"""Talk before a claim: greetings, hedges, lead-ins (each ends where the claim begins)."""
+DRESSING_SUFFIXES = [
+    "", ".", ":", "?", "!", "...", "?!", " :", ", right?", ", isn't it?", ", didn't it?", ", wasn't it?",
+    ", you know?", ", correct?", ", no?", ". I hope this helps!", " - hope this helps.", "! Cheers",
+    ". Let me know if you have questions.", ", hope that helps!",
+]  # fmt: skip
+"""Talk after a claim: closing punctuation, tag questions, pleasantries."""
+DRESSING_MARKUP = [
+    ("", ""), ("**", "**"), ("__", "__"), ("*", "*"), ("_", "_"), ("`", "`"), ("# ", ""), ("## ", ""),
+    ("### ", ""), ("- ", ""), ("* ", ""), ("1. ", ""), ("2) ", ""), ("> ", ""), ('"', '"'), ("\u201c", "\u201d"),
+]  # fmt: skip
+"""Markup around a claim (or around its dressing)."""
+NON_FACTUAL_LINES = [
+    "Here is what the sources say:", "I hope this helps!", "Sure!", "Let me explain:", "Great question.",
+    "Thanks for asking!", "Let me know if you have other questions.", "Is there anything else I can help with?",
+    "In summary:", "Okay.", "Hope this helps.", "Let me check that for you.", "Here's the answer:",
+]  # fmt: skip
+"""Lines that hold nothing to check: with any dressing they stay non-factual."""
+
+
+def _cased(text: str, upper: bool) -> str:
+    return (text[:1].upper() if upper else text[:1].lower()) + text[1:]
+
+
+@st.composite
+def dressed(draw: st.DrawFn, facts: list[str]) -> str:
+    """One of ``facts`` (sentences without final punctuation) in up to three prefixes, two suffixes and markup.
+
+    Markup goes around the whole line or around the claim inside its dressing, case follows the prefix (or
+    not), so the combinations are those a model writes and those an attacker tries.
+    """
+    fact = draw(st.sampled_from(facts))
+    prefixes = draw(st.lists(st.sampled_from(DRESSING_PREFIXES), max_size=3))
+    suffixes = draw(st.lists(st.sampled_from(DRESSING_SUFFIXES), max_size=2))
+    open_, close = draw(st.sampled_from(DRESSING_MARKUP))
+    inner = draw(st.booleans())
+    claim = _cased(fact, draw(st.booleans()))
+    if inner and open_ and not open_.endswith(" "):
+        claim = f"{open_}{claim}{close}"
+    line = "".join(prefixes) + claim + "".join(suffixes)
+    if not inner or open_.endswith(" "):
+        line = f"{open_}{line}{close}"
+    return _cased(line, True) if draw(st.booleans()) else line
+
+
+@st.composite
+def dressed_non_factual(draw: st.DrawFn) -> str:
+    """A line that holds nothing to check, in markup and closing dressing (it must stay non-factual)."""
+    line = draw(st.sampled_from(NON_FACTUAL_LINES))
+    open_, close = draw(st.sampled_from([m for m in DRESSING_MARKUP if m[0] not in ('"', "\u201c")]))
+    return f"{open_}{line}{close}"
+
+
+FUZZ_FALSE_FACTS = [
+    "Revenue grew 15% in 2023", "Revenue grew 12% in 2021", "Revenue fell 12% in 2023",
+    "The depot shipped 1,500 crates", "Freight is paid by the seller", "The seller pays freight",
+    "Revenue never grew",
+]  # fmt: skip
+"""False statements about :data:`PROMPT`'s chunks (it says 12% in 2023, 1,200 crates, freight paid by the buyer)."""
+DRESSED_ANSWER = st.tuples(dressed(FUZZ_FALSE_FACTS), st.booleans()).map(
+    lambda pair: {"claims": [{"text": pair[0], "citations": []}]} if pair[1] else {"text": pair[0]}
+)
+"""An answer to :data:`PROMPT` whose one claim is a dressed false fact, uncited (structured, or free text)."""

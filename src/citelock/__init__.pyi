@@ -14,6 +14,7 @@ from .audit import AuditSummary as AuditSummary
 from .audit import run_audit as run_audit
 from .backends import Backend as Backend
 from .backends import FakeBackend as FakeBackend
+from .config import Config as Config
 from .constraint import BackendLimits as BackendLimits
 from .constraint import CitationSchema as CitationSchema
 from .constraint import SchemaOptions as SchemaOptions

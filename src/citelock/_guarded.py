@@ -80,7 +80,10 @@ class GuardedAnswer(_Record):
         answer: The parsed answer: claims with ``citations[].chunk_id`` / ``span``.
         result: The guard's full result: the report (① provenance, ② coverage, numbers, ③ support, relevance),
             the decision, what happened to each claim, the judge's accounting.
-        span_policy: The span policy decoding enforced (None when nothing was constrained: the naive baseline).
+        span_policy: The span policy the output held: the schema's when decoding enforced it; when a server
+            ignored the constraint, the schema's if the output still has its shape, ``id`` if its citations
+            carry no spans, ``none`` if it cites nothing (None when nothing was constrained: the naive
+            baseline). ``downgrade_reason`` then says the server ignored it.
         requested_policy: The policy the caller asked for.
         downgrade_reason: Why ``span_policy`` is weaker than ``requested_policy``, if it is.
         backend: Backend name.
@@ -101,7 +104,7 @@ class GuardedAnswer(_Record):
     question: str
     answer: Answer
     result: GuardResult
-    span_policy: SpanPolicy | None
+    span_policy: SpanPolicy | Literal["none"] | None
     requested_policy: SpanPolicy | None
     downgrade_reason: str | None = None
     backend: str

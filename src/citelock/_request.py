@@ -23,6 +23,7 @@ from citelock.errors import OutputBoundsError, ParseError, TruncatedOutputError,
 from citelock.guard import Guard, GuardResult
 from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT
 from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
+from citelock.prompt._parse import parse_constrained
 from citelock.prompt._serialize import with_history
 from citelock.records import Answer, Chunk, Context, Finding, Generation, Message, PromptRecord
 from citelock.render import RenderStyle, render_answer
@@ -137,9 +138,19 @@ def _parse_output(prep: Prepared, generation: Generation) -> Answer:
             )
         return schema.parse_output(generation.text)  # ConstraintViolationError if the constraint broke
     try:
+        if schema is not None:  # a declared constraint: parsed under its schema or not at all, never as free text
+            return parse_constrained(generation.text, schema.policy)
         return parse_answer(generation.text)
     except ParseError as exc:
         raise UnparsedAnswerError(str(exc), record=record, generation=generation, where=exc.where) from None
+
+
+def _downgrade(schema: CitationSchema, held: str | None) -> str | None:
+    """Why the answer's span policy is weaker than asked: the schema's downgrade, or an output that ignored it."""
+    if held is None or held == schema.policy:
+        return schema.downgrade_reason
+    ignored = f"the output did not hold the {schema.policy} constraint (the server ignored it): it held {held}"
+    return f"{schema.downgrade_reason}; {ignored}" if schema.downgrade_reason else ignored
 
 
 def stats(prep: Prepared, generation: Generation) -> GenerationStats:
@@ -167,6 +178,7 @@ def guarded(
     record, schema = prep.record, prep.schema
     report = result.report
     early = ABSTAIN_NOTE in generation.notes
+    held = (parsed.span_policy or schema.policy) if schema is not None else None
     # Rendering drops or marks claims only when the answer is served (a blocked one is shown whole).
     outcomes = result.claims if result.decision != "block" else None
     return GuardedAnswer(
@@ -174,9 +186,9 @@ def guarded(
         question=prep.context.question,
         answer=parsed,
         result=result,
-        span_policy=schema.policy if schema is not None else None,
+        span_policy=held if schema is not None else None,  # what the output held (the schema's when enforced)
         requested_policy=prep.requested,
-        downgrade_reason=schema.downgrade_reason if schema is not None else None,
+        downgrade_reason=_downgrade(schema, held) if schema is not None else None,
         backend=generation.backend,
         model=generation.model,
         template=prep.template,

@@ -13,7 +13,7 @@ someone" by type, never by message::
     │   └── MissingExtraError (ImportError)  an optional dependency is missing (.extra, .module)
     └── RuntimeFailure                something failed while running: the model, the server, the store
         ├── ModelOutputError          the model's output is unusable
-        │   ├── UnparsedAnswerError   an unconstrained answer cannot be parsed (.record, .generation)
+        │   ├── UnparsedAnswerError   an answer cannot be parsed (.record, .generation)
         │   ├── ConstraintViolationError  a constraining backend produced output outside the schema
     │   ├── OutputBoundsError     output beyond the schema's bounds (claims, characters), from any backend
         │   └── JudgeOutputError      a judge answered other than one allowed word (.raw, .choices)
@@ -155,6 +155,9 @@ class OutputBoundsError(ModelOutputError):
 
 class UnparsedAnswerError(ModelOutputError):
     """A backend's output could not be parsed as an answer (the naive baseline's "parse failure").
+
+    Also the output of a call that declared a citation constraint and got back something that is not the schema's
+    JSON (prose, ``{"text": ...}``): such output is parsed under its schema or not at all, never as free text.
 
     Attributes:
         record: The logged prompt the output was generated for.

@@ -49,6 +49,7 @@ from citelock.store import PromptLog, ResultStore, ReviewQueue
 from citelock.telemetry._hook import answer_trace, stream_trace
 
 if TYPE_CHECKING:
+    from citelock.config import Config
     from citelock.stream import Done, OnDiverge, Show, StreamEvent
     from citelock.stream._drive import StreamJob
 
@@ -173,6 +174,29 @@ class Citelock:
 
             self._backend = LocalBackend()
         return self._backend
+
+    @classmethod
+    def from_config(
+        cls, config: Config | str | Path | None = None, *, surface: str | None = None, **overrides: Any
+    ) -> Citelock:
+        """A client for one surface of the config file (see :class:`citelock.Config`); keyword arguments win.
+
+        The same constructor arguments a caller would pass: ``guard`` (the surface's policy and judges), ``log``
+        (the store), ``sinks`` (the review queue and result store on it) and ``backend`` (``default_backend``).
+
+        Args:
+            config: A loaded :class:`~citelock.Config`, a file path, or None to discover one.
+            surface: The surface (default: the config's ``default_surface``; with neither, the free checks).
+            overrides: Constructor arguments that replace the config's (``backend=``, ``log=``, ``policy=``...).
+
+        Raises:
+            InputError: the config file is invalid (file, line and key named).
+            UsageError: no such surface, or an argument the constructor rejects.
+        """
+        from citelock.config import Config, client_arguments
+
+        loaded = config if isinstance(config, Config) else Config.load(config)
+        return cls(**client_arguments(loaded, surface, overrides))
 
     def __repr__(self) -> str:
         backend = self._backend.name if self._backend is not None else "local (not loaded)"

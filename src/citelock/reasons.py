@@ -42,6 +42,7 @@ class ReasonCode(StrEnum):
     SPAN_ONLY_IN_QUESTION = "SPAN_ONLY_IN_QUESTION"
     SPAN_ONLY_IN_HISTORY = "SPAN_ONLY_IN_HISTORY"
     SPAN_IN_OTHER_CHUNK = "SPAN_IN_OTHER_CHUNK"
+    SPAN_STITCHED = "SPAN_STITCHED"
     UNCITED_CLAIM = "UNCITED_CLAIM"
     ANSWER_TRUNCATED = "ANSWER_TRUNCATED"
     UNSUPPORTED = "UNSUPPORTED"
@@ -147,6 +148,12 @@ REASONS: Mapping[ReasonCode, ReasonInfo] = MappingProxyType(
             "span",
             "the span is verbatim in a different assembled chunk",
             "re-cite the chunk the finding names (related_chunk_id); the claim can stay",
+        ),
+        ReasonCode.SPAN_STITCHED: _info(
+            _P,
+            "span",
+            "the span joins pieces of the sources that are never contiguous (each piece is verbatim, the whole is not)",
+            "quote one contiguous passage, or cite each piece as its own span (an ellipsis is not verbatim)",
         ),
         ReasonCode.UNCITED_CLAIM: _info(
             Layer.COVERAGE,

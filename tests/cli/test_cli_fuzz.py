@@ -27,6 +27,7 @@ SLICE = {
     "datasets": 30,
     "databases": 15,
     "argv": 30,
+    "dressed": 30,
 }
 
 

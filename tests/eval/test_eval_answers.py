@@ -164,7 +164,8 @@ def test_expertqa_val_held_out_figures(shared_data) -> None:
 
     Baseline (before this change), held-out half: uncited precision 0.619 / recall 1.000, number false alarms
     0.033 (10 of 306 Complete claims). After: 0.643 / 0.986, 0.026 (8 of 306). The issue's targets (precision
-    >= 0.90, false alarms <= 0.01) are not met; see the report of the change for why.
+    >= 0.90, false alarms <= 0.01) are not met; see the report of the change for why. Since "factual unless there
+    is nothing to check" (dressing peeled before classifying): 0.635 / 1.000.
     """
     path = shared_data / "expertqa" / "val.jsonl"
     from citelock.judges import make_judge
@@ -176,7 +177,7 @@ def test_expertqa_val_held_out_figures(shared_data) -> None:
     )
     summary = summarize_answers(outcomes)
     assert summary["answers"] > 100 and summary["cited_with_text"] > 400
-    assert summary["uncited_recall"] >= 0.97
-    assert summary["uncited_precision"] >= 0.64
+    assert summary["uncited_recall"] >= 0.99
+    assert summary["uncited_precision"] >= 0.63
     assert summary["number_false_alarm_rate"] <= 0.027
     assert summary["evidence_skipped_no_text"] > 0

@@ -20,7 +20,7 @@ def test_no_claim_that_needs_a_citation_is_classified_non_factual(shared_data) -
                         if not classify_claim(claim["claim_string"]).factual:
                             missed.append(claim["claim_string"])
     assert needs > 1000
-    # Measured: 8 of 1200. Two were missed before the meta/advice/conversational rules (an "Output Interface"
+    # Measured: 8 of 1200 (6 since dressing is peeled before classifying). Two were missed before the meta/advice/conversational rules (an "Output Interface"
     # heading fragment, an "As an AI..." preamble); the other six are sentences of the exempted kinds that
     # annotators still marked as needing a citation ("I searched for your question and found some relevant
     # results.", "... is not clarified in the provided context.").
@@ -45,13 +45,15 @@ def test_uncited_claim_on_held_out_questions(shared_data) -> None:
     """Rules tuned on the ``tune`` questions, measured on the ``heldout`` ones (whole questions held out).
 
     Baseline (before the meta/advice/conversational/abstention rules): precision 0.619, recall 1.000 on 118
-    flagged held-out sentences. Measured after: precision 0.643, recall 0.986 on 112.
+    flagged held-out sentences. Measured after: precision 0.643, recall 0.986 on 112. With "factual unless there
+    is nothing to check" (dressing peeled, a number or a named entity behind a conversational prefix is factual):
+    precision 0.635, recall 1.000 on 115 (the tune half: 0.564 / 0.930 on 117 before, 0.563 / 0.944 on 119 after).
     """
     path = shared_data / "expertqa" / "val.jsonl"
     precision, recall, flagged = _uncited_precision_recall(path, "heldout")
     assert flagged > 100
-    assert recall >= 0.97
-    assert precision >= 0.64
+    assert recall >= 0.99
+    assert precision >= 0.63
 
 
 def test_the_question_split_is_stable_and_roughly_half() -> None:

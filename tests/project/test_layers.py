@@ -35,9 +35,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.store",),
     ("citelock.render",),
     ("citelock.stream",),
+    ("citelock.config",),  # surfaces, judges, backends and the store named in citelock.toml (builds guards)
     ("citelock.pipeline", "citelock._guarded", "citelock._request"),  # the records it returns, the request core
     ("citelock._wrap",),
     ("citelock.adapters",),
+    ("citelock.integrations",),  # LangChain, LlamaIndex, Haystack doors (issue 39)
     ("citelock.metrics",),
     ("citelock.audit",),
     ("citelock.review",),

@@ -26,6 +26,7 @@ EXPECTED = [
     "Claim",
     "ClaimCheck",
     "ClaimOutcome",
+    "Config",
     "ConstraintViolationError",
     "Context",
     "DEFAULT_MARKERS",
@@ -107,8 +108,9 @@ def test_core_imports_no_llm_sdk() -> None:
     import sys
 
     code = (
-        "import sys, citelock, citelock.guard, citelock.store; "
-        "sdks = ('openai', 'instructor', 'outlines', 'llama_cpp', 'llguidance', 'torch'); "
+        "import sys, citelock, citelock.guard, citelock.store, citelock.integrations; "
+        "sdks = ('openai', 'instructor', 'outlines', 'llama_cpp', 'llguidance', 'torch', "
+        "'langchain_core', 'llama_index', 'haystack'); "
         "bad = [m for m in sdks if m in sys.modules]; "
         "print(','.join(bad))"
     )

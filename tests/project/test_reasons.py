@@ -41,6 +41,7 @@ PINNED_FAMILIES: dict[str, set[ReasonCode]] = {
         R.SPAN_ONLY_IN_QUESTION,
         R.SPAN_ONLY_IN_HISTORY,
         R.SPAN_IN_OTHER_CHUNK,
+        R.SPAN_STITCHED,  # detect-only's stitched quotes (issue 39)
     },
     "coverage": {R.UNCITED_CLAIM, R.ANSWER_TRUNCATED},  # ANSWER_TRUNCATED: a streamed answer stopped early
     "number": {R.NUMBER_MISMATCH},

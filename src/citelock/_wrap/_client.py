@@ -31,6 +31,7 @@ from citelock.store import PromptLog
 from citelock.telemetry._hook import answer_trace, stream_trace
 
 if TYPE_CHECKING:
+    from citelock.config import Config
     from citelock.stream._drive import StreamJob
 
 __all__ = ["BLOCKED_TEXT", "AsyncWrappedOpenAI", "Content", "WrappedOpenAI", "wrap"]
@@ -241,6 +242,8 @@ def wrap(
     options: SchemaOptions | None = None,
     known_ids: Collection[str] | None = None,
     delivery: str | None = None,
+    config: Config | str | Path | None = None,
+    surface: str | None = None,
 ) -> Any:
     """Wrap the ``openai`` client your application already calls: same call, citations constrained and guarded.
 
@@ -275,6 +278,9 @@ def wrap(
         options: Bounds of the answer shape (:class:`~citelock.SchemaOptions`).
         known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         delivery: Name of the server profile's delivery to use (default: its strongest).
+        config: A :class:`~citelock.Config` (or its file's path): ``guard``, ``log`` and ``sinks`` not given here
+            come from its ``surface`` (as :meth:`Citelock.from_config` builds them).
+        surface: The config's surface (default: its ``default_surface``).
 
     Returns:
         A :class:`WrappedOpenAI` (or :class:`AsyncWrappedOpenAI` for an async client).
@@ -287,9 +293,16 @@ def wrap(
     if isinstance(client, _Wrapper):
         raise UsageError("this client is already wrapped; wrap the openai client once")
     backend = OpenAIBackend.from_client(client, server=server, delivery=delivery)
-    config = Citelock(
+    if config is not None or surface is not None:
+        from citelock.config import Config, client_arguments
+
+        loaded = config if isinstance(config, Config) else Config.load(config)
+        given = {"guard": guard, "log": log, "sinks": tuple(sinks) or None}
+        built = client_arguments(loaded, surface, {k: v for k, v in given.items() if v is not None})
+        guard, log, sinks = built["guard"], built.get("log"), built.get("sinks", ())
+    pipeline = Citelock(
         backend, log=log, guard=guard, sinks=sinks, policy=policy, render=render, options=options, known_ids=known_ids
     )
     if backend.transport.is_async:
-        return AsyncWrappedOpenAI(client, config, backend, content)
-    return WrappedOpenAI(client, config, backend, content)
+        return AsyncWrappedOpenAI(client, pipeline, backend, content)
+    return WrappedOpenAI(client, pipeline, backend, content)

@@ -2,7 +2,7 @@
 
 In Parquet the scalar fields (``key``, ``source``, ``row``, ``error``, ``ok``, ``request_id``, ``prompt_sha256``,
 ``surface``, ``decision``, ``on_fail``) are columns and the nested ones (``findings``, ``counts``,
-``citations``, ``claims``, ``outcomes``, ``routes``, ``accounting``) are JSON text, so every part has one
+``citations``, ``claims``, ``outcomes``, ``routes``, ``accounting``, ``policy``) are JSON text, so every part has one
 schema; :func:`read_report` turns both formats back into the same rows, live rows only, in input order.
 """
 
@@ -37,7 +37,7 @@ MANIFEST = "_manifest.json"
 PARTS = "_parts"
 PART = re.compile(r"part-(\d{6,})\.(jsonl|parquet)")
 _SCALARS = ("key", "source", "row", "error", "ok", "request_id", "prompt_sha256", "surface", "decision", "on_fail")
-_NESTED = ("findings", "counts", "citations", "claims", "outcomes", "routes", "accounting")
+_NESTED = ("findings", "counts", "citations", "claims", "outcomes", "routes", "accounting", "policy")
 _UNPLACED = sys.maxsize  # the rank of a row whose part recorded no input order (written before it did)
 
 
@@ -153,7 +153,7 @@ def _part_file_rows(path: Path, fmt: str) -> Iterator[dict[str, Any]]:
         policy = values.get("outcomes") is not None or values.get("decision") is not None
         for name in _NESTED:
             text = values.get(name)
-            if text is None and name in ("outcomes", "routes", "accounting") and not policy:
+            if text is None and name in ("outcomes", "routes", "accounting", "policy") and not policy:
                 continue
             row[name] = json.loads(text) if text is not None else None
         if not policy:
@@ -164,5 +164,5 @@ def _part_file_rows(path: Path, fmt: str) -> Iterator[dict[str, Any]]:
 
 def _ordered(row: dict[str, Any]) -> dict[str, Any]:
     order = ("key", "source", "row", "error", "ok", "request_id", "prompt_sha256", "findings", "counts")
-    rest = ("citations", "claims", "surface", "decision", "on_fail", "outcomes", "routes", "accounting")
+    rest = ("citations", "claims", "surface", "decision", "on_fail", "outcomes", "routes", "accounting", "policy")
     return {name: row[name] for name in (*order, *rest) if name in row}

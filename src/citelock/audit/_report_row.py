@@ -36,7 +36,7 @@ __all__ = [
 CHECK_FIELDS = ("ok", "request_id", "prompt_sha256", "findings", "counts", "citations", "claims")
 """The fields of every row, in order: the deterministic guard's report."""
 
-POLICY_FIELDS = ("surface", "decision", "on_fail", "outcomes", "routes", "accounting")
+POLICY_FIELDS = ("surface", "decision", "on_fail", "outcomes", "routes", "accounting", "policy")
 """The fields a row has after :data:`CHECK_FIELDS` when a surface policy ran, in order."""
 
 ROUTE_FIELDS = frozenset({"claim_index", "citation_index", "route", "score"})
@@ -56,6 +56,7 @@ _EMPTY: dict[str, Any] = {
     "outcomes": [],
     "routes": [],
     "accounting": None,
+    "policy": None,
 }
 
 
@@ -147,6 +148,7 @@ _POLICY_BUILDERS: dict[str, Callable[[GuardResult], Any]] = {
     "outcomes": lambda result: Elements(result.claims),
     "routes": lambda result: Elements(result.support, include=set(ROUTE_FIELDS)),
     "accounting": lambda result: result.accounting.model_dump(mode="json"),
+    "policy": lambda result: json.loads(result.policy.model_dump_json()) if result.policy is not None else None,
 }
 
 

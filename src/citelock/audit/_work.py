@@ -78,6 +78,9 @@ class AuditSettings:
         relevance: ``free``, ``judged`` or ``off``: the ``OFF_QUESTION`` check (``judged`` needs a surface policy
             and ``relevance_base_url``).
         relevance_base_url: The relevance judge's OpenAI-compatible server, for ``judged``.
+        policy: The whole surface policy (a surface of the config file: audit plan, routing and all); when given
+            it is the policy, and ``stakes``, ``sample_rate``, ``on_fail``, ``calibration`` and ``relevance`` are
+            not read for it.
     """
 
     surface: str | None = None
@@ -91,11 +94,12 @@ class AuditSettings:
     escalate_base_url: str | None = None
     relevance: str = "free"
     relevance_base_url: str | None = None
+    policy: SurfacePolicy | None = None
 
     @property
     def runs_policy(self) -> bool:
         """True when a surface policy runs (results are queued and stored), False for the free checks only."""
-        return any(v is not None for v in (self.surface, self.judge, self.on_fail, self.calibration))
+        return any(v is not None for v in (self.surface, self.judge, self.on_fail, self.calibration, self.policy))
 
     def build_guard(self) -> Guard:
         """The :class:`~citelock.Guard` these settings describe (call once per process, never per row).
@@ -114,10 +118,9 @@ class AuditSettings:
         rate = self.sample_rate
         if rate is None:
             rate = 1.0 if self.judge or self.stakes == "high" else 0.0
-        judge_name = self.judge or (DEFAULT_JUDGE if self.stakes == "high" or rate > 0 else None)
         routing = load_surface_routing(self.calibration, name) if self.calibration is not None else None
         try:
-            policy = SurfacePolicy.model_validate(
+            policy = self.policy or SurfacePolicy.model_validate(
                 {
                     "name": name,
                     "stakes": self.stakes,
@@ -130,6 +133,7 @@ class AuditSettings:
         except ValidationError as exc:
             err = exc.errors()[0]
             raise UsageError(f"surface {name!r}: {'.'.join(map(str, err['loc'])) or 'surface'}: {err['msg']}") from None
+        judge_name = self.judge or (DEFAULT_JUDGE if policy.stakes == "high" or policy.sample_rate > 0 else None)
         judge = None
         if judge_name is not None:
             judge = CachedJudge(_Tripwire(_named_judge(judge_name, self.judge_base_url, self.judge_model)))
@@ -151,9 +155,11 @@ class AuditSettings:
         begun before they existed resumes with the same manifest.
         """
         described = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        for name, default in (("relevance", "free"), ("relevance_base_url", None)):
+        for name, default in (("relevance", "free"), ("relevance_base_url", None), ("policy", None)):
             if described[name] == default:
                 del described[name]
+        if self.policy is not None:
+            described["policy"] = self.policy.model_dump(mode="json")
         return described
 
 

@@ -8,6 +8,7 @@ from citelock.cli import (  # noqa: F401
     _audit,
     _calibrate,
     _check,
+    _config,
     _eval,
     _eval_answers,
     _log,

@@ -13,8 +13,16 @@ from pydantic import ValidationError
 
 from citelock.backends import _registry
 from citelock.cli._app import EXIT_FINDINGS, EXIT_OK, EXIT_RUNTIME, app
+from citelock.cli._config import load_config
 from citelock.cli._io import fail, iter_json_lines, shown, text_option
-from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, free_guard, surface_options, surface_setup
+from citelock.cli._surface_options import (
+    NO_SURFACE,
+    SurfaceOptions,
+    SurfaceSetup,
+    free_guard,
+    surface_options,
+    surface_setup,
+)
 from citelock.constraint import DEFAULT_POLICY, POLICY_ORDER, SchemaOptions, SpanPolicy
 from citelock.errors import UnparsedAnswerError
 from citelock.pipeline import Citelock, GuardedAnswer, Sink
@@ -32,10 +40,28 @@ def _backend_help() -> str:
     return "; ".join(f"{info.name}: {info.summary}" for info in _registry.BACKENDS.values())
 
 
-def _known_backend(name: str) -> str:
-    if name not in _registry.BACKENDS:
-        raise typer.BadParameter(f"unknown backend {name!r}; expected one of {', '.join(_registry.BACKENDS)}")
+def _known_backend(name: str | None) -> str | None:
+    if name is not None and (not name.strip() or not name.isprintable()):
+        raise typer.BadParameter(f"expected a backend name, got {name!r}")
     return name
+
+
+def _named_backend(name: str | None, config: Path | None) -> tuple[str, dict[str, str]]:
+    """The backend's kind and options: a built-in name, else a ``[backends.NAME]`` entry of the config file.
+
+    Without ``--backend``: the config's ``default_backend``, else ``local``. Exit 2 on an unknown name.
+    """
+    if name in _registry.BACKENDS:
+        return name, {}
+    loaded = load_config(config, warn=False)
+    chosen = name or loaded.data.default_backend
+    if chosen is None:
+        return "local", {}
+    entry = loaded.backends.get(chosen)
+    if entry is None:
+        known = [*_registry.BACKENDS, *loaded.backends]
+        fail(f"--backend: unknown backend {chosen!r}; expected one of {', '.join(known)}")
+    return entry.kind, {k: v for k, v in entry.model_dump(exclude={"kind"}).items() if v is not None}
 
 
 def default_db() -> Path:
@@ -79,8 +105,14 @@ def answer(
         ),
     ],
     backend: Annotated[
-        str, typer.Option(callback=_known_backend, help=f"the backend, by name: {_backend_help()}")
-    ] = "local",
+        str | None,
+        typer.Option(
+            callback=_known_backend,
+            help=f"the backend, by name: {_backend_help()}; or a [backends.NAME] entry of the config file "
+            "(default: its default_backend, else local)",
+            show_default=False,
+        ),
+    ] = None,
     base_url: Annotated[
         str | None,
         typer.Option(
@@ -160,6 +192,7 @@ def answer(
     """
     if not text_option("--question", question).strip():
         fail("--question is empty")
+    backend, configured = _named_backend(backend, options.config)
     if base_url is not None and backend not in _SERVER_BACKENDS:
         fail(f"--base-url is for --backend openai or instructor, not --backend {backend}")
     if server_kind is not None and backend not in _SERVER_BACKENDS:
@@ -170,11 +203,12 @@ def answer(
     chunks = read_chunks(chunks_path)
     if top_k is not None:
         chunks = lexical_top_k(question, chunks, top_k)
-    given = {"model": model, "base_url": base_url, "server": server_kind}
-    chosen = _registry.make_backend(backend, **{k: v for k, v in given.items() if v is not None})
+    flags = {"model": model, "base_url": base_url, "server": server_kind}
+    given = {**configured, **{k: v for k, v in flags.items() if v is not None}}  # a flag overrides the config's
+    chosen = _registry.make_backend(backend, **given)
     if no_abstain and not chosen.limits.constrains:
         fail(f"--no-abstain shapes the citation schema, and --backend {backend} takes none (it writes free text)")
-    target = db or default_db()
+    target = db or _config_db(setup) or default_db()
     sinks: list[Sink] = [ReviewQueue(target), ResultStore(target)] if setup is not None else []
     client = Citelock(
         chosen,
@@ -189,7 +223,8 @@ def answer(
         if stream and not as_json:
             from citelock.cli._stream_view import show_stream
 
-            result = show_stream(client.stream(question, chunks, max_tokens=max_tokens))
+            show = setup.settings.show if setup is not None and setup.settings is not None else None
+            result = show_stream(client.stream(question, chunks, max_tokens=max_tokens, show=show))
         else:
             result = client.answer(question, chunks, max_tokens=max_tokens)
     except UnparsedAnswerError as exc:  # other failures map to their exit code centrally (see _app)
@@ -205,6 +240,13 @@ def answer(
     else:
         _print(result)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FINDINGS)
+
+
+def _config_db(setup: SurfaceSetup | None) -> str | None:
+    """``$CITELOCK_DB``, else the config's store, for a surface the config file names (None otherwise)."""
+    if setup is None or setup.config is None:
+        return None
+    return setup.config.store
 
 
 _PATH_LIKE = re.compile(r"^(?:[/~.]|[A-Za-z]:[\\/]|\\\\)|\.(?:gguf|bin|safetensors|pt)$", re.IGNORECASE)

@@ -121,7 +121,9 @@ def audit(
     except CitelockError as exc:
         fail(str(exc))
     setup = surface_setup(options)
-    settings = options.audit_settings()
+    settings = setup.audit_settings(options) if setup is not None else options.audit_settings()
+    if db is None and setup is not None and setup.config is not None and setup.config.store is not None:
+        db = database_target(setup.config.store)  # the config's store (or $CITELOCK_DB) for its surfaces
     progress = _Progress(inputs, answers or (), enabled=not quiet and sys.stderr.isatty())
     try:
         with progress:

@@ -23,6 +23,7 @@ import typer
 
 import citelock.judges as judges
 from citelock.cli._app import EXIT_OK, app
+from citelock.cli._config import ConfigOption, note_surface
 from citelock.cli._io import (
     existing_file,
     fail,
@@ -210,9 +211,11 @@ def calibrate_command(
         str | None,
         typer.Option("--from-store", help="with --fit --surface: refit from the review desk's audit labels in DB"),
     ] = None,
+    config: ConfigOption = None,
 ) -> None:
     """Calibrate a support judge on human-labeled data, or hand-label pairs (``calibrate label``)."""
     positional = list(args or [])
+    note_surface(config, surface if surface != "*" else None)
     if from_store is not None:
         _calibrate_store_form(
             positional,

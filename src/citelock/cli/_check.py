@@ -101,6 +101,8 @@ def check(
     if db is not None:
         database_target(db)
     setup = surface_setup(options)
+    if db is None and setup is not None and setup.config is not None and setup.config.store is not None:
+        db = database_target(setup.config.store)  # the config's store (or $CITELOCK_DB) for its surfaces
     if request_id is not None and db is not None and "://" not in db and not Path(db).expanduser().is_file():
         fail(f"--db {shown(db)}: no prompt log there to replay --request-id {request_id!r} from")
     with bulk_allocation():

@@ -10,6 +10,7 @@ import typer
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from citelock.cli._app import EXIT_INPUT, EXIT_INTEGRITY, EXIT_OK, EXIT_UNREACHABLE, app
+from citelock.cli._config import ConfigOption
 from citelock.cli._io import fail
 from citelock.cli._queue import DbOption, resolve_db
 from citelock.errors import CitelockError
@@ -54,6 +55,7 @@ def verify(
         typer.Option("--key-file", help=f"file holding the log's HMAC key (default: ${KEY_ENV}, if set)"),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    config: ConfigOption = None,
 ) -> None:
     """Walk the prompt log's hash chain, check every record, and name the first broken one.
 
@@ -65,7 +67,7 @@ def verify(
     Exit 0 when the chain is intact, 3 when a record is broken (integrity failure), 2 on bad options, a
     missing database, or a keyed log verified without its key, 4 when the database server is unreachable.
     """
-    target = resolve_db(db)
+    target = resolve_db(db, config)
     key = _read_key(key_file) if key_file is not None else None
     try:
         report = PromptLog(target, key=key).verify_chain(anchor=anchor)

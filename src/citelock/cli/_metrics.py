@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from citelock.cli._app import EXIT_FINDINGS, app, using_database
+from citelock.cli._config import ConfigOption, load_config, note_surface
 from citelock.cli._io import fail, shown, text_option
 from citelock.cli._queue import DbOption, resolve_db
 from citelock.cli._report import REASON_WIDTH
@@ -33,10 +34,22 @@ def metrics(
         bool,
         typer.Option("--check", help="exit 1 when a surface raises an alarm (false pass, drift, pass up/repair down)"),
     ] = False,
-    window: Annotated[int, typer.Option("--window", min=1, help="weeks pooled for the judge's alarms")] = 4,
+    window: Annotated[
+        int | None,
+        typer.Option(
+            "--window", min=1, help="weeks pooled for the judge's alarms (default: the surface's alarms.window, else 4)"
+        ),
+    ] = None,
     min_labels: Annotated[
-        int, typer.Option("--min-labels", min=1, help="fewest labels of a class behind a rate that clears or alarms")
-    ] = 30,
+        int | None,
+        typer.Option(
+            "--min-labels",
+            min=1,
+            help="fewest labels of a class behind a rate that clears or alarms (default: the surface's "
+            "alarms.min_labels, else 30)",
+        ),
+    ] = None,
+    config: ConfigOption = None,
 ) -> None:
     """Citation metrics overall, per surface and per ISO week, each printed beside its definition.
 
@@ -46,7 +59,8 @@ def metrics(
         text_option("--surface", surface)
     if png is not None and (png.is_dir() or not png.parent.is_dir()):
         fail(f"--png {shown(png)}: expected a file path in an existing folder")
-    target = resolve_db(db)
+    window, min_labels = _alarm_settings(config, surface, window, min_labels)
+    target = resolve_db(db, config)
     try:
         with using_database(target):
             report = metrics_from_store(target, surface=surface)
@@ -69,6 +83,21 @@ def metrics(
             typer.echo(f"chart written to {shown(png)}")
     if check and any(s.alarms for s in statuses):
         raise typer.Exit(EXIT_FINDINGS)
+
+
+def _alarm_settings(
+    config: Path | None, surface: str | None, window: int | None, labels: int | None
+) -> tuple[int, int]:
+    """``--window`` and ``--min-labels``, else the surface's ``alarms`` in the config file, else 4 and 30."""
+    loaded = load_config(config, warn=False)
+    if surface is not None and loaded.has_surface(surface):
+        try:
+            alarms = loaded.surface_settings(surface, routing=False).alarms
+        except UsageError as exc:
+            fail(str(exc))
+        return (window or alarms.window, labels or alarms.min_labels)
+    note_surface(config, surface)
+    return (window or 4, labels or 30)
 
 
 def _print_judge(statuses: list[SurfaceStatus], *, by_week: bool) -> None:

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from citelock.cli._app import EXIT_OK, app
+from citelock.cli._config import ConfigOption, config_store, note_surface
 from citelock.cli._io import fail
 from citelock.cli._report import NARROW
 from citelock.errors import CitelockError
@@ -41,20 +42,21 @@ CategoryOption = Annotated[
 ChunkOption = Annotated[str | None, typer.Option("--chunk", help="a better chunk id to cite (repair only)")]
 
 
-def resolve_db(db: str | None) -> str:
-    """The database to use: ``--db``, else ``$CITELOCK_DB``, else ``./.citelock/citelock.db``.
+def resolve_db(db: str | None, config: Path | None = None) -> str:
+    """The database: ``--db``, else ``$CITELOCK_DB``, else the config's ``store``, else ``./.citelock/citelock.db``.
 
-    A SQLite path must exist (reading a queue never creates an empty database by accident).
+    The config file is ``--config`` or the discovered one. A SQLite path must exist (reading a queue never
+    creates an empty database by accident).
     """
-    target = db or os.environ.get("CITELOCK_DB") or str(Path(".citelock") / "citelock.db")
+    target = db or os.environ.get("CITELOCK_DB") or config_store(config) or str(Path(".citelock") / "citelock.db")
     if "://" not in target and not Path(target).expanduser().is_file():
         fail(f"no citelock database at {target} (give --db PATH|URL or set CITELOCK_DB)")
     return target
 
 
-def open_queue(db: str | None) -> ReviewQueue:
+def open_queue(db: str | None, config: Path | None = None) -> ReviewQueue:
     """Open the review queue, turning store errors into exit code 2."""
-    target = resolve_db(db)
+    target = resolve_db(db, config)
     try:
         return ReviewQueue(target)
     except CitelockError as exc:
@@ -93,9 +95,11 @@ def list_entries(
     surface: Annotated[str | None, typer.Option("--surface", help="only this surface")] = None,
     status: Annotated[str, typer.Option("--status", help="open, resolved or all")] = "open",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    config: ConfigOption = None,
 ) -> None:
     """List queue entries grouped by reason code, largest group first, with counts."""
-    queue = open_queue(db)
+    note_surface(config, surface)
+    queue = open_queue(db, config)
     try:
         groups = queue.grouped(reason=reason, surface=surface, status=status)  # type: ignore[arg-type]
     except CitelockError as exc:

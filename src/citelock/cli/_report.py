@@ -174,7 +174,8 @@ def write_report_json(view: ReportView, result: GuardResult | None = None) -> No
 
     The shape (:mod:`citelock.audit._report_row`, which an audit's report rows share): ``ok``, ``request_id``,
     ``prompt_sha256``, ``findings`` (reason, claim, chunk_id, span, ...), ``counts``, ``citations``, ``claims``;
-    with a surface also ``surface``, ``decision``, ``on_fail``, ``outcomes``, ``routes`` and ``accounting``.
+    with a surface also ``surface``, ``decision``, ``on_fail``, ``outcomes``, ``routes``, ``accounting`` and
+    ``policy`` (the surface policy that ran: stakes, audit plan, routing, ...).
     """
     fields = check_fields(view)
     if result is not None:

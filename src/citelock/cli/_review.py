@@ -20,6 +20,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from citelock.cli._app import EXIT_UNREACHABLE, app
+from citelock.cli._config import ConfigOption
 from citelock.cli._io import fail
 from citelock.cli._queue import DbOption, resolve_db
 from citelock.errors import CitelockError
@@ -111,10 +112,11 @@ def serve(
             help="after a sign-in, delete ended sessions at most this often (0: never; cron runs purge-sessions)",
         ),
     ] = 10.0,
+    config: ConfigOption = None,
 ) -> None:
     """Serve the review desk: the queue by reason, entries with the span as sent, outcomes, metrics, exports."""
     review = _review()
-    target = resolve_db(db)
+    target = resolve_db(db, config)
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from citelock.constraint import quote_body
 from citelock.guard._coverage import check_coverage
-from citelock.guard._numbers import missing_numbers
+from citelock.guard._numbers import missing_numbers, uncited_missing_numbers
 from citelock.guard._relevance import add_relevance
 from citelock.prompt import PromptIndex, check_citation, describe, parse_answer
 from citelock.reasons import REASONS
@@ -152,7 +152,7 @@ def check_claim(
             )
         )
     if numbers:
-        findings.extend(_number_findings(claim, checks, index, finding))
+        findings.extend(_number_findings(claim, claim_index, checks, index, finding))
     return ClaimChecks(claim_index, tuple(checks), coverage, tuple(findings))
 
 
@@ -210,7 +210,11 @@ def run_checks(
     return combine_checks(index.record, claims, numbers=numbers)
 
 
-def _number_findings(claim: Claim, checks: list[CitationCheck], index: PromptIndex, finding: Any) -> list[Finding]:
+def _number_findings(
+    claim: Claim, claim_index: int, checks: list[CitationCheck], index: PromptIndex, finding: Any
+) -> list[Finding]:
+    if not claim.citations:
+        return _uncited_number_findings(claim, claim_index, index, finding)
     good = [c for c in checks if c.passed]
     if not good:
         return []
@@ -231,5 +235,23 @@ def _number_findings(claim: Claim, checks: list[CitationCheck], index: PromptInd
             passage=bodies[0],
             detail=f"numbers not in any cited passage: {', '.join(missing)}",
             verdicts={"provenance": "pass", "numbers": "fail"},
+        )
+    ]
+
+
+def _uncited_number_findings(claim: Claim, claim_index: int, index: PromptIndex, finding: Any) -> list[Finding]:
+    """An uncited claim's numbers are checked against every chunk of the prompt: one in none of them is a finding."""
+    bodies = [index.body(placed) for placed in index.by_id.values()]
+    question = (index.record.question,) if index.record.question else ()
+    missing = uncited_missing_numbers(claim.text, bodies, context=question)
+    if not missing:
+        return []
+    return [
+        finding(
+            claim_index,
+            ReasonCode.NUMBER_MISMATCH,
+            Layer.NUMBERS,
+            detail=f"an uncited claim's numbers are in no chunk of the prompt: {', '.join(missing)}",
+            verdicts={"coverage": "uncited", "numbers": "fail"},
         )
     ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from citelock.errors import UsageError
 from citelock.guard._audit_step import build_audit
@@ -30,6 +30,15 @@ from citelock.judges._routing import Routing, shipped_routing
 from citelock.prompt import PromptIndex, parse_answer
 from citelock.records import Answer, Finding, GuardReport, Layer, PromptRecord, ReasonCode
 from citelock.telemetry._hook import instrumented
+
+
+class GuardSource(Protocol):
+    """What :meth:`Guard.from_config` reads: a :class:`citelock.Config` (named here, not imported: it is above)."""
+
+    def guard(self, surface: str | None = None) -> Guard:
+        """The guard of ``surface``."""
+        ...
+
 
 __all__ = ["Guard"]
 
@@ -64,6 +73,25 @@ class Guard:
         UsageError: ``judge``/``escalate`` without a policy; the policy's routing was calibrated for another
             judge or judge version.
     """
+
+    @classmethod
+    def from_config(cls, config: GuardSource, surface: str | None = None) -> Guard:
+        """The guard of a surface of the config file: ``config.guard(surface)`` (see :class:`citelock.Config`).
+
+        Args:
+            config: A loaded :class:`~citelock.Config`.
+            surface: The surface (default: the config's ``default_surface``; with neither, the free checks).
+
+        Raises:
+            UsageError: ``config`` is not a loaded config, or it has no such surface.
+        """
+        make = getattr(config, "guard", None)
+        if not callable(make):
+            raise UsageError(f"config must be a citelock.Config (Config.load()), got {type(config).__name__}")
+        guard = make(surface)
+        if not isinstance(guard, Guard):  # pragma: no cover - Config.guard returns a Guard
+            raise UsageError(f"config.guard() returned {type(guard).__name__}, not a Guard")
+        return guard
 
     def __init__(
         self,

@@ -17,6 +17,10 @@ On top of that rule, three things in a claim are not numbers to check:
   only combines numbers the claim itself states: allowing any pair of the passage's numbers let about 1 in
   60 seeded wrong numbers through by coincidence (``"shrank by 17%"`` = 10/58 of two unrelated figures).
 
+A claim with no citation is checked too (:func:`uncited_missing_numbers`): against every chunk of the prompt, so
+a number that is in none of them ("Sure, it opened in 1933." where the chunk says 1932) is a finding whatever
+coverage thinks of the sentence, and on a surface that blocks it blocks.
+
 Numbers that the caller passes as ``context`` (the user's question) also count as known: a claim restating the
 question's premise ("the closest judge is 36 hours away") did not make that number up.
 """
@@ -30,7 +34,7 @@ from itertools import permutations
 
 from citelock.text import extract_numbers, numbers_in_order
 
-__all__ = ["MAX_OPERANDS", "derivable", "extract_numbers", "missing_numbers"]
+__all__ = ["MAX_OPERANDS", "derivable", "extract_numbers", "missing_numbers", "uncited_missing_numbers"]
 
 MAX_OPERANDS = 8
 """At most this many of the claim's own cited numbers are combined (56 ordered pairs)."""
@@ -56,8 +60,13 @@ _PERCENT_AFTER = re.compile(r"\s*(?:%|percent\b|per cent\b|percentage points?\b)
 _NUMBER_TOKEN = re.compile(r"(?<![\w.])(?<!\w-)[$€£¥]?\d(?:\d|,(?=\d{3}(?!\d)))*(?:\.\d+)?(?![\w.]\w)(?!\w)")
 
 
+_EMPHASIS_EDGE = re.compile(r"(?<=\d)_+(?!\w)|(?<![\w.])_+(?=\d)")
+"""Markdown emphasis underscores around a number (``__1933__``): markup, not part of an identifier."""
+
+
 def _mask(claim: str) -> str:
-    """The claim with list numbering and source references blanked out (offsets kept)."""
+    """The claim with list numbering and source references blanked out, emphasis marks off numbers (offsets kept)."""
+    claim = _EMPHASIS_EDGE.sub(lambda m: " " * len(m.group()), claim)
     return _IGNORED.sub(lambda m: " " * len(m.group()), claim)
 
 
@@ -182,3 +191,17 @@ def missing_numbers(claim: str, passages: list[str], *, context: Iterable[str] =
     percents = _percent_values(masked)
     derivations = _Derivations(operands, arithmetic=bool(_ARITHMETIC.search(masked)))
     return [n for n in missing if not derivations.derivable(n, percent=n in percents)]
+
+
+def uncited_missing_numbers(claim: str, chunks: Sequence[str], *, context: Iterable[str] = ()) -> list[str]:
+    """Numbers of an uncited ``claim`` that occur in none of the prompt's ``chunks``, once each, in claim order.
+
+    The rule of :func:`missing_numbers` with every chunk of the prompt as the passages: an uncited claim names no
+    source, so any of them may hold its numbers, and a number that none holds (nor the question) was made up.
+
+    Args:
+        claim: The claim text.
+        chunks: The bodies of every chunk of the prompt as sent.
+        context: Other texts whose numbers the claim may restate without a source (the user's question).
+    """
+    return missing_numbers(claim, list(chunks), context=context)

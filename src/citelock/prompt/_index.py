@@ -9,8 +9,9 @@ order of the diagnosis: in the cited chunk (pass) → in the cut-off tail of a t
 (``SPAN_TRUNCATED``; also a citation without a span of a chunk whose whole body was cut while its id header
 stayed) → in another assembled chunk (``SPAN_IN_OTHER_CHUNK``) → in the prompt outside every chunk body, e.g. the
 question (``SPAN_ONLY_IN_QUESTION``) or only in earlier turns of the conversation (``SPAN_ONLY_IN_HISTORY``)
-→ only across the boundary between two chunks, or nowhere
-(``SPAN_NOT_IN_CHUNK``; :func:`describe` names the two chunks a straddling span runs across).
+→ only across the boundary between two chunks (``SPAN_NOT_IN_CHUNK``; :func:`describe` names the two chunks a
+straddling span runs across) → stitched from verbatim pieces that are never contiguous (``SPAN_STITCHED``) →
+nowhere (``SPAN_NOT_IN_CHUNK``).
 """
 
 from __future__ import annotations
@@ -278,7 +279,60 @@ def check_citation(
         straddled = index.chunks_overlapping(*occurrences[0])
         neighbour = next((pc.id for pc in straddled if pc.id != citation.chunk_id), None)
         return result(False, ReasonCode.SPAN_NOT_IN_CHUNK, related_chunk_id=neighbour)
+    pieces = stitched_pieces(index, span)
+    if pieces is not None:
+        first = pieces[0][1]
+        return result(False, ReasonCode.SPAN_STITCHED, related_chunk_id=first if first != citation.chunk_id else None)
     return result(False, ReasonCode.SPAN_NOT_IN_CHUNK)
+
+
+_ELLIPSIS = re.compile(r"\s*(?:\.\.\.|\u2026|\[\.\.\.\]|\[\u2026\])\s*")
+MAX_STITCH_CHARS = 2000
+"""Longer spans are not decomposed (the cover costs a search per word): they stay ``SPAN_NOT_IN_CHUNK``."""
+MIN_STITCH_WORDS = 8
+"""Without an ellipsis, a stitched span's pieces are at least this many words each: shorter verbatim runs are how a
+paraphrase (one swapped word) reads, and it stays ``SPAN_NOT_IN_CHUNK``. Cuts an ellipsis marks have no minimum."""
+
+
+def stitched_pieces(index: PromptIndex, span: str) -> list[tuple[str, str]] | None:
+    """The pieces a normalized span not verbatim anywhere is stitched from, each with the chunk holding it.
+
+    The span is cut at ellipses (``...``, ``…``, ``[...]``) and each part is covered greedily, left to right, by
+    the longest run of words verbatim in some assembled chunk's body. A part between ellipses verbatim whole is one
+    piece, of any length; a piece cut anywhere else needs :data:`MIN_STITCH_WORDS` words, so a paraphrase (a
+    swapped or inserted word) is not a stitch. None when the span is not covered by two or more such pieces, or is
+    longer than :data:`MAX_STITCH_CHARS`.
+    """
+    if len(span) > MAX_STITCH_CHARS:
+        return None
+    bodies = [(pc.id, index.body(pc)) for pc in index.by_id.values()]
+
+    def home(words: list[str]) -> str | None:
+        piece = " ".join(words)
+        return next((chunk_id for chunk_id, body in bodies if piece in body), None)
+
+    pieces: list[tuple[str, str]] = []
+    for part in _ELLIPSIS.split(span):
+        words = part.split()
+        if not words:
+            continue
+        whole = home(words)
+        if whole is not None:
+            pieces.append((part, whole))
+            continue
+        start = 0
+        while start < len(words):
+            end, found = start, None
+            while end < len(words):
+                holder = home(words[start : end + 1])
+                if holder is None:
+                    break
+                end, found = end + 1, holder
+            if found is None or end - start < MIN_STITCH_WORDS:
+                return None
+            pieces.append((" ".join(words[start:end]), found))
+            start = end
+    return pieces if len(pieces) >= 2 else None
 
 
 def describe(index: PromptIndex, check: CitationCheck) -> str:

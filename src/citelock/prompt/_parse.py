@@ -1,5 +1,9 @@
 """Parsing answers: structured :class:`Answer` JSON, and free text with inline citation markers.
 
+A call that declared a constraint is parsed under its schema or not at all (:func:`parse_constrained`): output
+that is not the citation schema's JSON (prose, a ``{"text": ...}`` object) is a :class:`ParseError`, never free
+text. Free-text parsing is for backends that declared no constraint (the naive baseline).
+
 Free text is split into sentences; each sentence is one claim and carries the markers inside it (a marker
 right after a sentence's end, as in ``grew.[1] Margins``, belongs to that sentence). Default markers:
 ``[c-8812]``, ``[3]``, ``[3, 5]`` and ``<cite id="s1">…</cite>``; pass your own patterns with
@@ -21,7 +25,15 @@ from citelock.errors import ParseError
 from citelock.records import Answer, Citation, Claim
 from citelock.text import split_sentences
 
-__all__ = ["ABSTENTION_SENTENCE", "DEFAULT_MARKERS", "MarkerPattern", "parse_answer", "parse_free_text"]
+__all__ = [
+    "ABSTENTION_SENTENCE",
+    "DEFAULT_MARKERS",
+    "MarkerPattern",
+    "held_policy",
+    "parse_answer",
+    "parse_constrained",
+    "parse_free_text",
+]
 
 ABSTENTION_SENTENCE = "The sources do not contain the answer."
 """What the free-text prompt asks a model to write when the sources do not answer the question."""
@@ -295,3 +307,57 @@ def _abstention(data: Mapping[str, Any]) -> Answer:
     except ValidationError as exc:
         err = exc.errors()[0]
         raise ParseError(f'an abstention ({{"claims": []}}): {err["msg"]}', where="answer") from None
+
+
+_QUOTE_POLICIES = ("quote", "quote_sentence")
+
+
+def parse_constrained(text: str, policy: str) -> Answer:
+    """Parse the output of a call that declared a constraint it did not enforce: the schema's JSON or nothing.
+
+    The answer's ``span_policy`` is what the output held (:func:`held_policy`), not what the schema asked.
+
+    Args:
+        text: The output as it arrived.
+        policy: The span policy of the schema the call declared.
+
+    Raises:
+        ParseError: the output is not a JSON object of the citation schema's shape (``{"claims": [...]}``): prose,
+            a free-text ``{"text": ...}`` object, a JSON list or scalar.
+    """
+    stripped = text.strip()
+    expected = (
+        f"the call declared the {policy} citation constraint, so its output must be the schema's JSON "
+        '{"claims": [{"text": ..., "citations": [{"chunk_id": ..., "span": ...}]}]}'
+    )
+    if not stripped.startswith("{"):
+        raise ParseError(f"{expected}; got text that is not a JSON object: {stripped[:80]!r}", where="output")
+    try:
+        data = json.loads(stripped)
+    except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        raise ParseError(f"{expected}; got invalid JSON ({why}): {stripped[:80]!r}", where="output") from None
+    if not isinstance(data, dict) or "claims" not in data:
+        keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ParseError(f"{expected}; got a JSON object with fields {keys}", where="output")
+    answer = _parse_structured(data)
+    return answer.model_copy(update={"span_policy": held_policy(answer, policy)})
+
+
+def held_policy(answer: Answer, policy: str) -> str:
+    """The span policy an unenforced output actually held, for the schema's ``policy``.
+
+    ``policy`` itself when every citation has the policy's shape (a span on every citation; for the quote
+    policies, a citation on every claim); ``id`` when citations name chunks but not every one carries a span;
+    ``none`` when the output cites nothing. An abstention (no claims) holds the policy it was asked for.
+    """
+    citations = [c for claim in answer.claims for c in claim.citations]
+    if not answer.claims:
+        return policy
+    if not citations:
+        return "none"
+    if policy in _QUOTE_POLICIES:
+        return policy if all(claim.citations for claim in answer.claims) else "id"
+    if policy == "id" or all(c.span for c in citations):
+        return policy
+    return "id"

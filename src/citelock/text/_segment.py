@@ -5,6 +5,11 @@ cases:"), abstentions ("The sources do not say.", "X is not mentioned in the pro
 conversational lines ("Let me check that for you."), meta sentences about the answerer's own search ("I found
 some research sources...", "Here is what I found") and advice addressed to the reader ("You should...",
 "Review what you have learned regularly.") are classified as non-factual and never flagged.
+
+A claim is non-factual only when it holds nothing to check. Its dressing (:mod:`citelock.text._dressing`:
+"Sure,", "You should know that", "Let me explain:", ``**...**``, a tag question, a final colon or question mark)
+is removed first, so dressing never makes a checkable sentence non-factual; a number or a date makes it factual
+whatever else it says, and a named entity does behind a pleasantry, conversational or organising prefix.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from citelock.text._dressing import undress
+
 __all__ = ["ClaimKind", "classify_claim", "split_sentences"]
 
-_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|[a-zA-Z][.)](?=\s))\s+")
 _HEADING_MARK = re.compile(r"^\s*#{1,6}\s+")
 _EMPHASIS = re.compile(r"^\s*(\*\*|__)(.+)\1\s*:?\s*$")
 _HAS_WORD = re.compile(r"[^\W_]", re.UNICODE)
@@ -105,50 +111,164 @@ class ClaimKind:
     kind: str
 
 
+_CLAUSE = re.compile(
+    # Where one sentence holds two: a colon, semicolon or dash before more words, or a contrast after a comma
+    # ("The sources do not say, but it opened in 1933."). Each part is classified; any factual part makes the
+    # sentence factual. A colon inside a number or time ("7:15") is no boundary.
+    r"(?<=\S)(?::|;)\s+|\s+[\u2013\u2014-]+\s+|[\u2013\u2014]+|,\s*(?=(?:but|yet|although|though|whereas)\b)",
+    re.IGNORECASE,
+)
+_NOT_NUMBERS = re.compile(
+    # Numbers that point at the answer's own parts or at sources, not at the world: "Step 2", "Passage 3", "[3]".
+    r"\b(?:steps?|parts?|sections?|options?|points?|chapters?|phases?|stages?|items?|tips?|ways?|passages?"
+    r"|sources?|references?|refs?\.?|documents?|docs?|citations?|chunks?|snippets?|results?)"
+    r"[ \t]*(?:id|no\.?|number|#)?[ \t]*#?\d{1,3}\b|\[\s*\d+(?:\s*[,;\u2013-]\s*\d+)*\s*\]",
+    re.IGNORECASE,
+)
+_DIGIT = re.compile(r"\d")
+_MONTH = re.compile(
+    r"\b(?:january|february|march|april|june|july|august|september|october|november|december"
+    r"|(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.)\b|\b(?:\d+(?:st|nd|rd|th)|\d+s)\b",
+    re.IGNORECASE,
+)
+_CAPITAL = re.compile(r"(?<![\w'\u2019])(?:[A-Z][\w'\u2019&.-]*[A-Za-z0-9]|[A-Z]{2,})")
+_NOT_NAMES = frozenset("I I'm I've I'd I'll AI OK Okay Sure Yes No Hi Hello Hey Thanks Note FAQ TL;DR Q A".split())
+_INTERROGATIVE = re.compile(
+    r"^(?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|am|do|does|did|have|has|had|can|could|will"
+    r"|would|shall|should|may|might|must|isn't|aren't|wasn't|weren't|don't|doesn't|didn't|haven't|hasn't|can't"
+    r"|couldn't|won't|wouldn't|shouldn't|anything|any)\b",
+    re.IGNORECASE,
+)
+_VERB_CUE = re.compile(
+    # A finite verb of a closed class, a negation, or a past-tense "-ed" word after the first: a heading names a
+    # topic; "The Aurora Bridge never opened" is a statement.
+    r"\b(?:is|are|was|were|am|be|been|being|has|have|had|do|does|did|can|cannot|could|will|would|shall|should|may"
+    r"|might|must|never|not|no longer|isn't|aren't|wasn't|weren't|hasn't|haven't|hadn't|doesn't|don't|didn't"
+    r"|can't|couldn't|won't|wouldn't|shouldn't|became|began|built|made|went|came|took|gave|got|fell|rose|won"
+    r"|lost|left|held|met|paid|sold|told|said|found|ran|grew|led|set|cost|spans?|opens?|closes?|stands?|lies"
+    r"|remains?|contains?|includes?|means?|equals?|costs|holds?|carries|carry)\b",
+    re.IGNORECASE,
+)
+_VERB_FORM = re.compile(
+    # A lowercase word after the first in a verb's form: "-ed" ("the bridge opened"), or "-s" before an object
+    # ("the seller pays freight"; not "side effects of", where a preposition follows a plural noun). Title-case
+    # headings ("Related Work", "Key Benefits") have none.
+    r"(?<=\s)[a-z]{2,}ed\b|(?<=\s)[a-z]+[^\Wsu]s\b(?= (?!(?:to|of|and|or|for|in|on|with|from|at|by|vs|versus)\b)\w)"
+)
+_INTRODUCES = re.compile(
+    # An organising line introducing a list ("There are three cases:", "The main causes are:"), when it ends in a
+    # colon: a count and a plural noun of the answer's own structure, and nothing else.
+    r"^(?:there (?:is|are|were|was) |here (?:is|are) )?(?:(?:the|these|those|some|a few|a couple of) )?"
+    r"(?:(?:following|several|some|many|various|key|main|major|two|three|four|five|six|seven|eight|nine|ten|few"
+    r"|different|important|common|possible|primary|basic|general|top|notable|other|additional) ){0,2}"
+    r"(?:\w+ )?(?:cases|ways|steps|points|reasons|options|factors|types|kinds|things|aspects|considerations"
+    r"|examples|methods|strategies|tips|benefits|advantages|disadvantages|categories|stages|phases|components"
+    r"|parts|features|questions|ideas|approaches|causes|effects|symptoms|differences|requirements|details|facts"
+    r"|findings|results|sources|rules|principles|criteria|issues|problems|risks|challenges|elements|items"
+    r"|highlights|takeaways|possibilities|scenarios|answers|explanations|options|steps involved)"
+    r"(?: (?:are|include|is|were|to consider|to know|of note|as follows|involved))?(?: as follows)?$",
+    re.IGNORECASE,
+)
+_OPENERS = frozenset(".!?:;\"'(\u201c\u2018*_#>-")
+_ENTITY_MATTERS = frozenset({"pleasantry", "conversational", "organising", "heading"})
+"""Kinds whose pattern is a prefix a real claim can follow: a named entity in the rest makes it factual."""
+_FACTUAL = ClaimKind(True, "factual")
+
+
 @lru_cache(maxsize=4096)
 def classify_claim(text: str, *, standalone_line: bool = False) -> ClaimKind:
     """Classify a claim as factual or as one of the non-factual kinds.
 
+    A claim is non-factual only when it holds nothing to check. Its dressing is removed first
+    (:func:`citelock.text._dressing.undress`: markup, greetings, hedges such as "You should know that",
+    lead-ins such as "Let me explain:", tag questions, a final colon or question mark), and a sentence of two
+    parts ("Sure: ...", "The sources do not say, but ...") is classified part by part. A part with a number
+    or a date (other than list numbering and source references) is factual, whatever else it says; a heading,
+    a question (in question word order), a pleasantry, an abstention, a conversational, meta, advice or
+    organising line is non-factual only when what is left after its dressing is one of those, and (for the
+    kinds a real claim can hide behind) names no entity.
+
     Args:
         text: The claim or sentence, citation markers already removed.
-        standalone_line: The text was a whole line of a free-text answer (so a short line without terminal
-            punctuation reads as a heading).
+        standalone_line: The text was a whole line of a free-text answer among others (so a short line
+            without terminal punctuation and without a verb reads as a heading).
 
     Returns:
         ``ClaimKind(factual, kind)`` with kind one of ``factual``, ``empty``, ``heading``, ``question``,
         ``organising``, ``pleasantry``, ``abstention``, ``conversational``, ``meta``, ``advice``.
     """
     stripped = text.strip()
-    if _HEADING_MARK.match(stripped) or _EMPHASIS.match(stripped):
-        return ClaimKind(False, "heading")
-    body = _BULLET.sub("", stripped).strip()
-    if not _HAS_WORD.search(body):
-        return ClaimKind(False, "empty")
-    if body.endswith("?"):
+    marked = bool(_HEADING_MARK.match(stripped) or _EMPHASIS.match(stripped))
+    parts = [p for p in _CLAUSE.split(stripped) if _HAS_WORD.search(p)] or [stripped]
+    kinds = [
+        _classify_part(part, marked=marked, standalone=standalone_line and not _TERMINAL.search(stripped))
+        for part in parts
+    ]
+    return next((k for k in kinds if k.factual), kinds[0])
+
+
+def _classify_part(part: str, *, marked: bool, standalone: bool) -> ClaimKind:
+    undressed = undress(part)
+    core = _LEAD_IN.sub("", undressed.core)
+    if not _HAS_WORD.search(core):
+        bare = part.strip(" \t*_#>`.!?:;…")  # all dressing: the kind its own words have, else its dressing's
+        return ClaimKind(False, _kind(bare, introduces=False) or _dressing_kind(part, undressed.dressing, marked))
+    if _DIGIT.search(_NOT_NUMBERS.sub(" ", core)) or _MONTH.search(core):
+        return _FACTUAL
+    short = len(core.split()) <= (12 if marked else 8)
+    if (marked or standalone) and short and not (_VERB_CUE.search(core) or _VERB_FORM.search(core)):
+        kind: str | None = "heading"
+    elif undressed.question and _INTERROGATIVE.match(core):
         return ClaimKind(False, "question")
-    if body.rstrip("*_ ").endswith(":"):
-        return ClaimKind(False, "organising")
-    if (
-        standalone_line
-        and not _TERMINAL.search(body)
-        and len(body.split()) <= 8
-        and not any(ch.isdigit() for ch in body)
-    ):
-        return ClaimKind(False, "heading")
-    body = _LEAD_IN.sub("", body)
-    if _PLEASANTRY.match(body):
-        return ClaimKind(False, "pleasantry")
-    if _ABSTENTION.search(body) or _NOT_IN_CONTEXT.search(body):
-        return ClaimKind(False, "abstention")
-    if _CONVERSATIONAL.match(body):
-        return ClaimKind(False, "conversational")
-    if _META.search(body):
-        return ClaimKind(False, "meta")
-    if _ADVICE.match(body):
-        return ClaimKind(False, "advice")
-    if _ORGANISING.match(body) and len(body.split()) <= 12 and not any(ch.isdigit() for ch in body):
-        return ClaimKind(False, "organising")
-    return ClaimKind(True, "factual")
+    else:
+        kind = _kind(core, introduces=part.rstrip("*_ ").endswith(":"))
+    if kind is None or (kind in _ENTITY_MATTERS and kind != "heading" and _names_entity(core)):
+        return _FACTUAL
+    return ClaimKind(False, kind)
+
+
+def _kind(core: str, *, introduces: bool) -> str | None:
+    """The non-factual kind of an undressed core, or None when it is none of them."""
+    if _PLEASANTRY.match(core):
+        return "pleasantry"
+    if _ABSTENTION.search(core) or _NOT_IN_CONTEXT.search(core):
+        return "abstention"
+    if _CONVERSATIONAL.match(core):
+        return "conversational"
+    if _META.search(core):
+        return "meta"
+    if _ADVICE.match(core):
+        return "advice"
+    if _ORGANISING.match(core) and len(core.split()) <= 12:
+        return "organising"
+    if introduces and _INTRODUCES.match(core):
+        return "organising"
+    return None
+
+
+def _dressing_kind(part: str, dressing: tuple[str, ...], marked: bool) -> str:
+    """The kind of a claim that was all dressing."""
+    if part.rstrip("*_ ").endswith(":"):
+        return "organising"
+    if marked:
+        return "heading"
+    if "greeting" in dressing or "closing" in dressing:
+        return "pleasantry"
+    if "lead_in" in dressing:
+        return "organising"
+    return "empty"
+
+
+def _names_entity(core: str) -> bool:
+    """A capitalized word that does not open a sentence (or an acronym anywhere), other than "I", "OK" and such."""
+    for match in _CAPITAL.finditer(core):
+        word = match.group()
+        if word in _NOT_NAMES:
+            continue
+        before = core[: match.start()].rstrip()
+        if word.isupper() or (before and before[-1] not in _OPENERS):
+            return True
+    return False
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
