@@ -27,6 +27,13 @@ Families (``--families``, default all):
   hedges, lead-ins, markup, tag questions, a final colon or question mark; ``fuzz_inputs.dressed``), placed as the
   ``answer`` family places its files, on a high-stakes surface. A stricter contract: every case whose file was
   read must exit 1 (findings, the answer blocked), never 0.
+- ``forged``: ``check --prompt`` a logged record with one to three derived fields edited (normalized copy, offset
+  maps, placements, status, chunk text, sha256): exit 2 whenever anything changed, and nothing appended to --db.
+- ``keyed_logs``: a keyed log stripped by someone without the key (triggers dropped, chain columns NULLed, a record
+  rewritten with its plain hashes, a link made plain): ``log verify --key-file`` exits 3, and so does
+  ``check --request-id`` on the record touched.
+- ``long_ints``: an answer, prompt or chunk store holding an integer of 4,301+ digits: exit 2 naming the file and
+  the field.
 
 Usage::
 
@@ -72,14 +79,19 @@ from fuzz_inputs import (
     PATH_KINDS,
     PROMPT,
     REQUEST_IDS,
+    STRIPS,
     STRUCTURED,
     VALID_CHUNKS,
     check_options,
     contents,
+    forged_record,
     lines,
+    logged_prompt,
+    long_integer_document,
     mutated_prompt,
 )
 
+PROMPT_CHUNKS = PROMPT["chunks"]
 CONTRACT = frozenset(EXIT_CODES) - {EXIT_INTERNAL}
 """The exit codes a fuzzed command may end with (70, an internal error, is a bug)."""
 
@@ -94,8 +106,11 @@ FAMILY_SIZES = {
     "databases": 500,
     "argv": 800,
     "dressed": 1000,
+    "forged": 600,
+    "keyed_logs": 300,
+    "long_ints": 300,
 }
-"""Cases per family in the full campaign (11,200 in all)."""
+"""Cases per family in the full campaign (12,400 in all)."""
 
 
 @dataclass
@@ -107,9 +122,12 @@ class Campaign:
     counts: dict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     cases: int = 0
 
-    def invoke(self, family: str, args: list[str], stdin: bytes | None = None) -> int:
+    def invoke(
+        self, family: str, args: list[str], stdin: bytes | None = None, env: dict[str, str] | None = None
+    ) -> int:
         """Run ``citelock ARGS`` and check the contract; returns the exit code."""
-        result = self.runner.invoke(app, args, input=stdin)
+        result = self.runner.invoke(app, args, input=stdin, env=env)
+        self.last_stderr = result.stderr
         self.cases += 1
         code = result.exit_code
         escaped = result.exception if not isinstance(result.exception, SystemExit) else None
@@ -483,6 +501,101 @@ def fam_dressed(campaign: Campaign) -> Callable[..., None]:
     return case
 
 
+def fam_forged(campaign: Campaign) -> Callable[..., None]:
+    @given(forged_record(), st.booleans())
+    def case(forged: tuple[dict[str, Any], bool], with_db: bool) -> None:
+        data, changed = forged
+        prompt = campaign.file(json.dumps(data).encode())
+        db = campaign.work / f"forged-{campaign.cases}.db"
+        args = ["check", "--prompt", str(prompt), "--answer", str(campaign.answer)]
+        args += ["--db", str(db)] if with_db else []
+        code = campaign.invoke("forged", args)
+        if changed:
+            assert code == 2, f"a record with forged derived fields exited {code}: {json.dumps(data)[:600]}"
+            assert not db.exists() or not _log_rows(db), "a forged record was appended to the prompt log"
+        else:
+            assert code in (0, 1), f"the unedited record exited {code}: {campaign.last_stderr}"
+
+    return case
+
+
+def _log_rows(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        found = conn.execute("SELECT name FROM sqlite_master WHERE name = 'citelock_prompt_log'").fetchone()
+        return 0 if found is None else int(conn.execute("SELECT count(*) FROM citelock_prompt_log").fetchone()[0])
+
+
+_KEY = "fuzz-log-key"
+
+
+def _strip(db: Path, operations: set[str]) -> None:
+    """Apply ``operations`` to the keyed log at ``db`` with plain SQL, as a schema owner without the key could."""
+    from citelock.store._chain import content_hash
+
+    forged = logged_prompt()
+    forged["request_id"] = "r2"
+    forged["normalized"][1] = forged["normalized"][1].replace("12%", "15%")
+    payload = json.dumps(forged)
+    with sqlite3.connect(db) as conn:
+        triggers = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
+        dropped = triggers if "drop_all_triggers" in operations else [t for t in triggers if t.endswith("_no_update")]
+        for name in dropped:  # every edit below needs the update trigger gone (what the attacker does first)
+            conn.execute(f"DROP TRIGGER {name}")
+        chain = "seq = NULL, prev_hash = NULL, chain_hash = NULL, alg = NULL"
+        if "null_chain_all" in operations:
+            conn.execute(f"UPDATE citelock_prompt_log SET {chain}")
+        if "null_chain_target" in operations:
+            conn.execute(f"UPDATE citelock_prompt_log SET {chain} WHERE request_id = 'r2'")
+        if "alg_plain_target" in operations:
+            conn.execute("UPDATE citelock_prompt_log SET alg = 'sha256' WHERE request_id = 'r2' AND alg IS NOT NULL")
+        if "rewrite_target_plain" in operations:
+            conn.execute(
+                "UPDATE citelock_prompt_log SET record = ?, record_sha256 = ? WHERE request_id = 'r2'",
+                (payload, content_hash(payload)),
+            )
+
+
+def fam_keyed_logs(campaign: Campaign) -> Callable[..., None]:
+    from citelock.prompt import record_from_messages
+    from citelock.store import PromptLog
+
+    key_file = campaign.fixture("log.key", _KEY)
+
+    @given(STRIPS)
+    def case(operations: set[str]) -> None:
+        db = campaign.work / f"keyed-{campaign.cases}.db"
+        log = PromptLog(db, key=_KEY)
+        base = logged_prompt()
+        for rid in ("r1", "r2", "r3"):
+            log.append(record_from_messages(base["messages"], PROMPT_CHUNKS, question=base["question"], request_id=rid))
+        log.engine.dispose()
+        _strip(db, operations)
+        verify = campaign.invoke("keyed_logs", ["log", "verify", "--db", str(db), "--key-file", str(key_file)])
+        assert verify == 3, f"a keyed log stripped by {sorted(operations)} verified with exit {verify}"
+        args = ["check", "--request-id", "r2", "--db", str(db), "--answer", str(campaign.answer)]
+        check = campaign.invoke("keyed_logs", args, env={"CITELOCK_LOG_KEY": _KEY})
+        assert check == 3, f"check --request-id on a log stripped by {sorted(operations)} exited {check}"
+
+    return case
+
+
+def fam_long_ints(campaign: Campaign) -> Callable[..., None]:
+    @given(long_integer_document(), st.sampled_from(["file", "file", "file", "stdin"]))
+    def case(document: tuple[str, bytes], kind: str) -> None:
+        which, content = document
+        where = place(campaign, kind, content, ".jsonl" if which == "store" else ".json", b"x")
+        args = ["check", "--prompt", str(campaign.prompt), "--answer", str(campaign.answer)]
+        args = [*args[:2], where.arg, *args[3:]] if which == "prompt" else args
+        args = [*args[:4], where.arg] if which == "answer" else args
+        args = [*args, "--store", where.arg] if which == "store" else args
+        code = campaign.invoke("long_ints", args, where.stdin)
+        named = "standard input" if kind == "stdin" else where.arg
+        assert code == 2, f"an over-long integer in the {which} exited {code}"
+        assert f"{which} file {named}" in campaign.last_stderr and "an integer of" in campaign.last_stderr
+
+    return case
+
+
 FAMILIES: dict[str, Callable[[Campaign], Callable[..., None]]] = {
     "answer": fam_answer,
     "prompt": fam_prompt,
@@ -494,6 +607,9 @@ FAMILIES: dict[str, Callable[[Campaign], Callable[..., None]]] = {
     "databases": fam_databases,
     "argv": fam_argv,
     "dressed": fam_dressed,
+    "forged": fam_forged,
+    "keyed_logs": fam_keyed_logs,
+    "long_ints": fam_long_ints,
 }
 
 

@@ -366,3 +366,104 @@ DRESSED_ANSWER = st.tuples(dressed(FUZZ_FALSE_FACTS), st.booleans()).map(
     lambda pair: {"claims": [{"text": pair[0], "citations": []}]} if pair[1] else {"text": pair[0]}
 )
 """An answer to :data:`PROMPT` whose one claim is a dressed false fact, uncited (structured, or free text)."""
+# --- strategies: forged derived fields, stripped keyed logs, over-long integers (issue 34) -----------------
+
+
+def logged_prompt() -> dict[str, Any]:
+    """:data:`PROMPT` as the prompt log stores it: a full record with its derived fields."""
+    from citelock.prompt import record_from_messages
+
+    record = record_from_messages(
+        PROMPT["messages"], PROMPT["chunks"], question=PROMPT["question"], request_id=PROMPT["request_id"]
+    )
+    data: dict[str, Any] = json.loads(record.model_dump_json())
+    return data
+
+
+def _forge(data: dict[str, Any], where: str, value: Any) -> None:
+    """Set one derived field of a logged record (``where`` names it)."""
+    chunk = data["chunks"][value[0] % len(data["chunks"])] if where.startswith("chunk") else None
+    if where == "normalized":
+        message, at, text = value
+        norm = data["normalized"][message % len(data["normalized"])]
+        at %= max(len(norm), 1)
+        data["normalized"][message % len(data["normalized"])] = norm[:at] + text + norm[at + len(text) :]
+    elif where == "offset_maps":
+        data["offset_maps"][value[0] % len(data["offset_maps"])] = value[1]
+    elif where == "sha256":
+        data["sha256"] = value
+    elif where == "chunk_offset" and chunk is not None and chunk.get("placement"):
+        chunk["placement"][value[1]] += value[2]
+    elif where == "chunk_status" and chunk is not None:
+        chunk["status"] = value[1]
+    elif where == "chunk_text" and chunk is not None:
+        chunk["chunk"]["text"] = value[1]
+    elif where == "question" and data.get("question_placement"):
+        data["question_placement"]["norm_start"] += value
+
+
+_FIELDS = ("start", "end", "norm_start", "norm_end", "message")
+FORGERIES = st.one_of(
+    st.tuples(
+        st.just("normalized"), st.tuples(st.integers(0, 3), st.integers(0, 400), st.text(min_size=1, max_size=6))
+    ),
+    st.tuples(
+        st.just("offset_maps"),
+        st.tuples(st.integers(0, 3), st.lists(st.tuples(st.integers(0, 300), st.integers(0, 300)), max_size=3)),
+    ),
+    st.tuples(st.just("sha256"), st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)),
+    st.tuples(st.just("chunk_offset"), st.tuples(st.integers(0, 5), st.sampled_from(_FIELDS), st.integers(-9, 9))),
+    st.tuples(st.just("chunk_status"), st.tuples(st.integers(0, 5), st.sampled_from(["complete", "truncated"]))),
+    st.tuples(st.just("chunk_text"), st.tuples(st.integers(0, 5), st.text(min_size=1, max_size=40))),
+    st.tuples(st.just("question"), st.integers(-5, 5)),
+)
+"""One edit of one derived field of a logged record: (which field, how)."""
+
+
+@st.composite
+def forged_record(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
+    """A logged record with one to three derived fields edited, and whether anything actually changed."""
+    original = logged_prompt()
+    data = json.loads(json.dumps(original))
+    for where, value in draw(st.lists(FORGERIES, min_size=1, max_size=3)):
+        _forge(data, where, value)
+    return data, data != original
+
+
+STRIPS = st.sets(
+    st.sampled_from(
+        [
+            "drop_update_trigger",
+            "drop_all_triggers",
+            "null_chain_all",
+            "null_chain_target",
+            "rewrite_target_plain",
+            "alg_plain_target",
+        ]
+    ),
+    min_size=1,
+    max_size=4,
+)
+"""What a holder of the schema owner's rights (but not the key) does to a keyed log; the target is record r2."""
+
+
+@st.composite
+def long_integer_document(draw: st.DrawFn) -> tuple[str, bytes]:
+    """(which input, its content): a valid answer, prompt or chunk store with an integer of 4,301+ digits inside."""
+    which = draw(st.sampled_from(["answer", "prompt", "store"]))
+    digits = ("-" if draw(st.booleans()) else "") + "9" * draw(st.integers(4301, 6000))
+    if which == "store":
+        rows = [json.dumps(row) for row in _CHUNKS]
+        at = draw(st.integers(0, len(rows) - 1))
+        rows[at] = rows[at][:-1] + f', "n": {digits}}}'
+        return which, "\n".join(rows).encode()
+    document: Any = json.loads(json.dumps(ANSWER if which == "answer" else PROMPT))
+    target = document
+    for _ in range(draw(st.integers(0, 2))):  # somewhere inside: the top level, a claim or message, deeper
+        lists = [v for v in target.values() if isinstance(v, list) and v and isinstance(v[0], dict)]
+        if not lists:
+            break
+        target = lists[0][0]
+    target["fuzz_n"] = 0
+    text = json.dumps(document).replace('"fuzz_n": 0', f'"n": {digits}')
+    return which, text.encode()

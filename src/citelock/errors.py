@@ -33,6 +33,8 @@ Findings about an answer are never exceptions: they are values in a :class:`~cit
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 if TYPE_CHECKING:
@@ -63,6 +65,7 @@ __all__ = [
     "UnparsedAnswerError",
     "UsageError",
     "json_kind",
+    "json_refusal",
 ]
 
 
@@ -307,3 +310,43 @@ def json_kind(value: object) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+class _Digits(str):
+    """An integer literal too long for ``int()`` under the interpreter's digit limit (kept as its digits)."""
+
+
+def json_refusal(exc: ValueError, text: str) -> str:
+    """Why ``json.loads(text)`` refused ``text`` with ``exc``, naming where: for an error message.
+
+    The decoder's own errors (``JSONDecodeError``) give their line and column. An integer literal longer than
+    the interpreter's limit (``sys.get_int_max_str_digits()``, 4,300 digits by default) is refused with a
+    plain ``ValueError`` that names no place; the text is parsed again keeping such literals as text, and the
+    JSON path of the first one is named (``$.claims[0].n``).
+    """
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    limit = sys.get_int_max_str_digits()
+
+    def keep_long(digits: str) -> int | _Digits:
+        return _Digits(digits) if limit and len(digits.lstrip("-")) > limit else int(digits)
+
+    try:
+        value = json.loads(text, parse_int=keep_long)
+    except (ValueError, RecursionError):
+        return f"not valid JSON: {exc}"
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, _Digits):
+            return (
+                f"{where}: an integer of {len(item.lstrip('-'))} digits; the limit is {limit} digits "
+                "(a JSON number this long is not a usable value)"
+            )
+        if isinstance(item, dict):
+            pairs = [(sub, f"{where}.{key}" if len(where) < 200 else where) for key, sub in item.items()]
+            stack.extend(reversed(pairs))  # popped in document order: the first long literal is named
+        elif isinstance(item, list):
+            items = [(sub, f"{where}[{i}]" if len(where) < 200 else where) for i, sub in enumerate(item)]
+            stack.extend(reversed(items))
+    return f"not valid JSON: {exc}"

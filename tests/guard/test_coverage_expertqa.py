@@ -20,8 +20,9 @@ def test_no_claim_that_needs_a_citation_is_classified_non_factual(shared_data) -
                         if not classify_claim(claim["claim_string"]).factual:
                             missed.append(claim["claim_string"])
     assert needs > 1000
-    # Measured: 8 of 1200 (6 since dressing is peeled before classifying). Two were missed before the meta/advice/conversational rules (an "Output Interface"
-    # heading fragment, an "As an AI..." preamble); the other six are sentences of the exempted kinds that
+    # Measured: 8 of 1200 (6 since dressing is peeled before classifying). Two were missed before the
+    # meta/advice/conversational rules (an "Output Interface" heading fragment, an "As an AI..." preamble); the
+    # other six are sentences of the exempted kinds that
     # annotators still marked as needing a citation ("I searched for your question and found some relevant
     # results.", "... is not clarified in the provided context.").
     assert len(missed) / needs <= 0.01, missed

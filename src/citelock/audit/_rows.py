@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from citelock.errors import InputError, MissingExtraError, json_kind
+from citelock.errors import InputError, MissingExtraError, StoreIntegrityError, json_kind, json_refusal
 from citelock.records import Chunk, Message
 
 __all__ = [
@@ -306,6 +306,8 @@ def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"not valid JSON: {exc.msg} at column {exc.colno}"
     except RecursionError:
         return None, "JSON nested too deeply"
+    except ValueError as exc:  # anything else the parser refuses: an integer longer than int_max_str_digits
+        return None, json_refusal(exc, text)
     if not isinstance(value, dict):
         return None, f"expected a JSON object {{messages, chunks, answer, ...}}, got {json_kind(value)}"
     return value, None
@@ -338,8 +340,9 @@ def _from_parquet(values: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(text, str):
             try:
                 row[name] = json.loads(text)
-            except json.JSONDecodeError as exc:
-                problem = f"{exc.msg} at column {exc.colno}"
+            except ValueError as exc:  # JSONDecodeError, or an integer longer than int_max_str_digits
+                problem = f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else None
+                problem = problem or json_refusal(exc, text)
                 raise ValueError(f"{name}: a string column must hold JSON text ({problem})") from None
     return row
 
@@ -397,6 +400,9 @@ def _log_items(
                 yield AuditItem(
                     key=key, source=source, row=number, error=f"request id {request_id!r} is not in the prompt log"
                 )
+                continue
+            except StoreIntegrityError as exc:  # this row's prompt cannot be trusted: reported, the audit goes on
+                yield AuditItem(key=key, source=source, row=number, error=f"store integrity failure: {exc}")
                 continue
             created = record.created_at if record.created_at.tzinfo else record.created_at.replace(tzinfo=UTC)
             if (since is not None and created < since) or (until is not None and created >= until):

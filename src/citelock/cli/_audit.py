@@ -18,7 +18,7 @@ from citelock.cli._app import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_
 from citelock.cli._io import database_target, fail, shown, text_option
 from citelock.cli._report import REASON_WIDTH
 from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, surface_options, surface_setup
-from citelock.errors import CitelockError
+from citelock.errors import UsageError
 
 __all__ = ["audit"]
 
@@ -118,7 +118,7 @@ def audit(
     window = (_time("--since", since), _time("--until", until))
     try:
         check_inputs(inputs, answers=answers or (), since=window[0], until=window[1])
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(str(exc))
     setup = surface_setup(options)
     settings = setup.audit_settings(options) if setup is not None else options.audit_settings()

@@ -16,7 +16,7 @@ import typer
 
 from citelock.cli._io import fail, read_json, reading, shown
 from citelock.cli._queue import resolve_db
-from citelock.errors import CitelockError
+from citelock.errors import UsageError
 from citelock.evals._desk_fit import DeskFit, refit_from_desk
 from citelock.judges._routing import Routing, load_calibration, save_calibration
 from citelock.metrics._false_pass import routing_of
@@ -92,7 +92,7 @@ def calibrate_from_store(
             target_false_pass=target_false_pass,
             target_false_fail=target_false_fail,
         )
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(f"--from-store {shown(target)}: {exc}")
     existing[surface] = desk.routing
     save_calibration(out, existing)

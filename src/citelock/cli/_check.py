@@ -154,8 +154,8 @@ def _check_and_print(
                 record = log.get(request_id)
             except KeyError:
                 fail(f"request id {request_id!r} is not in the prompt log {shown(db or '')}")
-        elif log is not None and record.request_id not in log:
-            log.append(record)
+        elif log is not None:  # logged once: membership and append are one transaction (same record: no error)
+            record = log.append_if_absent(record)
         if setup is None:
             with windowed_check(record, parsed, known_ids=ids, relevance=relevance) as view:
                 del parsed  # each window keeps what it needs

@@ -21,8 +21,8 @@ import typer
 from pydantic import ValidationError
 
 from citelock.cli._app import EXIT_INPUT
-from citelock.errors import CitelockError, json_kind
-from citelock.prompt import record_from_messages
+from citelock.errors import CitelockError, json_kind, json_refusal
+from citelock.prompt import load_record, record_from_messages
 from citelock.records import PromptRecord
 
 __all__ = [
@@ -131,13 +131,19 @@ def read_text(path: Path, what: str) -> str:
 
 
 def loads_checked(text: str, where: str) -> Any:
-    """Parse JSON text; exit 2 naming ``where`` on invalid JSON, nesting deeper than the bound, lone surrogates."""
+    """Parse JSON text; exit 2 naming ``where`` on invalid JSON, nesting deeper than the bound, lone surrogates.
+
+    Anything else the parser refuses (an integer literal of more than ``sys.get_int_max_str_digits()`` digits)
+    is exit 2 too, naming the field that holds it.
+    """
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         fail(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
     except RecursionError:
         fail(f"{where}: JSON nested too deeply; the limit is {MAX_JSON_DEPTH} levels")
+    except ValueError as exc:  # what else the parser refuses: an integer longer than int_max_str_digits
+        fail(f"{where}: {json_refusal(exc, text)}")
     problem = _json_problem(value)
     if problem is not None:
         fail(f"{where}: {problem}")
@@ -220,8 +226,17 @@ def reading(path: Path | str, what: str) -> Iterator[None]:
         fail(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
     except RecursionError:
         fail(f"{where}: JSON nested too deeply")
+    except ValueError as exc:
+        if not _int_limit(exc):
+            raise
+        fail(f"{where}: holds an integer longer than the parser accepts ({exc})")
     except (IsADirectoryError, FileNotFoundError, PermissionError, NotADirectoryError) as exc:
         fail(f"{where}: cannot read it ({exc.strerror or type(exc).__name__})")
+
+
+def _int_limit(exc: ValueError) -> bool:
+    """Whether ``exc`` is the interpreter refusing an over-long integer literal (``int_max_str_digits``)."""
+    return "integer string conversion" in str(exc)
 
 
 def iter_json_lines(path: Path, what: str) -> Iterator[tuple[int, str]]:
@@ -242,7 +257,7 @@ def load_prompt(path: Path) -> PromptRecord:
         fail(f'{where}: expected a JSON object {{"messages": [...], "chunks": [...]}}, got {json_kind(data)}')
     try:
         if "sha256" in data and "normalized" in data:
-            return PromptRecord.model_validate(data)
+            return load_record(data)  # validated, and its derived fields checked against its messages
         unknown = set(data) - _PROMPT_KEYS
         if unknown:
             fail(f"{where}: unknown fields {sorted(unknown)[:10]}; expected {sorted(_PROMPT_KEYS)}")

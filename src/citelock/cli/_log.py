@@ -1,25 +1,29 @@
-"""``citelock log verify``: walk the prompt log's hash chain and name the first broken record."""
+"""``citelock log verify``: walk the prompt log's hash chain and name the first broken record.
+
+``citelock log migrate``: key and chain a log written before the chain (or without a key), once, recorded.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from sqlalchemy.exc import DBAPIError, OperationalError
 
-from citelock.cli._app import EXIT_INPUT, EXIT_INTEGRITY, EXIT_OK, EXIT_UNREACHABLE, app
+from citelock.cli._app import EXIT_INPUT, EXIT_INTEGRITY, EXIT_OK, app, using_database
 from citelock.cli._config import ConfigOption
 from citelock.cli._io import fail
 from citelock.cli._queue import DbOption, resolve_db
-from citelock.errors import CitelockError
+from citelock.errors import UsageError
 from citelock.store import ChainReport, PromptLog
 from citelock.store._chain import KEY_ENV
+from citelock.store._log_migrate import migrate_to_key, migrations
 
 __all__ = ["log_app"]
 
-log_app = typer.Typer(help="The prompt log: verify its hash chain.", no_args_is_help=True)
+log_app = typer.Typer(help="The prompt log: verify its hash chain; migrate it to a key.", no_args_is_help=True)
 app.add_typer(log_app, name="log")
 
 
@@ -64,26 +68,35 @@ def verify(
     the key, a keyed chain's links are checked but not its MACs, and a plain chain rewritten consistently from
     some record on cannot be detected.
 
-    Exit 0 when the chain is intact, 3 when a record is broken (integrity failure), 2 on bad options, a
-    missing database, or a keyed log verified without its key, 4 when the database server is unreachable.
+    Exit 0 when the chain is intact, 3 when a record is broken (integrity failure; also a file that is not a
+    database, and, with a key, an unkeyed or unchained record or a dropped trigger), 2 on bad options, a missing
+    database, or a keyed log verified without its key, 4 when the database server is unreachable.
     """
     target = resolve_db(db, config)
     key = _read_key(key_file) if key_file is not None else None
     try:
-        report = PromptLog(target, key=key).verify_chain(anchor=anchor)
-    except CitelockError as exc:
+        # A database error (a file that is not a database, an unreachable server) is classified where every
+        # command's is (citelock.cli._app.classify), so it exits as it does in check or metrics.
+        with using_database(target):
+            report = PromptLog(target, key=key).verify_chain(anchor=anchor)
+    except UsageError as exc:
         fail(str(exc))
-    except OperationalError as exc:
-        if "://" in target and not target.startswith("sqlite"):
-            _exit(EXIT_UNREACHABLE, f"cannot reach the database {target}: {exc.orig}")
-        fail(f"cannot read the prompt log at {target}: {exc.orig}")
-    except DBAPIError as exc:
-        fail(f"{target} is not a usable citelock database: {exc.orig}")
+    with using_database(target):
+        done = migrations(target) if report.records else []
     if as_json:
         payload = {**report.model_dump(mode="json"), "ok": report.ok, "db": target}
+        payload["migrations"] = [m.model_dump(mode="json") for m in done]
         typer.echo(json.dumps(payload, ensure_ascii=False, indent=2))
     else:
         _print(report, target)
+        for m in done:
+            when = m.migrated_at.isoformat()
+            typer.echo(
+                f"keyed from its first record ({when})"
+                if m.records == 0
+                else f"keyed by `citelock log migrate` at {when}: {m.records} records ({m.unchained} unchained "
+                f"before); head before it {m.previous_head}"
+            )
     if not report.ok:
         first = report.first_broken
         assert first is not None
@@ -99,6 +112,46 @@ def verify(
             f"the prompt log at {target} is keyed (HMAC-SHA256): its links and content are intact but its MACs "
             f"were not checked; give the key (${KEY_ENV} or --key-file) to verify it",
         )
+    raise typer.Exit(EXIT_OK)
+
+
+KeyFile = Annotated[
+    Path | None,
+    typer.Option("--key-file", help=f"file holding the log's HMAC key (default: ${KEY_ENV}, if set)"),
+]
+
+
+@log_app.command("migrate")
+def migrate(db: DbOption = None, key_file: KeyFile = None, config: ConfigOption = None) -> None:
+    """Key and chain every record of a prompt log written before the chain, or chained without a key.
+
+    Once the key is given (--key-file or $CITELOCK_LOG_KEY), the log must be keyed and chained throughout:
+    `log verify`, `check --request-id` and every append refuse an unchained or unkeyed record (exit 3). This
+    command is how a real older log gets there: it verifies the log as it stands (a broken one is not
+    migrated), gives every record a link of a new HMAC chain in one transaction, and records the migration
+    (when, how many records, the head before and after; `log verify` prints it). A log that holds a keyed
+    chain and unchained records was stripped, not written before the chain: it is refused.
+
+    Prints the new head hash: keep it elsewhere and pass it to `log verify --anchor` later. Exit 0 when the
+    log was migrated or already keyed, 3 when it is broken, 2 without a key or on bad options.
+    """
+    target = resolve_db(db, config)
+    key = _read_key(key_file) if key_file is not None else None
+    if key is None and not os.environ.get(KEY_ENV):
+        fail(f"log migrate needs the key: give --key-file or set ${KEY_ENV}")
+    try:
+        with using_database(target):
+            done = migrate_to_key(target, key)
+    except UsageError as exc:
+        fail(str(exc))
+    if done is None:
+        typer.echo(f"prompt log {target}: already keyed and chained under this key (or empty); nothing to do")
+        raise typer.Exit(EXIT_OK)
+    typer.echo(
+        f"prompt log {target}: {done.records} records keyed and chained ({done.unchained} were unchained); "
+        f"head before {done.previous_head}"
+    )
+    typer.echo(f"chain head: #{done.records} {done.head_hash}")
     raise typer.Exit(EXIT_OK)
 
 

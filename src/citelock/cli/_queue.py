@@ -13,11 +13,11 @@ from typing import Annotated, Any
 
 import typer
 
-from citelock.cli._app import EXIT_OK, app
+from citelock.cli._app import EXIT_OK, app, using_database
 from citelock.cli._config import ConfigOption, config_store, note_surface
 from citelock.cli._io import fail
 from citelock.cli._report import NARROW
-from citelock.errors import CitelockError
+from citelock.errors import UsageError
 from citelock.reasons import REASONS, ReasonCode
 from citelock.store import QueueEntry, Resolution, ReviewQueue
 
@@ -58,8 +58,9 @@ def open_queue(db: str | None, config: Path | None = None) -> ReviewQueue:
     """Open the review queue, turning store errors into exit code 2."""
     target = resolve_db(db, config)
     try:
-        return ReviewQueue(target)
-    except CitelockError as exc:
+        with using_database(target):  # a database error names it, classified as in every command
+            return ReviewQueue(target)
+    except UsageError as exc:
         fail(f"cannot open the review queue at {target}: {exc}")
 
 
@@ -102,7 +103,7 @@ def list_entries(
     queue = open_queue(db, config)
     try:
         groups = queue.grouped(reason=reason, surface=surface, status=status)  # type: ignore[arg-type]
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(str(exc))
     if as_json:
         payload = {
@@ -158,7 +159,7 @@ def show(
         history = queue.history(entry.id)
     except KeyError:
         fail(f"no queue entry with id {entry_id!r}")
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(str(exc))
     if as_json:
         typer.echo(json.dumps(_entry_json(entry, history), ensure_ascii=False, indent=2))
@@ -220,7 +221,7 @@ def _record(
         return entry, queue.resolve(entry.id, reviewer=reviewer, **fields)
     except KeyError:
         fail(f"no queue entry with id {entry_id!r}")
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(str(exc))
 
 

@@ -23,7 +23,7 @@ from citelock.cli._app import EXIT_UNREACHABLE, app
 from citelock.cli._config import ConfigOption
 from citelock.cli._io import fail
 from citelock.cli._queue import DbOption, resolve_db
-from citelock.errors import CitelockError
+from citelock.errors import CitelockError, UsageError
 
 __all__ = ["review_app"]
 
@@ -61,7 +61,7 @@ def _accounts(db: str | None) -> tuple[Any, str]:
         return AccountStore(target), target
     except OperationalError as exc:
         _unreachable(target, exc)
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(f"cannot open the accounts at {target}: {exc}")
 
 
@@ -143,7 +143,7 @@ def serve(
         )
     except OperationalError as exc:
         _unreachable(target, exc)
-    except CitelockError as exc:
+    except UsageError as exc:
         fail(f"cannot open the stores at {target}: {exc}")
 
 

@@ -8,7 +8,15 @@ from citelock.prompt._assemble import assemble, coerce_chunks, render_messages
 from citelock.prompt._index import PromptIndex, check_citation, describe
 from citelock.prompt._parse import ABSTENTION_SENTENCE, DEFAULT_MARKERS, MarkerPattern, parse_answer, parse_free_text
 from citelock.prompt._retrieve import lexical_top_k
-from citelock.prompt._serialize import MIN_TRUNCATED_PREFIX, messages_sha256, record_from_messages, serialize
+from citelock.prompt._serialize import (
+    MIN_TRUNCATED_PREFIX,
+    derived_problem,
+    load_record,
+    messages_sha256,
+    record_from_messages,
+    serialize,
+    verified_record,
+)
 from citelock.prompt._templates import PromptTemplate, load_template, prompts_dir
 
 __all__ = [
@@ -21,8 +29,10 @@ __all__ = [
     "assemble",
     "check_citation",
     "coerce_chunks",
+    "derived_problem",
     "describe",
     "lexical_top_k",
+    "load_record",
     "load_template",
     "messages_sha256",
     "parse_answer",
@@ -31,4 +41,5 @@ __all__ = [
     "record_from_messages",
     "render_messages",
     "serialize",
+    "verified_record",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -31,7 +32,33 @@ from citelock.records import (
 )
 from citelock.text import norm_offset, normalize, normalize_all, normalize_with_anchors, raw_offset
 
-__all__ = ["MIN_TRUNCATED_PREFIX", "messages_sha256", "record_from_messages", "serialize", "with_history"]
+_RECORD: TypeAdapter[PromptRecord] = TypeAdapter(PromptRecord)
+
+_BUILT: dict[int, weakref.ReferenceType[PromptRecord]] = {}
+"""The records this process built from messages (by identity, held weakly): derived by construction.
+
+A record is frozen, so one built here still has the fields it was built with; :func:`verified_record` skips
+recomputing them (the pipeline appends what it just serialized at no extra cost). Anything else, a record read
+from a file or a row or made with ``model_copy(update=...)``, is checked.
+"""
+
+
+def _built(record: PromptRecord) -> PromptRecord:
+    key = id(record)
+    _BUILT[key] = weakref.ref(record, lambda _ref, key=key: _BUILT.pop(key, None))  # type: ignore[misc]
+    return record
+
+
+__all__ = [
+    "MIN_TRUNCATED_PREFIX",
+    "derived_problem",
+    "load_record",
+    "messages_sha256",
+    "record_from_messages",
+    "serialize",
+    "verified_record",
+    "with_history",
+]
 
 MIN_TRUNCATED_PREFIX = 24
 """A truncated chunk is recognised only if at least this many normalized characters of it survive."""
@@ -165,18 +192,20 @@ def serialize(
     q_start = starts["question"]
     question_placement = norm.placement(1, q_start, q_start + len(escaped_question))
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
-    return PromptRecord(
-        **kwargs,
-        template=TemplateRef(name=tmpl.name, version=tmpl.version),
-        messages=messages,
-        normalized=tuple(norm.texts),
-        offset_maps=norm.anchors,
-        sha256=messages_sha256(messages),
-        question=context.question,
-        question_placement=question_placement,
-        chunks=tuple(placed),
-        dropped=context.dropped,
-        metadata=dict(metadata or {}),
+    return _built(
+        PromptRecord(
+            **kwargs,
+            template=TemplateRef(name=tmpl.name, version=tmpl.version),
+            messages=messages,
+            normalized=tuple(norm.texts),
+            offset_maps=norm.anchors,
+            sha256=messages_sha256(messages),
+            question=context.question,
+            question_placement=question_placement,
+            chunks=tuple(placed),
+            dropped=context.dropped,
+            metadata=dict(metadata or {}),
+        )
     )
 
 
@@ -234,15 +263,17 @@ def with_history(record: PromptRecord, history: Iterable[Message | Mapping[str, 
             return placement
         return placement.model_copy(update={"message": placement.message + shift})
 
-    return record.model_copy(
-        update={
-            "messages": messages,
-            "normalized": (record.normalized[0], *norm.texts, record.normalized[1]),
-            "offset_maps": (record.offset_maps[0], *norm.anchors, record.offset_maps[1]),
-            "sha256": messages_sha256(messages),
-            "question_placement": moved(record.question_placement),
-            "chunks": tuple(pc.model_copy(update={"placement": moved(pc.placement)}) for pc in record.chunks),
-        }
+    return _built(
+        record.model_copy(
+            update={
+                "messages": messages,
+                "normalized": (record.normalized[0], *norm.texts, record.normalized[1]),
+                "offset_maps": (record.offset_maps[0], *norm.anchors, record.offset_maps[1]),
+                "sha256": messages_sha256(messages),
+                "question_placement": moved(record.question_placement),
+                "chunks": tuple(pc.model_copy(update={"placement": moved(pc.placement)}) for pc in record.chunks),
+            }
+        )
     )
 
 
@@ -356,15 +387,139 @@ def record_from_messages(
     )
     question_placement = None if question_at is None else Placement(**norm.placement_fields(*question_at))
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
-    return PromptRecord(
-        **kwargs,
-        template=template or TemplateRef(name="external", version="0"),
-        messages=msgs,
-        normalized=tuple(norm.texts),
-        offset_maps=norm.anchors,
-        sha256=messages_sha256(msgs),
-        question=question,
-        question_placement=question_placement,
-        chunks=placed,
-        metadata=dict(metadata or {}),
+    return _built(
+        PromptRecord(
+            **kwargs,
+            template=template or TemplateRef(name="external", version="0"),
+            messages=msgs,
+            normalized=tuple(norm.texts),
+            offset_maps=norm.anchors,
+            sha256=messages_sha256(msgs),
+            question=question,
+            question_placement=question_placement,
+            chunks=placed,
+            metadata=dict(metadata or {}),
+        )
     )
+
+
+# --- a record that enters from outside: its derived fields are derived --------------------------------------
+
+
+def derived_problem(record: PromptRecord) -> str | None:
+    """What in ``record``'s derived fields disagrees with its messages as sent, or None when nothing does.
+
+    The messages are the truth; everything else a check relies on is derived from them and recomputed here:
+    ``sha256``, the ``normalized`` copy and the ``offset_maps`` of every message (compared exactly), and every
+    placement (the chunk bodies' and the question's): in range, raw and normalized offsets that map onto each
+    other, and the normalized text there equal to the chunk's text (``complete``) or a prefix of it
+    (``truncated``), or to the question. A record edited anywhere but its messages (a ``normalized`` copy
+    saying 1999 where the prompt said 1932) is refused instead of passing provenance for text never sent. The
+    chunks' texts themselves are what the caller says was retrieved: they are input, not derived.
+
+    Cost: one normalization of every message and every chunk text (what building the record cost).
+    """
+    messages = record.messages
+    if record.sha256 != messages_sha256(messages):
+        return "sha256 is not the hash of the messages: the messages or the hash were edited"
+    if len(record.normalized) != len(messages) or len(record.offset_maps) != len(messages):
+        return (
+            f"normalized and offset_maps must hold one entry per message ({len(messages)}), got "
+            f"{len(record.normalized)} and {len(record.offset_maps)}"
+        )
+    for index, message in enumerate(messages):
+        text, anchors = normalize_with_anchors(message.content)
+        if record.normalized[index] != text:
+            return f"normalized[{index}] is not the normalized text of messages[{index}]: it was edited"
+        if tuple(map(tuple, record.offset_maps[index])) != tuple(map(tuple, anchors)):
+            return f"offset_maps[{index}] is not the offset map of messages[{index}]: it was edited"
+    seen: set[str] = set()
+    for number, placed in enumerate(record.chunks):
+        if placed.id in seen:
+            return f"chunks[{number}]: chunk id {placed.id!r} appears twice"
+        seen.add(placed.id)
+        problem = _chunk_problem(record, placed)
+        if problem is not None:
+            return f"chunks[{number}] ({placed.id!r}): {problem}"
+    if record.question_placement is not None:
+        problem = _placement_problem(record, record.question_placement)
+        question = record.question
+        if (
+            problem is None
+            and question is not None
+            and _placed_text(record, record.question_placement) != normalize(question)
+        ):
+            problem = "the text there is not the question"
+        if problem is not None:
+            return f"question_placement: {problem}"
+    return None
+
+
+def _chunk_problem(record: PromptRecord, placed: PlacedChunk) -> str | None:
+    p = placed.placement
+    if placed.status == "missing":
+        return None  # not in the prompt: never evidence, whatever its placement says
+    if p is None:
+        return f"a {placed.status} chunk without a placement"
+    problem = _placement_problem(record, p)
+    if problem is not None:
+        return problem
+    there, full = _placed_text(record, p), normalize(placed.chunk.text)
+    if placed.status == "complete" and there != full:
+        return "the prompt text at its placement is not the chunk's text (placement or text edited)"
+    if placed.status == "truncated" and (there == full or not full.startswith(there)):
+        return (
+            "the prompt text at its placement is not a cut-short prefix of the chunk's text "
+            "(placement, status or text edited)"
+        )
+    return None
+
+
+def _placement_problem(record: PromptRecord, p: Placement) -> str | None:
+    if not 0 <= p.message < len(record.messages):
+        return f"message {p.message} does not exist (the prompt has {len(record.messages)})"
+    raw, norm = record.messages[p.message].content, record.normalized[p.message]
+    if not (0 <= p.start <= p.end <= len(raw) and 0 <= p.norm_start <= p.norm_end <= len(norm)):
+        return f"offsets {p.start}-{p.end} (normalized {p.norm_start}-{p.norm_end}) are outside message {p.message}"
+    anchors = record.offset_maps[p.message]
+    for raw_at, norm_at in ((p.start, p.norm_start), (p.end, p.norm_end)):
+        if raw_offset(anchors, norm_at) != raw_at and norm_offset(anchors, len(norm), raw_at) != norm_at:
+            return f"raw offset {raw_at} and normalized offset {norm_at} are not the same place in the message"
+    return None
+
+
+def _placed_text(record: PromptRecord, p: Placement) -> str:
+    return normalize(record.normalized[p.message][p.norm_start : p.norm_end])
+
+
+def verified_record(record: PromptRecord) -> PromptRecord:
+    """``record`` itself once its derived fields agree with its messages (see :func:`derived_problem`).
+
+    Raises:
+        InputError: a derived field disagrees with the messages, naming which.
+    """
+    built = _BUILT.get(id(record))
+    if built is not None and built() is record:
+        return record  # built here from its messages: derived by construction
+    problem = derived_problem(record)
+    if problem is not None:
+        raise InputError(f"prompt record {record.request_id!r}: {problem}")
+    return record
+
+
+def load_record(data: Mapping[str, Any] | str | bytes) -> PromptRecord:
+    """A :class:`PromptRecord` from outside (a file, a database row, a message): validated, then verified.
+
+    The one way a stored or received record enters: its shape is validated and its derived fields are
+    checked against its messages (:func:`derived_problem`), so no command trusts a ``normalized`` copy, an
+    offset map or a placement that the messages do not give.
+
+    Args:
+        data: The record as a JSON object (mapping) or JSON text.
+
+    Raises:
+        pydantic.ValidationError: not a prompt record.
+        InputError: a derived field disagrees with the messages.
+    """
+    record = _RECORD.validate_json(data) if isinstance(data, str | bytes) else _RECORD.validate_python(data)
+    return verified_record(record)

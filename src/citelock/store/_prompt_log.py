@@ -15,6 +15,14 @@ A log written by a version without the chain keeps its records as *legacy* recor
 predecessor is a seal over all of them, so adding, removing or changing a legacy record later breaks the chain
 at its first record. Once the chain columns exist, the database refuses inserts without them (an older writer).
 
+A handle holding the key never accepts less than a keyed chain: an unchained (legacy) record, a link that is not
+HMAC, a dropped or disabled append-only trigger, or missing chain columns are integrity failures (reads raise
+:class:`StoreIntegrityError`, :meth:`PromptLog.verify_chain` reports them), never a quiet fallback to the plain
+checks. Otherwise stripping the chain (drop the triggers, NULL the chain columns, rewrite a record and its plain
+hashes) would turn a keyed log into an "intact legacy" one. A real log from before the chain is keyed and
+chained by an explicit, recorded migration (:func:`citelock.store._log_migrate.migrate_to_key`, ``citelock log
+migrate``); a keyed handle does not repair the schema of such a log when it opens it.
+
 A large constraint payload (a wrapped call's injected grammar) is stored once per distinct content in a table
 of its own and referenced from its record's row (:mod:`citelock.store._payloads`); a record reads back as the
 same JSON, byte for byte, and ``record_sha256`` is the hash of that whole JSON, as for a record stored whole.
@@ -42,13 +50,14 @@ from sqlalchemy import (
     bindparam,
     func,
     insert,
+    inspect,
     select,
     text,
 )
 from sqlalchemy.exc import IntegrityError
 
 from citelock.errors import InputError, StoreIntegrityError
-from citelock.prompt import messages_sha256
+from citelock.prompt import derived_problem, messages_sha256, verified_record
 from citelock.records import PromptRecord
 from citelock.store._chain import (
     ALG_HMAC,
@@ -63,10 +72,10 @@ from citelock.store._chain import (
     log_key,
 )
 from citelock.store._engine import insert_skipping, make_engine, serialized
-from citelock.store._payloads import PAYLOAD_TABLE, joined, payload_table, split_record
-from citelock.store._tables import ensure_tables
+from citelock.store._payloads import PAYLOAD_TABLE, Split, joined, payload_table, split_record
+from citelock.store._tables import disabled_triggers, ensure_tables, existing_triggers, trigger_names
 
-__all__ = ["PromptLog"]
+__all__ = ["MIGRATIONS_TABLE", "PromptLog", "integrity_gaps", "migrations_table", "unkeyed"]
 
 _TABLE = "citelock_prompt_log"
 _CHAIN_COLUMNS = ("seq", "prev_hash", "chain_hash", "alg")
@@ -92,6 +101,18 @@ _log = Table(
 )
 Index(f"{_TABLE}_seq", _log.c.seq, unique=True)
 _payload = payload_table(_metadata)
+MIGRATIONS_TABLE = "citelock_prompt_log_migrations"
+_migrations = Table(  # append-only: how the chain came to be keyed (see citelock.store._log_migrate)
+    MIGRATIONS_TABLE,
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("migrated_at", DateTime(timezone=True), nullable=False),
+    Column("records", Integer, nullable=False),  # 0: the chain was keyed from its first record (not migrated)
+    Column("unchained", Integer, nullable=False),
+    Column("previous_head", String(64), nullable=False),
+    Column("head_hash", String(64), nullable=False),
+    Column("alg", String(16), nullable=False),
+)
 _WITH_PAYLOAD = select(_log, _payload.c.payload).select_from(
     _log.outerjoin(_payload, _log.c.payload_sha256 == _payload.c.sha256)
 )
@@ -105,6 +126,13 @@ _SELECT_HEAD = (
     .limit(1)
 )
 _INSERT = insert(_log)
+_SELECT_UNCHAINED = select(_log.c.request_id).where(_log.c.seq.is_(None)).limit(1)
+
+_UNCHAINED_IN_KEYED = (
+    "this keyed prompt log holds unchained records (no chain link, or a link removed): written without the key "
+    "or stripped of their chain; a real log from before the chain is keyed and chained with `citelock log "
+    "migrate --key-file K`, and `citelock log verify` names the records"
+)
 
 
 def _upgrade(conn: Connection) -> None:
@@ -127,15 +155,22 @@ class PromptLog:
     """
 
     def __init__(self, target: str | Path | Engine, *, key: str | bytes | None = None) -> None:
-        self._key = log_key(key)
-        self.engine = target if isinstance(target, Engine) else make_engine(target)
-        ensure_tables(
-            self.engine,
-            _metadata,
-            append_only=[_TABLE, PAYLOAD_TABLE],
-            required={_TABLE: _CHAIN_COLUMNS},
-            upgrade=_upgrade,
-        )
+        self._open(target if isinstance(target, Engine) else make_engine(target), log_key(key))
+
+    def _open(self, engine: Engine, key: bytes | None) -> None:
+        self._key = key
+        self.engine = engine
+        # Holding the key: what protects the log is checked before anything repairs it. A dropped trigger or a
+        # missing chain column is reported (reads and appends raise), not silently restored.
+        self._gaps = integrity_gaps(self.engine) if self._key is not None else ()
+        if not self._gaps:
+            ensure_tables(
+                self.engine,
+                _metadata,
+                append_only=[_TABLE, PAYLOAD_TABLE, MIGRATIONS_TABLE],
+                required={_TABLE: _CHAIN_COLUMNS},
+                upgrade=_upgrade,
+            )
         self._insert_payload = insert_skipping(self.engine, _payload, "sha256")
         self._stored_payloads: set[str] = set()  # payloads this handle saw committed (written once each)
 
@@ -144,51 +179,109 @@ class PromptLog:
         """True when this handle holds an HMAC key."""
         return self._key is not None
 
+    def _refuse_gaps(self, request_id: str | None = None) -> None:
+        if self._gaps:
+            where = "" if request_id is None else f"prompt log record {request_id!r} cannot be trusted: "
+            raise StoreIntegrityError(where + _gap_message(self._gaps))
+
     def append(self, record: PromptRecord) -> None:
         """Append a record as the chain's new head.
 
         Raises:
             InputError: a record with this request id is already logged (records are never replaced), or the
-                log is keyed and this handle has no key (or the reverse).
+                log is keyed and this handle has no key (or the reverse); or the record's derived fields
+                (normalized copy, offset maps, placements, sha256) disagree with its messages
+                (:func:`citelock.prompt.derived_problem`): it is not logged.
             StoreIntegrityError: the current head does not verify under this handle's key (a wrong key, or a
-                tampered head); nothing is appended after a broken head.
+                tampered head); nothing is appended after a broken head. With a key, also a log holding
+                unchained records or missing its triggers.
         """
+        self._append(record, existing_ok=False)
+
+    def append_if_absent(self, record: PromptRecord) -> PromptRecord:
+        """Append ``record`` unless the same record is already logged under its id; the record as logged.
+
+        The membership test and the append are one transaction under the log's write lock, so any number of
+        processes logging the same record at once log it once and all succeed. "The same" is every field but
+        ``created_at`` (two processes reading one prompt file make the record at different instants).
+
+        Raises:
+            InputError: a *different* record is logged under this request id (records are never replaced), or
+                the record's derived fields disagree with its messages; and as :meth:`append`.
+            StoreIntegrityError: as :meth:`append`, or the logged record no longer verifies.
+        """
+        return self._append(record, existing_ok=True)
+
+    def _append(self, record: PromptRecord, *, existing_ok: bool) -> PromptRecord:
+        verified_record(record)  # a record every later read would refuse is never written
+        self._refuse_gaps(record.request_id)
         split = split_record(record)
-        record_sha256 = split.record_sha256
-        alg = ALG_HMAC if self._key is not None else ALG_PLAIN
         try:
             with serialized(self.engine, _TABLE) as conn:
                 if conn.execute(_SELECT_ID, {"request_id": record.request_id}).first():
-                    raise _duplicate(record.request_id)
-                head = conn.execute(_SELECT_HEAD).mappings().first()
-                if head is None:
-                    seq, prev = 1, self._seal(conn)
-                else:
-                    self._check_head(head)
-                    seq, prev = int(head["seq"]) + 1, str(head["chain_hash"])
-                new_payload = split.payload_sha256 is not None and split.payload_sha256 not in self._stored_payloads
-                if new_payload:
-                    payload = (split.payload or b"").decode("utf-8")
-                    conn.execute(self._insert_payload, {"sha256": split.payload_sha256, "payload": payload})
-                conn.execute(
-                    _INSERT,
-                    {
-                        "request_id": record.request_id,
-                        "created_at": record.created_at,
-                        "sha256": record.sha256,
-                        "record_sha256": record_sha256,
-                        "record": split.stored,
-                        "payload_sha256": split.payload_sha256,
-                        "seq": seq,
-                        "prev_hash": prev,
-                        "chain_hash": link_hash(self._key, seq, prev, record.request_id, record_sha256),
-                        "alg": alg,
-                    },
-                )
+                    if not existing_ok:
+                        raise _duplicate(record.request_id)
+                    row = conn.execute(_WITH_PAYLOAD.where(_log.c.request_id == record.request_id)).mappings().one()
+                    return self._same_as_logged(row, record)
+                self._insert(conn, record, split)
         except IntegrityError:  # the serialized check above makes this unreachable, barring other writers
             raise _duplicate(record.request_id) from None
         if split.payload_sha256 is not None:
             self._stored_payloads.add(split.payload_sha256)  # committed: later appends skip its insert
+        return record
+
+    def _same_as_logged(self, row: Any, record: PromptRecord) -> PromptRecord:
+        logged = self._verified(row)
+        problem = self._link_problem(row)
+        if problem is not None:
+            raise StoreIntegrityError(f"prompt log record {record.request_id!r}: {problem}")
+        if logged.model_dump(exclude={"created_at"}) != record.model_dump(exclude={"created_at"}):
+            raise InputError(
+                f"request id {record.request_id!r} is already in the prompt log with a different record; "
+                "records are never replaced"
+            )
+        return logged
+
+    def _insert(self, conn: Connection, record: PromptRecord, split: Split) -> None:
+        """Insert ``record`` as the new head, inside the caller's serialized transaction."""
+        record_sha256 = split.record_sha256
+        if self._key is not None and conn.execute(_SELECT_UNCHAINED).first() is not None:
+            raise StoreIntegrityError(_UNCHAINED_IN_KEYED + "; nothing is appended to it")
+        head = conn.execute(_SELECT_HEAD).mappings().first()
+        if head is None:
+            seq, prev = 1, self._seal(conn)
+            if self._key is not None:  # remembered: a keyed log later found unchained was stripped
+                conn.execute(
+                    insert(_migrations).values(
+                        migrated_at=record.created_at,
+                        records=0,
+                        unchained=0,
+                        previous_head=prev,
+                        head_hash=link_hash(self._key, 1, prev, record.request_id, record_sha256),
+                        alg=ALG_HMAC,
+                    )
+                )
+        else:
+            self._check_head(head)
+            seq, prev = int(head["seq"]) + 1, str(head["chain_hash"])
+        if split.payload_sha256 is not None and split.payload_sha256 not in self._stored_payloads:
+            payload = (split.payload or b"").decode("utf-8")
+            conn.execute(self._insert_payload, {"sha256": split.payload_sha256, "payload": payload})
+        conn.execute(
+            _INSERT,
+            {
+                "request_id": record.request_id,
+                "created_at": record.created_at,
+                "sha256": record.sha256,
+                "record_sha256": record_sha256,
+                "record": split.stored,
+                "payload_sha256": split.payload_sha256,
+                "seq": seq,
+                "prev_hash": prev,
+                "chain_hash": link_hash(self._key, seq, prev, record.request_id, record_sha256),
+                "alg": ALG_HMAC if self._key is not None else ALG_PLAIN,
+            },
+        )
 
     def _check_head(self, head: Any) -> None:
         if head["alg"] == ALG_HMAC and self._key is None:
@@ -219,8 +312,10 @@ class PromptLog:
         Raises:
             KeyError: no such request id.
             StoreIntegrityError: the stored record no longer matches its hash (or its own chain link, when
-                this handle can compute it).
+                this handle can compute it); with a key, also an unchained record or a log whose triggers or
+                chain columns are gone.
         """
+        self._refuse_gaps(request_id)
         with self.engine.connect() as conn:
             row = conn.execute(_WITH_PAYLOAD.where(_log.c.request_id == request_id)).mappings().first()
         if row is None:
@@ -241,6 +336,7 @@ class PromptLog:
 
     def __iter__(self) -> Iterator[PromptRecord]:
         """All records, legacy ones first (oldest first), then in chain order, each verified."""
+        self._refuse_gaps()
         c = _log.c
         query = _WITH_PAYLOAD.order_by(c.seq.asc().nulls_first(), c.created_at, c.request_id)
         with self.engine.connect() as conn:
@@ -275,6 +371,8 @@ class PromptLog:
         if anchor is not None and not _HEX64.fullmatch(anchor):
             raise InputError(f"anchor must be a chain hash (64 lowercase hex characters), got {anchor!r}")
         walk = _Walk(self._key, anchor)
+        if any(gap.startswith("the chain column") for gap in self._gaps):
+            return walk.unwalkable(self.engine, self._gaps)  # a log from before the chain: nothing to walk
         c = _log.c
         with self.engine.connect() as conn:
             unchained = _WITH_PAYLOAD.where(c.seq.is_(None)).order_by(c.request_id)
@@ -284,12 +382,14 @@ class PromptLog:
             chained = _WITH_PAYLOAD.where(c.seq.is_not(None)).order_by(c.seq, c.request_id)
             for row in conn.execute(chained.execution_options(yield_per=500)).mappings():
                 walk.chained_record(row)
+        for gap in self._gaps:
+            walk.note(None, None, f"{gap}: {_GAP_HINT}")
         return walk.report()
 
     def _link_problem(self, row: Any) -> str | None:
         """What is wrong with the record's own link hash, if this handle can compute it."""
         if row["seq"] is None:
-            return None
+            return None if self._key is None else "it is not chained, in a keyed log (" + _UNCHAINED_IN_KEYED + ")"
         if self._key is not None and row["alg"] != ALG_HMAC:
             return f"it is {row['alg']}, not keyed: written or rewritten without the key"
         if row["alg"] == ALG_HMAC:
@@ -341,6 +441,22 @@ class _Walk:
         problem = _checked(row)[1]
         if problem is not None:
             self.note(None, row["request_id"], f"legacy record: {problem}")
+        if self.key is not None:  # a keyed log is chained throughout: an unchained record is not "legacy" here
+            self.note(
+                None,
+                row["request_id"],
+                "an unchained record in a keyed log: written without the key, or its chain link was removed "
+                "(a real log from before the chain is keyed and chained with `citelock log migrate`)",
+            )
+
+    def unwalkable(self, engine: Engine, gaps: tuple[str, ...]) -> ChainReport:
+        """The report on a log whose chain columns are gone: its size and what is missing."""
+        with engine.connect() as conn:
+            count = int(conn.execute(select(func.count()).select_from(_log)).scalar_one())
+        self.legacy = [("", "")] * count  # every record is unchained
+        for gap in gaps:
+            self.note(None, None, f"{gap}: {_GAP_HINT}")
+        return self.report()
 
     def start_chain(self) -> None:
         self.expected_prev = _seal_of(self.legacy)
@@ -398,6 +514,52 @@ class _Walk:
         )
 
 
+_GAP_HINT = (
+    "a keyed log is not protected without it (dropped or disabled by someone with the schema owner's rights, or a "
+    "log from before the chain: `citelock log migrate --key-file K` keys and chains one)"
+)
+
+
+def migrations_table() -> Table:
+    """The table recording how the log's chain came to be keyed (from its first record, or by a migration)."""
+    return _migrations
+
+
+def unkeyed(engine: Engine) -> PromptLog:
+    """A handle on the log without a key, whatever ``$CITELOCK_LOG_KEY`` says: the log read as it stands.
+
+    For a migration to a key, which must first verify the log with the plain checks.
+    """
+    log = PromptLog.__new__(PromptLog)
+    log._open(engine, None)
+    return log
+
+
+def integrity_gaps(engine: Engine) -> tuple[str, ...]:
+    """What an existing prompt log lacks of its protection: chain columns, append-only and required triggers.
+
+    Empty when there is no log table yet (nothing to protect) or nothing is missing. A disabled trigger
+    (PostgreSQL) counts as missing.
+    """
+    with engine.connect() as conn:
+        insp = inspect(conn)
+        if not insp.has_table(_TABLE):
+            return ()
+        columns = {column["name"] for column in insp.get_columns(_TABLE)}
+        gaps = [f"the chain column {name} is missing" for name in _CHAIN_COLUMNS if name not in columns]
+        dialect = conn.dialect.name
+        if dialect in ("sqlite", "postgresql"):
+            tables = [_TABLE, *(t for t in (PAYLOAD_TABLE, MIGRATIONS_TABLE) if insp.has_table(t))]
+            wanted = trigger_names(dialect, tables, {_TABLE: _CHAIN_COLUMNS})
+            present = existing_triggers(conn) - disabled_triggers(conn)
+            gaps += [f"the trigger {name} is missing or disabled" for name in sorted(wanted - present)]
+    return tuple(gaps)
+
+
+def _gap_message(gaps: tuple[str, ...]) -> str:
+    return f"the keyed prompt log is not protected: {'; '.join(gaps)} ({_GAP_HINT}); run `citelock log verify`"
+
+
 def _seal_of(legacy: list[tuple[str, str]]) -> str:
     # Sorted here, not by the database: collations differ between databases and settings, code points do not.
     return legacy_seal(sorted(legacy)) if legacy else GENESIS
@@ -422,4 +584,7 @@ def _checked(row: Any) -> tuple[PromptRecord | None, str | None]:
         return None, f"the stored record is request {record.request_id!r}, not the row's"
     if messages_sha256(record.messages) != record.sha256 or record.sha256 != row["sha256"]:
         return None, "the messages no longer match the logged sha256"
+    derived = derived_problem(record)  # what a check relies on is recomputed from the messages as sent
+    if derived is not None:
+        return None, f"its derived fields disagree with its messages: {derived}"
     return record, None

@@ -22,7 +22,15 @@ from sqlalchemy import Column, Connection, Engine, MetaData, String, inspect, te
 
 from citelock.store._engine import serialized
 
-__all__ = ["ensure_tables", "existing_tables", "existing_triggers", "refuse_triggers"]
+__all__ = [
+    "append_only_triggers",
+    "disabled_triggers",
+    "ensure_tables",
+    "existing_tables",
+    "existing_triggers",
+    "refuse_triggers",
+    "trigger_names",
+]
 
 _DDL_LOCK = "ddl"
 
@@ -72,6 +80,28 @@ def refuse_triggers(dialect: str, table: str, verbs: Collection[str], message: s
 
 def _append_only(dialect: str, table: str) -> dict[str, str]:
     return refuse_triggers(dialect, table, ("update", "delete", "truncate"), f"citelock table {table} is append-only")
+
+
+def append_only_triggers(dialect: str, table: str) -> dict[str, str]:
+    """Trigger name -> ``CREATE TRIGGER`` statement of the triggers :func:`ensure_tables` gives an append-only table."""
+    return _append_only(dialect, table)
+
+
+def trigger_names(dialect: str, append_only: Collection[str], required: Mapping[str, Collection[str]]) -> set[str]:
+    """The names of the triggers :func:`ensure_tables` makes for these ``append_only`` and ``required`` tables."""
+    return set(_triggers(dialect, append_only, required))
+
+
+def disabled_triggers(conn: Connection) -> set[str]:
+    """Names of the triggers in the connection's schema that exist but are disabled (PostgreSQL only)."""
+    if conn.dialect.name != "postgresql":
+        return set()
+    query = (
+        "SELECT t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = current_schema() AND NOT t.tgisinternal AND t.tgenabled = 'D'"
+    )
+    return {str(name) for name in conn.execute(text(query)).scalars()}
 
 
 def _required_trigger(dialect: str, table: str, columns: Collection[str]) -> dict[str, str]:
