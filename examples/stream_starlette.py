@@ -1,8 +1,10 @@
 """Stream guarded answers from a web handler: a Starlette ``StreamingResponse`` of newline-delimited JSON.
 
 Only what the surface allows reaches the browser: on this high-stakes surface a claim is sent after its free
-checks and its support judge passed (``claim.shown``), a failing one is announced as withheld, and the last line
-is the guard's decision with the rendered answer. A client that disconnects cancels generation; the claims
+checks, its support judge and the answer-level checks (relevance) passed (``claim.shown``), a failing one is
+announced as withheld, and the last line is the guard's decision with the rendered answer. A claim already sent
+that the final result refuses (a surface that shows claims earlier, a stream that fails or is cut) is
+``claim.retracted``: the page takes it down. A client that disconnects cancels generation; the claims
 checked so far are persisted with an ``ANSWER_TRUNCATED`` finding.
 
     uvicorn examples.stream_starlette:app --host 127.0.0.1 --port 8000   # the bundled local model
@@ -30,9 +32,12 @@ client = Citelock(guard=LEGAL)  # the bundled model, loaded on the first request
 def line(event: Any) -> str:
     """One NDJSON line per event a reader may see."""
     if event.type == "claim.shown":
-        return json.dumps({"type": event.type, "claim": event.claim.text}) + "\n"
-    if event.type == "claim.withheld":
-        return json.dumps({"type": event.type, "reasons": [r.value for r in event.reasons]}) + "\n"
+        return json.dumps({"type": event.type, "claim_index": event.claim_index, "claim": event.claim.text}) + "\n"
+    if event.type in ("claim.withheld", "claim.retracted"):
+        fields = {"type": event.type, "claim_index": event.claim_index, "reasons": [r.value for r in event.reasons]}
+        if event.type == "claim.retracted":
+            fields["action"] = event.action  # "retract": take it down; "mark": show it marked unverified
+        return json.dumps(fields) + "\n"
     if event.type == "done":
         answer = event.answer
         return json.dumps({"type": "done", "decision": answer.decision, "rendered": answer.rendered}) + "\n"

@@ -34,6 +34,7 @@ from .errors import JudgeOutputError as JudgeOutputError
 from .errors import MissingExtraError as MissingExtraError
 from .errors import ModelOutputError as ModelOutputError
 from .errors import NotPermittedError as NotPermittedError
+from .errors import OutputBoundsError as OutputBoundsError
 from .errors import ParseError as ParseError
 from .errors import RuntimeFailure as RuntimeFailure
 from .errors import SchemaRejectedError as SchemaRejectedError

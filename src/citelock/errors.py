@@ -15,6 +15,7 @@ someone" by type, never by message::
         ├── ModelOutputError          the model's output is unusable
         │   ├── UnparsedAnswerError   an answer cannot be parsed (.record, .generation)
         │   ├── ConstraintViolationError  a constraining backend produced output outside the schema
+    │   ├── OutputBoundsError     output beyond the schema's bounds (claims, characters), from any backend
         │   └── JudgeOutputError      a judge answered other than one allowed word (.raw, .choices)
         ├── StoreIntegrityError       a stored record no longer matches its hash, or an append-only rule
         └── BackendError              a backend or server call failed (.provider .status .request_id
@@ -54,6 +55,7 @@ __all__ = [
     "MissingExtraError",
     "ModelOutputError",
     "NotPermittedError",
+    "OutputBoundsError",
     "ParseError",
     "RuntimeFailure",
     "SchemaRejectedError",
@@ -133,6 +135,25 @@ class ModelOutputError(RuntimeFailure):
 
 class ConstraintViolationError(ModelOutputError):
     """A backend claimed to constrain decoding but its output broke the constraint."""
+
+
+class OutputBoundsError(ModelOutputError):
+    """A backend's output went beyond the request schema's bounds (more claims, or more characters, than it allows).
+
+    Raised whatever the backend (one that ignored the constraint included): the output is cut there, so an
+    unbounded answer costs no more than the schema's largest one.
+
+    Attributes:
+        bound: Which bound: ``claims`` or ``chars``.
+        limit: The bound's value.
+        got: What arrived when the output was cut (at least ``limit + 1``).
+    """
+
+    def __init__(self, message: str, *, bound: str, limit: int, got: int) -> None:
+        self.bound = bound
+        self.limit = limit
+        self.got = got
+        super().__init__(message)
 
 
 class UnparsedAnswerError(ModelOutputError):

@@ -19,39 +19,34 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from contextlib import aclosing
 from pathlib import Path
-from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
-# the records live in their own module; they are part of this module's public names
 from citelock._guarded import (
     GUARDED_ANSWER_SCHEMA_VERSION,
     GenerationStats,
     GuardedAnswer,
     guarded_answer_json_schema,
 )
+
+# the records live in their own module; they are part of this module's public names
+from citelock._request import Prepared, Runner, prepare
 from citelock.backends._protocol import Backend
-from citelock.constraint import DEFAULT_POLICY, CitationSchema, SchemaOptions, SpanPolicy, fit_schema
-from citelock.errors import ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
+from citelock.constraint import DEFAULT_POLICY, SchemaOptions, SpanPolicy
+from citelock.errors import UsageError
 from citelock.guard import Guard, GuardResult, SurfacePolicy
-from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT, Abstaining, early_abstention
+from citelock.guard._abstain import ABSTENTION_TEXT as ABSTENTION_TEXT  # the text of an early abstention
+from citelock.guard._abstain import Abstaining, early_abstention
 from citelock.judges import Judge
-from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
-from citelock.prompt._parse import parse_constrained
-from citelock.prompt._serialize import with_history
+from citelock.prompt import PromptTemplate
 from citelock.records import (
-    Answer,
     Chunk,
-    Context,
-    Finding,
-    Generation,
     Message,
-    PromptRecord,
 )
-from citelock.render import RenderStyle, render_answer, require_style
+from citelock.render import RenderStyle, require_style
 from citelock.store import PromptLog, ResultStore, ReviewQueue
-from citelock.telemetry._hook import answer_trace, stream_trace, trace_metadata
+from citelock.telemetry._hook import answer_trace, stream_trace
 
 if TYPE_CHECKING:
     from citelock.config import Config
@@ -70,145 +65,11 @@ __all__ = [
     "guarded_answer_json_schema",
 ]
 
-NAIVE_MAX_TOKENS = 384
 
 Sink = ReviewQueue | ResultStore | Callable[["GuardedAnswer", GuardResult], None]
 """Where every guarded answer goes: a :class:`~citelock.store.ReviewQueue` (each finding is queued on the
 surface), a :class:`~citelock.store.ResultStore` (the :class:`~citelock.GuardResult`, which metrics read), or
 any callable ``(guarded_answer, guard_result) -> None`` (your logger, your metrics exporter)."""
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    context: Context
-    record: PromptRecord
-    schema: CitationSchema | None
-    schema_build_ms: float | None
-    requested: SpanPolicy | None
-    template: str
-    max_tokens: int
-
-
-def _prepare(
-    question: str,
-    chunks: Iterable[Chunk | Mapping[str, Any]],
-    backend: Backend,
-    policy: SpanPolicy,
-    *,
-    log: PromptLog | str | Path | None,
-    template: str | PromptTemplate | None,
-    max_chars: int | None,
-    on_overflow: Literal["error", "drop"],
-    max_tokens: int | None,
-    options: SchemaOptions | None,
-    request_id: str | None,
-    metadata: Mapping[str, Any] | None,
-    history: Iterable[Message | Mapping[str, Any]] | None = None,
-) -> _Prepared:
-    constrains = backend.limits.constrains
-    tmpl = template if template is not None else ("answer_structured" if constrains else "answer_naive")
-    context = assemble(question, chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
-    schema: CitationSchema | None = None
-    build_ms: float | None = None
-    if constrains:
-        started = perf_counter()
-        schema = fit_schema(context, policy, backend.limits, options)
-        build_ms = (perf_counter() - started) * 1000
-    meta = {**trace_metadata(), **(metadata or {})}  # the trace it was answered in, for later audits
-    meta.setdefault("backend", backend.name)
-    meta["span_policy"] = schema.policy if schema is not None else None
-    if schema is not None and schema.downgrade_reason:
-        meta["downgrade_reason"] = schema.downgrade_reason
-    record = serialize(context, template=tmpl, request_id=request_id, metadata=meta)
-    if history is not None:
-        record = with_history(record, history)  # [system, *history, user]: the whole conversation as sent
-    if log is not None:
-        (log if isinstance(log, PromptLog) else PromptLog(log)).append(record)
-    if max_tokens is None:
-        max_tokens = schema.max_output_chars() if schema is not None else NAIVE_MAX_TOKENS
-    if max_tokens < 1:
-        raise UsageError(f"max_tokens must be positive, got {max_tokens}")
-    name = f"{record.template.name}.v{record.template.version}"
-    return _Prepared(context, record, schema, build_ms, policy if constrains else None, name, max_tokens)
-
-
-def _parse(prep: _Prepared, generation: Generation) -> Answer:
-    record, schema = prep.record, prep.schema
-    if schema is not None and generation.enforced:
-        if generation.finish_reason == "length":
-            raise TruncatedOutputError(
-                f"request {record.request_id}: generation stopped at max_tokens={prep.max_tokens} before the "
-                f"constrained answer was complete; raise max_tokens (the schema allows up to "
-                f"{schema.max_output_chars()} characters) or lower the SchemaOptions bounds",
-                partial=generation.text,
-                max_tokens=prep.max_tokens,
-                provider=generation.backend,
-                citelock_request_id=record.request_id,
-            )
-        return schema.parse_output(generation.text)  # ConstraintViolationError if the constraint broke
-    try:
-        if schema is not None:  # a declared constraint: parsed under its schema or not at all, never as free text
-            return parse_constrained(generation.text, schema.policy)
-        return parse_answer(generation.text)
-    except ParseError as exc:
-        raise UnparsedAnswerError(str(exc), record=record, generation=generation, where=exc.where) from None
-
-
-def _downgrade(schema: CitationSchema, held: str | None) -> str | None:
-    """Why the answer's span policy is weaker than asked: the schema's downgrade, or an output that ignored it."""
-    if held is None or held == schema.policy:
-        return schema.downgrade_reason
-    ignored = f"the output did not hold the {schema.policy} constraint (the server ignored it): it held {held}"
-    return f"{schema.downgrade_reason}; {ignored}" if schema.downgrade_reason else ignored
-
-
-def _stats(prep: _Prepared, generation: Generation) -> GenerationStats:
-    speed = None
-    if generation.completion_tokens and generation.latency_s > 0:
-        decode_s = generation.latency_s - (generation.first_token_s or 0.0)
-        speed = generation.completion_tokens / decode_s if decode_s > 0 else None
-    return GenerationStats(
-        enforced=generation.enforced,
-        prompt_tokens=generation.prompt_tokens,
-        completion_tokens=generation.completion_tokens,
-        latency_s=generation.latency_s,
-        first_token_s=generation.first_token_s,
-        tokens_per_s=speed,
-        finish_reason=generation.finish_reason,
-        schema_build_ms=prep.schema_build_ms,
-        max_tokens=prep.max_tokens,
-        notes=generation.notes,
-    )
-
-
-def _guarded(
-    prep: _Prepared, generation: Generation, parsed: Answer, result: GuardResult, render: RenderStyle
-) -> GuardedAnswer:
-    record, schema = prep.record, prep.schema
-    report = result.report
-    early = ABSTAIN_NOTE in generation.notes
-    held = (parsed.span_policy or schema.policy) if schema is not None else None
-    # Rendering drops or marks claims only when the answer is served (a blocked one is shown whole).
-    outcomes = result.claims if result.decision != "block" else None
-    return GuardedAnswer(
-        request_id=record.request_id,
-        question=prep.context.question,
-        answer=parsed,
-        result=result,
-        span_policy=held if schema is not None else None,  # what the output held (the schema's when enforced)
-        requested_policy=prep.requested,
-        downgrade_reason=_downgrade(schema, held) if schema is not None else None,
-        backend=generation.backend,
-        model=generation.model,
-        template=prep.template,
-        prompt_sha256=record.sha256,
-        dropped_chunks=prep.context.dropped,
-        generation=_stats(prep, generation),
-        render_style=render,
-        rendered=ABSTENTION_TEXT
-        if early
-        else render_answer(parsed, report, prep.context, style=render, outcomes=outcomes),
-    )
 
 
 class Citelock:
@@ -303,6 +164,7 @@ class Citelock:
         self.on_overflow: Literal["error", "drop"] = on_overflow
         self.options = options
         self.known_ids = known_ids
+        self._runner = Runner(self)  # the per-request runner (citelock._request), shared with wrap
 
     @property
     def backend(self) -> Backend:
@@ -385,15 +247,16 @@ class Citelock:
         style = self._style(render)
         backend = self.backend
         with answer_trace(question) as trace:  # spans per step when the otel extra is installed
-            prep = trace.assemble(
-                self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
-            )
+            with trace.assembling() as assembled:  # the span observes the step; the step is ours
+                prep = assembled(
+                    self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata, history)
+                )
             early = early_abstention(self.guard, prep.context, backend)
             if early is not None:  # nothing relevant was assembled: abstain, no tokens spent
-                return self._finish(prep, early, style, known_ids)
+                return self._runner.finish(prep, early, style, known_ids)
             with trace.generating(prep.record, backend) as done:
                 generation = done(backend.generate(prep.record, prep.schema, max_tokens=prep.max_tokens))
-            return self._finish(prep, generation, style, known_ids)
+            return self._runner.finish(prep, generation, style, known_ids)
 
     async def aanswer(
         self,
@@ -418,21 +281,15 @@ class Citelock:
         style = self._style(render)
         backend = await asyncio.to_thread(lambda: self.backend)
         with answer_trace(question) as trace:
-            prep = await asyncio.to_thread(
-                trace.assemble,
-                self._prepare,
-                question,
-                chunks,
-                backend,
-                policy,
-                max_tokens,
-                request_id,
-                metadata,
-                history,
-            )
+            with trace.assembling() as assembled:
+                prep = assembled(
+                    await asyncio.to_thread(
+                        self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
+                    )
+                )
             early = early_abstention(self.guard, prep.context, backend)
             if early is not None:
-                return await asyncio.to_thread(self._finish, prep, early, style, known_ids)
+                return await asyncio.to_thread(self._runner.finish, prep, early, style, known_ids)
             agenerate = getattr(backend, "agenerate", None)
             with trace.generating(prep.record, backend) as done:
                 if agenerate is not None and inspect.iscoroutinefunction(agenerate):
@@ -441,7 +298,7 @@ class Citelock:
                     generation = done(
                         await asyncio.to_thread(backend.generate, prep.record, prep.schema, max_tokens=prep.max_tokens)
                     )
-            return await asyncio.to_thread(self._finish, prep, generation, style, known_ids)
+            return await asyncio.to_thread(self._runner.finish, prep, generation, style, known_ids)
 
     def stream(
         self,
@@ -490,20 +347,13 @@ class Citelock:
         from citelock.stream._drive import stream_events
 
         streamed = stream_trace()  # Citelock.answer's spans, across the caller's iteration (otel extra)
-        job = streamed.assemble(
-            self._stream_job,
-            question,
-            chunks,
-            request_id,
-            metadata,
-            policy,
-            max_tokens,
-            render,
-            known_ids,
-            show,
-            on_diverge,
-            history,
-        )
+        with streamed.assembling() as assembled:
+            job = assembled(
+                self._stream_job(
+                    question, chunks, request_id, metadata, policy, max_tokens, render, known_ids, show, on_diverge,
+                    history,
+                )
+            )  # fmt: skip
         events: Iterator[StreamEvent | Done[GuardedAnswer]] = streamed.events(job, stream_events)
         return events
 
@@ -530,23 +380,16 @@ class Citelock:
         from citelock.stream._drive import astream_events
 
         streamed = stream_trace()
-        job = await asyncio.to_thread(
-            streamed.assemble,
-            self._stream_job,
-            question,
-            chunks,
-            request_id,
-            metadata,
-            policy,
-            max_tokens,
-            render,
-            known_ids,
-            show,
-            on_diverge,
-            history,
-        )
-        async for event in streamed.aevents(job, astream_events):
-            yield event
+        with streamed.assembling() as assembled:
+            job = assembled(
+                await asyncio.to_thread(
+                    self._stream_job, question, chunks, request_id, metadata, policy, max_tokens, render,
+                    known_ids, show, on_diverge, history,
+                )
+            )  # fmt: skip
+        async with aclosing(streamed.aevents(job, astream_events)) as events:
+            async for event in events:  # closed with this generator: aclose() persists before it returns
+                yield event
 
     def _stream_job(
         self,
@@ -567,44 +410,10 @@ class Citelock:
         prep = self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata, history)
         early = early_abstention(self.guard, prep.context, backend)
         if early is not None:  # nothing relevant was assembled: the stream is the abstention, no tokens spent
-            return self._job(prep, Abstaining(backend.name, backend.limits, early), style, known_ids, show, on_diverge)
-        return self._job(prep, backend, style, known_ids, show, on_diverge)
-
-    def _job(
-        self,
-        prep: _Prepared,
-        backend: Backend,
-        style: RenderStyle,
-        known_ids: Collection[str] | None,
-        show: Show | None,
-        on_diverge: OnDiverge | None,
-    ) -> StreamJob[GuardedAnswer]:
-        """The stream of a prepared request over ``backend`` (also the wrapped client's ``stream=True`` call)."""
-        from citelock.stream._drive import StreamJob
-        from citelock.stream._session import Session, default_on_diverge, default_show, memo_guard
-
-        scope = known_ids if known_ids is not None else self.known_ids
-        session = Session(
-            record=prep.record,
-            guard=memo_guard(self.guard),
-            show=show if show is not None else default_show(self.guard),
-            on_diverge=on_diverge if on_diverge is not None else default_on_diverge(self.guard),
-            free_text=prep.schema is None,
-            span_policy=prep.schema.policy if prep.schema is not None else None,
-            known_ids=scope,
-        )
-
-        def finish(generation: Generation, guard: Guard) -> GuardedAnswer:
-            return self._finish(prep, generation, style, scope, guard=guard)
-
-        def finish_partial(generation: Generation, parsed: Answer, guard: Guard, cut: Finding) -> GuardedAnswer:
-            result = guard.run(prep.record, parsed, known_ids=scope)
-            findings = (*result.report.findings, cut)
-            report = result.report.model_copy(update={"findings": findings, "ok": False})
-            result = result.model_copy(update={"report": report, "decision": "block"})
-            return self._deliver(_guarded(prep, generation, parsed, result, style), result)
-
-        return StreamJob(backend, prep.record, prep.schema, prep.max_tokens, session, finish, finish_partial)
+            return self._runner.stream_job(
+                prep, Abstaining(backend.name, backend.limits, early), style, known_ids, show, on_diverge
+            )
+        return self._runner.stream_job(prep, backend, style, known_ids, show, on_diverge)
 
     def _style(self, render: RenderStyle | None) -> RenderStyle:
         style = render if render is not None else self.render
@@ -621,39 +430,15 @@ class Citelock:
         request_id: str | None,
         metadata: Mapping[str, Any] | None,
         history: Iterable[Message | Mapping[str, Any]] | None = None,
-    ) -> _Prepared:
-        return _prepare(
-            question, chunks, backend, policy if policy is not None else self.policy, log=self.log,
+    ) -> Prepared:
+        prep = prepare(
+            question, chunks, backend, policy if policy is not None else self.policy,
             template=self.template, max_chars=self.max_chars, on_overflow=self.on_overflow,
             max_tokens=max_tokens, options=self.options, request_id=request_id, metadata=metadata,
             history=history,
         )  # fmt: skip
-
-    def _finish(
-        self,
-        prep: _Prepared,
-        generation: Generation,
-        render: RenderStyle,
-        known_ids: Collection[str] | None,
-        *,
-        guard: Guard | None = None,
-    ) -> GuardedAnswer:
-        parsed = _parse(prep, generation)
-        run = guard if guard is not None else self.guard
-        result = run.run(prep.record, parsed, known_ids=known_ids if known_ids is not None else self.known_ids)
-        if ABSTAIN_NOTE in generation.notes:
-            result = result.model_copy(update={"abstention": "pipeline"})
-        return self._deliver(_guarded(prep, generation, parsed, result, render), result)
-
-    def _deliver(self, guarded: GuardedAnswer, result: GuardResult) -> GuardedAnswer:
-        for sink in self.sinks:
-            if isinstance(sink, ReviewQueue):
-                sink.enqueue_result(result)
-            elif isinstance(sink, ResultStore):
-                sink.append(result)
-            else:
-                sink(guarded, result)
-        return guarded
+        self._runner.log(prep.record)  # before generation: the prompt exactly as it is sent
+        return prep
 
 
 class AnswerOptions(TypedDict, total=False):

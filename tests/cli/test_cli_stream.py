@@ -61,7 +61,9 @@ def test_stream_shows_each_verified_claim_with_a_mark_then_the_footnotes_and_gua
 def test_stream_cuts_a_naive_answer_at_a_fabricated_id_and_exits_1(tmp_path: Path, fakes: list[FakeBackend]) -> None:
     result = _run(tmp_path, "-q", "How long?", "--backend", "naive")
     assert result.exit_code == 1, result.output
-    assert "✓ It spans 880 meters" in result.output
+    # the claim shown before the cut is retracted: the cut answer is blocked, nothing of it stays on screen
+    assert "✓ It spans 880 meters" not in result.output
+    assert "✗ It spans 880 meters. — ANSWER_TRUNCATED" in result.output
     assert "ID_NOT_IN_PROMPT" in result.output and "cut at delta" in result.output
     assert "guard: BLOCKED" in result.output and "ANSWER_TRUNCATED" in result.output
     assert fakes[0].streamed < len(FakeBackend.deltas("It spans 880 meters [c-1]. It is blue [c-999]."))

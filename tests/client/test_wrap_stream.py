@@ -180,3 +180,36 @@ def test_wrapped_stream_on_the_real_server_keeps_the_guarantees(llama_server: An
         assert not bad & {f.reason for f in done.findings}
     else:
         assert any("not enforced" in note for note in done.generation.notes)
+
+
+def test_a_hostile_server_streaming_2000_claims_is_cut_at_the_schemas_bound(tmp_path: Path) -> None:
+    """#34 item 7: ~200 KB of claims that ignored the constraint, over real SSE: cut at the bound, not read on."""
+    import time
+
+    cite = {"chunk_id": "kb-1", "span": "7:15"}
+    claim = {"text": "The ferry leaves Arden at 7:15 every weekday.", "citations": [cite]}
+    body = json.dumps({"claims": [claim] * 2000})
+    assert len(body) > 180_000
+    answers: list[Any] = []
+    options = citelock.SchemaOptions(max_claims=3)
+    for source in _serve(body):
+        url, _ = source
+        surface = citelock.SurfacePolicy(name="chat", stakes="low", sample_rate=0.0, on_fail="drop_claim")
+        client = citelock.wrap(
+            openai.OpenAI(base_url=url, api_key="x", max_retries=0),
+            server="vllm",
+            guard=citelock.Guard(surface),
+            log=tmp_path / "log.db",
+            options=options,
+            sinks=[lambda answer, _result: answers.append(answer)],
+        )
+        started = time.perf_counter()
+        with pytest.raises(citelock.OutputBoundsError) as info:
+            list(client.chat.completions.create(model="sse", messages=conversation(), chunks=CHUNKS, stream=True))
+        elapsed = time.perf_counter() - started
+    print(f"\n[hostile] 2000 claims ({len(body)} chars): cut after {elapsed:.2f} s")
+    assert (info.value.bound, info.value.limit) == ("claims", 3)
+    (answer,) = answers  # persisted before the error was raised
+    assert answer.decision == "block" and len(answer.answer.claims) == 3
+    assert ReasonCode.ANSWER_TRUNCATED in {f.reason for f in answer.findings}
+    assert answer.generation.completion_tokens * STEP < 5 * len(json.dumps(claim))  # read up to the 4th claim only

@@ -232,12 +232,12 @@ def test_low_stakes_records_judge_error_without_blocking() -> None:
 
 
 def test_a_check_that_raises_fails_closed_on_high_stakes(monkeypatch: pytest.MonkeyPatch) -> None:
-    import citelock.guard._guard as guard_module
+    import citelock.guard._fold as fold_module  # the guard's per-claim free checks
 
     def broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError("index corrupted")
 
-    monkeypatch.setattr(guard_module, "run_checks", broken)
+    monkeypatch.setattr(fold_module, "check_claim", broken)
     record = make_record("q?", REVENUE_CHUNKS)
     answer = {"claims": [cite("Revenue grew 12%.", "c1")]}
     high = Guard(HIGH, KeywordJudge()).run(record, answer)

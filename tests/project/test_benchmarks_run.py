@@ -27,6 +27,7 @@ TINY_RUNS = {
     "bench_import.py": ["--repeat", "1"],
     "bench_constraint_cold.py": ["--reps", "2", "--sizes", "10"],
     "bench_gateway.py": ["--requests", "10", "--rounds", "1", "--workers", "1", "--concurrency", "1", "4"],
+    "bench_request_core.py": ["--claims", "3,5", "--rounds", "1"],
     "bench_integrations.py": ["--calls", "2", "--rounds", "1"],
     "bench_record_verify.py": ["--chunks", "3", "--reps", "1"],
 }

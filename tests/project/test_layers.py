@@ -1,8 +1,11 @@
 """The package's import graph: layers with one direction and no circles.
 
 A module may import only from its own layer and the layers below it, and no set of modules may import each
-other in a circle. Every import counts: top-level, inside functions (lazy) and under ``TYPE_CHECKING``. The
+other in a circle. Every import counts: top-level, inside functions (lazy), under ``TYPE_CHECKING``, the string
+target of ``importlib.import_module("citelock...")``, and the stub a ``lazy_loader.attach_stub`` call loads. The
 layers are the ones docs/architecture.md draws; a new module must be placed in one of them here (and there).
+No layer holds two packages that import each other: each package has its own layer, so a loop cannot hide in
+one.
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.runtime",),
     ("citelock.backends",),
     ("citelock.judges",),
-    ("citelock.guard", "citelock.telemetry"),  # telemetry: the guard run's spans and events (Guard.run calls it)
+    ("citelock.telemetry",),  # the guard run's spans and events; typed against protocols, it imports no guard
+    ("citelock.guard",),
     ("citelock.store",),
     ("citelock.render",),
     ("citelock.stream",),
     ("citelock.config",),  # surfaces, judges, backends and the store named in citelock.toml (builds guards)
-    ("citelock.pipeline", "citelock._guarded"),  # _guarded: the records the pipeline returns
+    ("citelock.pipeline", "citelock._guarded", "citelock._request"),  # the records it returns, the request core
     ("citelock._wrap",),
     ("citelock.adapters",),
     ("citelock.integrations",),  # LangChain, LlamaIndex, Haystack doors (issue 39)
@@ -73,6 +77,31 @@ def _targets(module: str, node: ast.Import | ast.ImportFrom, is_package: bool) -
     return out
 
 
+def _string_targets(module: str, call: ast.Call, path: Path) -> list[str]:
+    """The modules a call imports by name: ``import_module("citelock.x")``, ``lazy_loader.attach_stub(...)``."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name == "import_module" and call.args and isinstance(call.args[0], ast.Constant):
+        value = call.args[0].value
+        return [value] if isinstance(value, str) else []
+    if name == "attach_stub":  # the stub beside the module: its imports are this module's lazy imports
+        stub = path.with_suffix(".pyi")
+        tree = ast.parse(stub.read_text(encoding="utf-8"))
+        nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+        return [t for n in nodes for t in _targets(module, n, path.name == "__init__.py")]
+    if name == "attach":
+        found = [k.value for k in call.keywords if k.arg in ("submodules", "submod_attrs")]
+        keys = [e.value for node in found if isinstance(node, ast.Dict | ast.Set | ast.List) for e in _elements(node)]
+        base = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        return [f"{base}.{k}" for k in keys if isinstance(k, str)]
+    return []
+
+
+def _elements(node: ast.Dict | ast.Set | ast.List) -> list[ast.Constant]:
+    items = node.keys if isinstance(node, ast.Dict) else node.elts
+    return [e for e in items if isinstance(e, ast.Constant)]
+
+
 def import_graph() -> dict[str, set[str]]:
     """Every citelock module and the citelock modules it imports (any import statement anywhere in it)."""
     graph: dict[str, set[str]] = {}
@@ -80,8 +109,13 @@ def import_graph() -> dict[str, set[str]]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         edges: set[str] = set()
         for node in ast.walk(tree):
+            targets: list[str] = []
             if isinstance(node, ast.Import | ast.ImportFrom):
-                for target in _targets(module, node, path.name == "__init__.py"):
+                targets = _targets(module, node, path.name == "__init__.py")
+            elif isinstance(node, ast.Call):
+                targets = _string_targets(module, node, path)
+            if targets:
+                for target in targets:
                     while target and target not in MODULES:  # "citelock.x.Name" -> "citelock.x"
                         target = target.rpartition(".")[0]
                     if target.startswith("citelock") and target != module:
@@ -171,6 +205,25 @@ def test_no_import_circles() -> None:
     graph = {m: {t for t in ts if t != "citelock"} for m, ts in graph.items()}
     circles = _circles(graph)
     assert not circles, f"import circles: {circles}"
+
+
+def test_string_imports_are_edges_of_the_graph() -> None:
+    graph = import_graph()
+    assert "citelock.telemetry._otel" in graph["citelock.telemetry._hook"]  # importlib.import_module("...")
+    assert "citelock.audit._ray" in graph["citelock.audit._run"]
+    assert "citelock.pipeline" in graph["citelock"]  # lazy_loader.attach_stub: the stub's imports
+    assert "citelock.telemetry._hook" not in graph["citelock.telemetry._otel"]  # the settings have their own module
+
+
+def test_no_layer_shares_two_packages() -> None:
+    shared = [prefixes for prefixes in LAYERS if len({p.split(".")[1] for p in prefixes if p != "citelock"}) > 1]
+    allowed = [  # single modules side by side (no package): a record module beside its user, the facade's helpers
+        ("citelock.reasons", "citelock._version"),
+        ("citelock.pipeline", "citelock._guarded", "citelock._request"),
+        ("citelock", "citelock.__main__", "citelock._jsonschema"),
+    ]
+    assert [p for p in shared if p not in allowed] == []
+    assert layer_of("citelock.telemetry._otel") < layer_of("citelock.guard._guard")
 
 
 def test_the_layer_checker_catches_an_upward_import() -> None:

@@ -50,6 +50,7 @@ EXPECTED = [
     "ModelOutputError",
     "NotPermittedError",
     "OnFail",
+    "OutputBoundsError",
     "ParseError",
     "PromptLog",
     "PromptRecord",

@@ -17,6 +17,7 @@ from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal
 
+from citelock._request import Runner
 from citelock._wrap._request import Prepared, prepare
 from citelock._wrap._stream import CallersStream
 from citelock.backends._openai import OpenAIBackend
@@ -49,6 +50,7 @@ class _Wrapper:
     def __init__(self, client: Any, citelock: Citelock, backend: OpenAIBackend, content: Content) -> None:
         self._client = client
         self._citelock = citelock
+        self._runner = Runner(citelock)  # the same runner Citelock's own calls use
         self._backend = backend
         self._content = content
 
@@ -76,14 +78,14 @@ class _Wrapper:
             options=self._citelock.options,
             metadata=ours.get("citelock_metadata"),
         )
-        if self._citelock.log is not None:
-            self._citelock.log.append(prepared.record)  # before the call: the prompt exactly as it is sent
+        self._runner.log(prepared.record)  # before the call: the prompt exactly as it is sent
         return prepared
 
     def _job(self, prepared: Prepared) -> StreamJob[GuardedAnswer]:
         """The stream of a prepared call: the caller's request over SSE, :meth:`Citelock.stream`'s events."""
         config = self._citelock
-        return config._job(prepared.prepared, CallersStream(self._backend, prepared), config.render, None, None, None)
+        stream = CallersStream(self._backend, prepared)
+        return self._runner.stream_job(prepared.prepared, stream, config.render, None, None, None)
 
     def _finish(self, prepared: Prepared, response: Any, choice: Any, latency: float) -> Any:
         prep = prepared.prepared
@@ -98,7 +100,7 @@ class _Wrapper:
             latency=latency,
             max_tokens=prep.max_tokens,
         )
-        guarded = self._citelock._finish(prep, generation, self._citelock.render, self._citelock.known_ids)
+        guarded = self._runner.finish(prep, generation, self._citelock.render, self._citelock.known_ids)
         _attach(response, choice, guarded, generation.text, self._content)
         return response
 
@@ -149,10 +151,12 @@ class _Completions:
             from citelock.stream._drive import stream_events
 
             streamed = stream_trace()  # Citelock.answer's spans, across the caller's iteration
-            prepared = streamed.assemble(owner._prepare, dict(arguments), model)
+            with streamed.assembling() as assembled:
+                prepared = assembled(owner._prepare(dict(arguments), model))
             return streamed.events(owner._job(prepared), stream_events)
         with answer_trace() as trace:  # spans per step when the otel extra is installed, as Citelock.answer
-            prepared = trace.assemble(owner._prepare, dict(arguments), model)
+            with trace.assembling() as assembled:
+                prepared = assembled(owner._prepare(dict(arguments), model))
             with trace.generating(prepared.record, owner._backend) as done:
                 started = perf_counter()
                 response, choice = owner._backend.transport.send(
@@ -201,10 +205,12 @@ class _AsyncCompletions:
             from citelock.stream._drive import astream_events
 
             streamed = stream_trace()
-            prepared = await asyncio.to_thread(streamed.assemble, owner._prepare, dict(arguments), model)
+            with streamed.assembling() as assembled:
+                prepared = assembled(await asyncio.to_thread(owner._prepare, dict(arguments), model))
             return streamed.aevents(owner._job(prepared), astream_events)
         with answer_trace() as trace:
-            prepared = await asyncio.to_thread(trace.assemble, owner._prepare, dict(arguments), model)
+            with trace.assembling() as assembled:
+                prepared = assembled(await asyncio.to_thread(owner._prepare, dict(arguments), model))
             with trace.generating(prepared.record, owner._backend) as done:
                 started = perf_counter()
                 response, choice = await owner._backend.transport.asend(

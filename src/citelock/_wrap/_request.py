@@ -18,10 +18,10 @@ from time import perf_counter
 from typing import Any
 from uuid import uuid4
 
+from citelock._request import Prepared as _Prepared
 from citelock.backends._openai import OpenAIBackend
 from citelock.constraint._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock.errors import InputError, UsageError
-from citelock.pipeline import _Prepared
 from citelock.prompt._assemble import coerce_chunks
 from citelock.prompt._serialize import record_from_messages
 from citelock.prompt._templates import load_template

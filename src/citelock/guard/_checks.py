@@ -7,8 +7,9 @@ that chunk as sent) is :class:`~citelock.prompt.PromptIndex`, which lives with t
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from citelock.constraint import quote_body
 from citelock.guard._coverage import check_coverage
@@ -20,6 +21,8 @@ from citelock.records import (
     Answer,
     Citation,
     CitationCheck,
+    Claim,
+    ClaimCheck,
     Finding,
     GuardReport,
     Layer,
@@ -27,7 +30,7 @@ from citelock.records import (
     ReasonCode,
 )
 
-__all__ = ["check", "run_checks"]
+__all__ = ["ClaimChecks", "check", "check_claim", "combine_checks", "run_checks"]
 
 
 def check(
@@ -56,6 +59,122 @@ def check(
     return add_relevance(index, parsed, report)[0] if relevance else report
 
 
+@dataclass(frozen=True)
+class ClaimChecks:
+    """The free checks of one claim: its citations' provenance, its coverage and its findings.
+
+    Attributes:
+        claim_index: The claim's position in the answer.
+        citations: One :class:`CitationCheck` per citation.
+        coverage: The claim's :class:`ClaimCheck`.
+        findings: Its findings, provenance first, then coverage, then numbers.
+    """
+
+    claim_index: int
+    citations: tuple[CitationCheck, ...]
+    coverage: ClaimCheck
+    findings: tuple[Finding, ...]
+
+
+_LAYER_RANK = {Layer.PROVENANCE: 0, Layer.COVERAGE: 1, Layer.NUMBERS: 2}
+
+
+def check_claim(
+    index: PromptIndex,
+    claim: Claim,
+    claim_index: int,
+    *,
+    answer_format: Literal["structured", "free_text"] = "structured",
+    span_policy: str | None = None,
+    known_ids: Collection[str] | None = None,
+    numbers: bool = True,
+) -> ClaimChecks:
+    """The free checks of one claim of an answer (what :func:`run_checks` runs on every claim).
+
+    Args:
+        index: :meth:`PromptIndex.build` of the logged prompt.
+        claim: The claim.
+        claim_index: Its position in the answer.
+        answer_format: The answer's format (a free-text line is classified as a standalone line).
+        span_policy: The answer's span policy (a quote claim's text is its span).
+        known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+        numbers: Also run the ``NUMBER_MISMATCH`` pre-check.
+    """
+    record = index.record
+    findings: list[Finding] = []
+
+    def finding(ci: int, reason: ReasonCode, layer: Layer, **extra: Any) -> Finding:
+        return Finding(
+            request_id=record.request_id,
+            prompt_sha256=record.sha256,
+            reason=reason,
+            layer=layer,
+            claim_index=ci,
+            claim=claim.text,
+            **extra,
+        )
+
+    checks: list[CitationCheck] = []
+    # A quote answer's claim text is its span: checked whatever span the citation carries, so a claim that is
+    # not verbatim in its chunk is SPAN_NOT_IN_CHUNK (or SPAN_IN_OTHER_CHUNK ...) with the quoted text as span.
+    quoting = span_policy in ("quote", "quote_sentence")
+    for xi, cited in enumerate(claim.citations):
+        quoted = quote_body(claim.text) if quoting and claim.text.strip() else None
+        citation = Citation(chunk_id=cited.chunk_id, span=quoted) if quoted else cited
+        result = check_citation(index, citation, claim_index, xi, known_ids)
+        checks.append(result)
+        if not result.passed and result.reason is not None:
+            placed = index.by_id.get(citation.chunk_id)
+            findings.append(
+                finding(
+                    claim_index,
+                    result.reason,
+                    Layer.PROVENANCE,
+                    citation_index=xi,
+                    chunk_id=citation.chunk_id,
+                    span=citation.span,
+                    passage=index.body(placed) if placed else None,
+                    related_chunk_id=result.related_chunk_id,
+                    detail=describe(index, result),
+                    verdicts={"provenance": "fail"},
+                )
+            )
+    alone = check_coverage(Answer(claims=(claim,), format=answer_format, span_policy=span_policy))[0]
+    coverage = ClaimCheck(claim_index=claim_index, factual=alone.factual, kind=alone.kind, cited=alone.cited)
+    if coverage.factual and not coverage.cited:
+        findings.append(
+            finding(
+                claim_index,
+                ReasonCode.UNCITED_CLAIM,
+                Layer.COVERAGE,
+                detail=REASONS[ReasonCode.UNCITED_CLAIM].description,
+                verdicts={"coverage": "fail"},
+            )
+        )
+    if numbers:
+        findings.extend(_number_findings(claim, claim_index, checks, index, finding))
+    return ClaimChecks(claim_index, tuple(checks), coverage, tuple(findings))
+
+
+def combine_checks(record: PromptRecord, claims: Sequence[ClaimChecks], *, numbers: bool = True) -> GuardReport:
+    """The report of an answer whose claims were checked one by one (:func:`check_claim`), in answer order.
+
+    The findings are in the order one pass over the answer gives: provenance, then coverage, then numbers, each
+    in claim order.
+    """
+    findings = sorted((f for c in claims for f in c.findings), key=lambda f: _LAYER_RANK[f.layer])
+    layers = [Layer.PROVENANCE, Layer.COVERAGE, *([Layer.NUMBERS] if numbers else [])]
+    return GuardReport(
+        request_id=record.request_id,
+        prompt_sha256=record.sha256,
+        ok=not findings,
+        layers=tuple(layers),
+        citations=tuple(x for c in claims for x in c.citations),
+        claims=tuple(c.coverage for c in claims),
+        findings=tuple(findings),
+    )
+
+
 def run_checks(
     index: PromptIndex,
     parsed: Answer,
@@ -64,6 +183,8 @@ def run_checks(
     numbers: bool = True,
 ) -> GuardReport:
     """The free checks on a parsed answer, over the prompt's index built once by the caller (:meth:`Guard.run`).
+
+    A fold of :func:`check_claim` over the claims (:func:`combine_checks`).
 
     Args:
         index: :meth:`PromptIndex.build` of the logged prompt.
@@ -74,128 +195,63 @@ def run_checks(
     Returns:
         A :class:`GuardReport`; ``ok`` is True when there are no findings.
     """
-    record = index.record
-    findings: list[Finding] = []
-
-    def finding(claim_index: int, reason: ReasonCode, layer: Layer, **extra: Any) -> Finding:
-        return Finding(
-            request_id=record.request_id,
-            prompt_sha256=record.sha256,
-            reason=reason,
-            layer=layer,
-            claim_index=claim_index,
-            claim=parsed.claims[claim_index].text,
-            **extra,
+    claims = [
+        check_claim(
+            index,
+            claim,
+            n,
+            answer_format=parsed.format,
+            span_policy=parsed.span_policy,
+            known_ids=known_ids,
+            numbers=numbers,
         )
-
-    checks: list[CitationCheck] = []
-    # A quote answer's claim text is its span: checked whatever span the citation carries, so a claim that is
-    # not verbatim in its chunk is SPAN_NOT_IN_CHUNK (or SPAN_IN_OTHER_CHUNK ...) with the quoted text as span.
-    quoting = parsed.span_policy in ("quote", "quote_sentence")
-    for ci, claim in enumerate(parsed.claims):
-        for xi, cited in enumerate(claim.citations):
-            quoted = quote_body(claim.text) if quoting and claim.text.strip() else None
-            citation = Citation(chunk_id=cited.chunk_id, span=quoted) if quoted else cited
-            result = check_citation(index, citation, ci, xi, known_ids)
-            checks.append(result)
-            if not result.passed and result.reason is not None:
-                placed = index.by_id.get(citation.chunk_id)
-                findings.append(
-                    finding(
-                        ci,
-                        result.reason,
-                        Layer.PROVENANCE,
-                        citation_index=xi,
-                        chunk_id=citation.chunk_id,
-                        span=citation.span,
-                        passage=index.body(placed) if placed else None,
-                        related_chunk_id=result.related_chunk_id,
-                        detail=describe(index, result),
-                        verdicts={"provenance": "fail"},
-                    )
-                )
-    claim_checks = check_coverage(parsed)
-    for cc in claim_checks:
-        if cc.factual and not cc.cited:
-            findings.append(
-                finding(
-                    cc.claim_index,
-                    ReasonCode.UNCITED_CLAIM,
-                    Layer.COVERAGE,
-                    detail=REASONS[ReasonCode.UNCITED_CLAIM].description,
-                    verdicts={"coverage": "fail"},
-                )
-            )
-    layers = [Layer.PROVENANCE, Layer.COVERAGE]
-    if numbers:
-        layers.append(Layer.NUMBERS)
-        findings.extend(_number_findings(parsed, checks, index, finding))
-    return GuardReport(
-        request_id=record.request_id,
-        prompt_sha256=record.sha256,
-        ok=not findings,
-        layers=tuple(layers),
-        citations=tuple(checks),
-        claims=tuple(claim_checks),
-        findings=tuple(findings),
-    )
+        for n, claim in enumerate(parsed.claims)
+    ]
+    return combine_checks(index.record, claims, numbers=numbers)
 
 
-def _number_findings(answer: Answer, checks: list[CitationCheck], index: PromptIndex, finding: Any) -> list[Finding]:
-    out = _cited_number_findings(answer, checks, index, finding)
-    out.extend(_uncited_number_findings(answer, index, finding))
-    return sorted(out, key=lambda f: f.claim_index)
-
-
-def _uncited_number_findings(answer: Answer, index: PromptIndex, finding: Any) -> list[Finding]:
-    """An uncited claim's numbers are checked against every chunk of the prompt: one in none of them is a finding."""
-    bodies: list[str] | None = None
-    question = (index.record.question,) if index.record.question else ()
-    out = []
-    for claim_index, claim in enumerate(answer.claims):
-        if claim.citations:
-            continue
-        if bodies is None:
-            bodies = [index.body(placed) for placed in index.by_id.values()]
-        missing = uncited_missing_numbers(claim.text, bodies, context=question)
-        if missing:
-            out.append(
-                finding(
-                    claim_index,
-                    ReasonCode.NUMBER_MISMATCH,
-                    Layer.NUMBERS,
-                    detail=f"an uncited claim's numbers are in no chunk of the prompt: {', '.join(missing)}",
-                    verdicts={"coverage": "uncited", "numbers": "fail"},
-                )
-            )
-    return out
-
-
-def _cited_number_findings(
-    answer: Answer, checks: list[CitationCheck], index: PromptIndex, finding: Any
+def _number_findings(
+    claim: Claim, claim_index: int, checks: list[CitationCheck], index: PromptIndex, finding: Any
 ) -> list[Finding]:
-    passed: dict[int, list[CitationCheck]] = {}
-    for c in checks:
-        if c.passed:
-            passed.setdefault(c.claim_index, []).append(c)
-    out = []
-    for claim_index, good in passed.items():
-        bodies = [index.body(index.by_id[c.chunk_id]) for c in good]
-        question = (index.record.question,) if index.record.question else ()
-        missing = missing_numbers(answer.claims[claim_index].text, bodies, context=question)
-        if missing:
-            first = good[0]
-            out.append(
-                finding(
-                    claim_index,
-                    ReasonCode.NUMBER_MISMATCH,
-                    Layer.NUMBERS,
-                    citation_index=first.citation_index,
-                    chunk_id=first.chunk_id,
-                    span=first.span,
-                    passage=bodies[0],
-                    detail=f"numbers not in any cited passage: {', '.join(missing)}",
-                    verdicts={"provenance": "pass", "numbers": "fail"},
-                )
-            )
-    return out
+    if not claim.citations:
+        return _uncited_number_findings(claim, claim_index, index, finding)
+    good = [c for c in checks if c.passed]
+    if not good:
+        return []
+    bodies = [index.body(index.by_id[c.chunk_id]) for c in good]
+    question = (index.record.question,) if index.record.question else ()
+    missing = missing_numbers(claim.text, bodies, context=question)
+    if not missing:
+        return []
+    first = good[0]
+    return [
+        finding(
+            first.claim_index,
+            ReasonCode.NUMBER_MISMATCH,
+            Layer.NUMBERS,
+            citation_index=first.citation_index,
+            chunk_id=first.chunk_id,
+            span=first.span,
+            passage=bodies[0],
+            detail=f"numbers not in any cited passage: {', '.join(missing)}",
+            verdicts={"provenance": "pass", "numbers": "fail"},
+        )
+    ]
+
+
+def _uncited_number_findings(claim: Claim, claim_index: int, index: PromptIndex, finding: Any) -> list[Finding]:
+    """An uncited claim's numbers are checked against every chunk of the prompt: one in none of them is a finding."""
+    bodies = [index.body(placed) for placed in index.by_id.values()]
+    question = (index.record.question,) if index.record.question else ()
+    missing = uncited_missing_numbers(claim.text, bodies, context=question)
+    if not missing:
+        return []
+    return [
+        finding(
+            claim_index,
+            ReasonCode.NUMBER_MISMATCH,
+            Layer.NUMBERS,
+            detail=f"an uncited claim's numbers are in no chunk of the prompt: {', '.join(missing)}",
+            verdicts={"coverage": "uncited", "numbers": "fail"},
+        )
+    ]

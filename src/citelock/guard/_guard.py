@@ -13,18 +13,18 @@ It writes nothing (the pipeline persists).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
 from citelock.errors import UsageError
 from citelock.guard._audit_step import build_audit
-from citelock.guard._checks import run_checks
+from citelock.guard._fold import GuardFold
 from citelock.guard._policy import SurfacePolicy, resolve_routing
 from citelock.guard._relevance import RelevanceCheck, RelevanceMode, add_relevance
 from citelock.guard._repair import decide, decide_free
 from citelock.guard._result import GuardResult, JudgeAccounting, SupportCheck, iso_week
-from citelock.guard._support import SupportRun, judge_support
-from citelock.guard._targets import select_targets
+from citelock.guard._support import SupportRun
 from citelock.judges import Judge, RelevanceJudge, default_judge
 from citelock.judges._routing import Routing, shipped_routing
 from citelock.prompt import PromptIndex, parse_answer
@@ -141,6 +141,53 @@ class Guard:
         judge = f"{self.judge.name} {self.judge.version}" if self.judge is not None else None
         return f"Guard(surface={surface!r}, judge={judge!r})"
 
+    def with_judges(self, *, judge: Judge | None = None, escalate: Judge | None = None) -> Guard:
+        """A copy of this guard with its support judge and/or stronger judge swapped, every other setting kept.
+
+        The copy keeps every field (policy, routings, ordering, numbers, relevance and its judge, and any field
+        added later), so a wrapper such as a memoizing or tracing judge never loses the caller's configuration.
+        The swapped judges must answer as the originals do (same name and version): the routings are not
+        resolved again.
+
+        Args:
+            judge: The support judge to use instead (None: keep this guard's).
+            escalate: The stronger judge to use instead (None: keep this guard's).
+
+        Returns:
+            A new :class:`Guard`; this one is unchanged.
+
+        Raises:
+            UsageError: a replacement that does not implement :class:`citelock.judges.Judge`, or one given where
+                this guard has no judge in that role.
+        """
+        for role, value, current in (("judge", judge, self.judge), ("escalate", escalate, self.escalate)):
+            if value is None:
+                continue
+            if not isinstance(value, Judge):
+                raise UsageError(f"{role} must implement citelock.judges.Judge, got {type(value).__name__}")
+            if current is None:
+                raise UsageError(f"this guard has no {role} to swap; build a Guard with one")
+        twin = copy.copy(self)
+        twin.judge = judge if judge is not None else self.judge
+        twin.escalate = escalate if escalate is not None else self.escalate
+        return twin
+
+    def fold(
+        self, record: PromptRecord, *, known_ids: Collection[str] | None = None, index: PromptIndex | None = None
+    ) -> GuardFold:
+        """This guard's run over one request, claim by claim (a stream feeds it as its claims complete).
+
+        Args:
+            record: The logged prompt.
+            known_ids: Ids of the whole chunk store.
+            index: The prompt's :class:`~citelock.prompt.PromptIndex` when the request built it already.
+
+        Returns:
+            A :class:`~citelock.guard._fold.GuardFold`; pass it to :meth:`run` as ``fold=`` to assemble the result
+            from the claims it checked.
+        """
+        return GuardFold(self, record, known_ids=known_ids, index=index)
+
     @instrumented  # OpenTelemetry spans and evaluation events when the otel extra is installed
     def run(
         self,
@@ -148,6 +195,7 @@ class Guard:
         answer: Answer | Mapping[str, Any] | str,
         *,
         known_ids: Collection[str] | None = None,
+        fold: GuardFold | None = None,
     ) -> GuardResult:
         """Guard one answer against the prompt it was generated from, exactly as sent.
 
@@ -156,6 +204,9 @@ class Guard:
                 prompt log).
             answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts (parsed once).
             known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
+            fold: The request's :meth:`fold` that already checked the answer's first claims (a stream's): the
+                result is assembled from them, and only the claims it has not seen are checked. A fold whose
+                claims are not the answer's is not used.
 
         Returns:
             A :class:`GuardResult`: the report, the decision, what happens to each claim and, with a policy,
@@ -165,9 +216,15 @@ class Guard:
             ParseError: the answer cannot be parsed (unusable input, not a finding).
         """
         parsed = parse_answer(answer)
+        if fold is None or not fold.matches(record, parsed, known_ids):
+            fold = GuardFold(self, record, known_ids=known_ids, index=fold.index if fold is not None else None)
+        return fold.result(parsed)
+
+    def _assemble(self, fold: GuardFold, parsed: Answer) -> GuardResult:
+        """The answer's result from the fold's per-claim results plus the answer-level checks (relevance)."""
+        record, index = fold.record, fold.index
         if self.policy is None:
-            index = PromptIndex.build(record)
-            report = run_checks(index, parsed, known_ids=known_ids, numbers=self.numbers)
+            report = fold.report()
             relevance: RelevanceCheck | None = None
             if self.relevance != "off":
                 report, relevance = add_relevance(index, parsed, report, judge=self.relevance_judge)
@@ -181,16 +238,16 @@ class Guard:
                 relevance=relevance,
                 abstention="model" if parsed.abstained else None,
             )
-        return self._run_policy(self.policy, record, parsed, known_ids)
+        return self._assemble_policy(self.policy, fold, parsed)
 
-    def _run_policy(
-        self, policy: SurfacePolicy, record: PromptRecord, parsed: Answer, known_ids: Collection[str] | None
-    ) -> GuardResult:
-        """The free checks, then support ③ on the citations the surface pays to judge, then the decision."""
+    def _assemble_policy(self, policy: SurfacePolicy, fold: GuardFold, parsed: Answer) -> GuardResult:
+        """The free checks' report, relevance, then support ③ as the fold judged it, then the decision."""
+        record, index = fold.record, fold.index
         relevance: RelevanceCheck | None = None
         try:
-            index = PromptIndex.build(record)
-            report = run_checks(index, parsed, known_ids=known_ids)
+            if fold.error is not None:
+                raise fold.error
+            report = fold.report()
             if policy.relevance != "off":
                 report, relevance = add_relevance(
                     index, parsed, report, policy.relevance_routing, judge=self.relevance_judge
@@ -198,19 +255,10 @@ class Guard:
         except Exception as exc:  # a failing check is a finding, and the policy decides what it blocks
             report = _errored_report(record, exc)
             return self._result(policy, record, parsed, report, JudgeAccounting(errors=1))
-        selection = select_targets(policy, parsed, report, index, ordering=self.ordering)
+        selection = fold.selection()
         run: SupportRun | None = None
-        if selection.targets and self.judge is not None:
-            run = judge_support(
-                record,
-                list(selection.targets),
-                self.judge,
-                diagnose=policy.diagnose,
-                routing=self.routing,
-                escalate=self.escalate,
-                escalate_routing=self.escalate_routing,
-                index=index,
-            )
+        if selection.targets and fold.judging is not None:
+            run = fold.judging.result()
         accounting = JudgeAccounting(
             citations=len(report.citations),
             saved_by_ordering=selection.saved_by_ordering,

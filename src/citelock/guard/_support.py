@@ -20,7 +20,7 @@ A judge that raises (or returns something that is not a :class:`Verdict`, or no 
 by score) never crashes the guard: the error becomes a ``CHECK_ERROR`` finding, and the policy decides whether
 the answer fails closed.
 
-:func:`judge_support` takes one citation at a time through the steps, each a method of ``_Judging``: judge and
+:func:`judge_support` takes one citation at a time through the steps, each a method of :class:`Judging`: judge and
 route, escalate, then review (``UNCERTAIN_SUPPORT``) or diagnose and fail.
 """
 
@@ -36,7 +36,7 @@ from citelock.judges._routing import Route, Routing
 from citelock.prompt import PromptIndex
 from citelock.records import Finding, Layer, PlacedChunk, PromptRecord, ReasonCode, Verdict, VerdictLabel
 
-__all__ = ["SupportRun", "SupportTarget", "judge_support"]
+__all__ = ["Judging", "SupportRun", "SupportTarget", "judge_support"]
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ def judge_support(
             f"index= was built for prompt {index.record.request_id!r}, but the record is {record.request_id!r}: "
             "pass PromptIndex.build(record), or no index"
         )
-    judging = _Judging(index, judge, routing, escalate, escalate_routing)
+    judging = Judging(index, judge, routing, escalate, escalate_routing)
     for target in targets:
         judging.support(target, diagnose=diagnose)
     return judging.result()
@@ -199,7 +199,7 @@ class _Diagnosis:
 _RAN = {"provenance": "pass", "numbers": "pass"}  # the cheaper checks every judged citation passed
 
 
-class _Judging:
+class Judging:
     """One answer's support layer: the judges, their memos and counters, and the checks and findings so far."""
 
     def __init__(

@@ -9,6 +9,7 @@ accounted for.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from citelock.guard._policy import SurfacePolicy
@@ -17,7 +18,7 @@ from citelock.guard._support import SupportTarget
 from citelock.prompt import PromptIndex
 from citelock.records import Answer, CitationCheck, GuardReport, ReasonCode
 
-__all__ = ["Selection", "select_targets"]
+__all__ = ["Selection", "combine_selections", "select_claim_targets", "select_targets"]
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,49 @@ def select_targets(
             whose chunk is in the prompt, which only exists to measure what ordering saves.
     """
     number_failed = {f.claim_index for f in report.findings if f.reason == ReasonCode.NUMBER_MISMATCH}
+    texts = {n: claim.text for n, claim in enumerate(parsed.claims)}
+    return _select(policy, texts, report.citations, number_failed, index, ordering=ordering)
+
+
+def select_claim_targets(
+    policy: SurfacePolicy,
+    claim: str,
+    citations: Sequence[CitationCheck],
+    number_failed: bool,
+    index: PromptIndex,
+    *,
+    ordering: bool = True,
+) -> Selection:
+    """:func:`select_targets` for one claim: its text, its citations' free checks and whether numbers failed it."""
+    indexes = {c.claim_index for c in citations}
+    return _select(
+        policy, dict.fromkeys(indexes, claim), citations, indexes if number_failed else set(), index, ordering=ordering
+    )
+
+
+def combine_selections(selections: Sequence[Selection]) -> Selection:
+    """The selection of an answer whose claims were selected one by one, in answer order."""
+    return Selection(
+        targets=tuple(t for s in selections for t in s.targets),
+        skipped=tuple(k for s in selections for k in s.skipped),
+        saved_by_ordering=sum(s.saved_by_ordering for s in selections),
+        saved_by_sampling=sum(s.saved_by_sampling for s in selections),
+        no_passage=sum(s.no_passage for s in selections),
+    )
+
+
+def _select(
+    policy: SurfacePolicy,
+    texts: Mapping[int, str],
+    citations: Sequence[CitationCheck],
+    number_failed: Collection[int],
+    index: PromptIndex,
+    *,
+    ordering: bool,
+) -> Selection:
     targets: list[SupportTarget] = []
     skipped: list[SupportCheck] = []
-    for c in report.citations:
+    for c in citations:
         placed = index.by_id.get(c.chunk_id)
         status: SupportStatus | None = None
         if placed is None:
@@ -73,8 +114,7 @@ def select_targets(
         if status is not None:
             skipped.append(_skipped(c, index, status))
             continue
-        claim = parsed.claims[c.claim_index].text
-        targets.append(SupportTarget(c.claim_index, c.citation_index, c.chunk_id, claim, c.span))
+        targets.append(SupportTarget(c.claim_index, c.citation_index, c.chunk_id, texts[c.claim_index], c.span))
     count = {
         s: sum(1 for k in skipped if k.status == s) for s in ("no_passage", "skipped_ordering", "skipped_sampling")
     }

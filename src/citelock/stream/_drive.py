@@ -1,12 +1,29 @@
-"""Driving a guarded stream, sync and async: pull deltas from the backend, push them through a :class:`Session`.
+"""Driving a guarded stream, sync and async: pull deltas from the backend, push them through a :class:`StreamRun`.
+
+:class:`StreamRun` is the stream's logic without I/O (after pydantic-ai's parts manager): it takes the backend's
+items and returns events, and decides how the stream ends. The sync and async loops around it
+(:func:`stream_events`, :func:`astream_events`) only move items in and events out; they differ in ``for`` /
+``async for`` and in running the blocking steps (judges still running, the final guard, persistence) in a worker
+thread.
 
 A backend with ``stream`` / ``astream`` (:class:`~citelock.backends.StreamingBackend`) hands over its output
 delta by delta; any other backend's whole output arrives as one step, with the same events. The caller (the
 pipeline) passes two functions: ``finish(generation, guard)``, the whole answer's guarded result exactly as
 ``Citelock.answer`` builds and persists it, and ``finish_partial(generation, answer, guard, finding)``, the
-result of a stream that stopped early (cancelled by its consumer, cut at a divergence, or cut by the server),
-persisted with an ``ANSWER_TRUNCATED`` finding (also when the backend raises ``ConstraintViolationError``
-mid-stream, which then propagates). Generation stops as soon as the consumer stops iterating.
+result of a stream that stopped early, persisted with an ``ANSWER_TRUNCATED`` finding.
+
+The stream's contract, on every ending:
+
+- done: the result is persisted, then every claim on screen that it does not serve is retracted, then ``done``;
+- cut at a divergence: the checked claims are persisted (blocked), the claims on screen retracted, ``done`` with
+  ``cut=True``;
+- an error (the server cut the stream, the constraint failed, output beyond the schema's bounds,
+  output that does not parse): the checked claims are persisted, the claims on screen retracted, then the error
+  is raised;
+- cancelled (the consumer closed the stream, or a task was cancelled): the checked claims are persisted before
+  ``close()`` / ``aclose()`` returns.
+
+Generation stops as soon as the consumer stops iterating.
 """
 
 from __future__ import annotations
@@ -15,20 +32,37 @@ import asyncio
 import inspect
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from citelock.backends._protocol import Backend, Generation, stream_in_thread
 from citelock.constraint._schema import CitationSchema
-from citelock.errors import ConstraintViolationError, TruncatedOutputError
-from citelock.guard import Guard
+from citelock.errors import CitelockError, ConstraintViolationError, ModelOutputError, TruncatedOutputError
+from citelock.guard import Guard, GuardResult
 from citelock.records import Answer, Finding, Layer, PromptRecord, ReasonCode
 from citelock.stream._events import Done
 from citelock.stream._session import Event, Session
 
-__all__ = ["StreamJob", "astream_events", "stream_events"]
+__all__ = ["StreamJob", "StreamObserver", "StreamRun", "astream_events", "stream_events"]
 
-A = TypeVar("A")
+
+class StreamObserver(Protocol):
+    """What watches a stream from outside (telemetry): it is told when the finishing step runs, never runs it."""
+
+    def finishing(self, record: PromptRecord, generation: Generation) -> AbstractContextManager[None]:
+        """A context the finishing step (the final guard and persistence) runs in."""
+        ...
+
+
+class _Guarded(Protocol):
+    """What the driver reads of a finished answer: its guard result (to settle the screen)."""
+
+    @property
+    def result(self) -> GuardResult: ...
+
+
+A = TypeVar("A", bound=_Guarded)
 
 
 @dataclass
@@ -110,140 +144,157 @@ def _partial_generation(job: StreamJob[Any], started: float, first: float | None
     )
 
 
-def _stopped(job: StreamJob[A], started: float, first: float | None, finish: str, why: str) -> A:
-    generation = _partial_generation(job, started, first, finish)
-    return job.finish_partial(generation, job.session.partial_answer(), job.session.guard, _truncation(job, why))
+class StreamRun(Generic[A]):
+    """One stream's logic without I/O: the backend's items in, events out, and how the stream ends.
+
+    ``feed`` takes each text delta, ``conclude`` the end of generation (or of the cut), ``failed`` an error raised
+    while reading the backend, ``cancel`` a consumer that stopped reading. ``conclude`` and ``failed`` block
+    (judges, the final guard, persistence): the async loop runs them in a worker thread.
+    """
+
+    def __init__(self, job: StreamJob[A], observer: StreamObserver | None = None) -> None:
+        self.job = job
+        self.observer = observer
+        self.session = job.session
+        self.started = time.perf_counter()
+        self.first: float | None = None
+        self.generation: Generation | None = None
+        self.settled = False
+
+    @property
+    def stopped(self) -> bool:
+        """The session cut the stream (a divergence, or output beyond the schema's bounds): stop reading."""
+        return self.session.cut is not None or self.session.over is not None
+
+    def feed(self, item: str | Generation) -> list[Event]:
+        """One item from the backend: a text delta's events; the final generation is kept (no events)."""
+        if isinstance(item, Generation):
+            self.generation = item
+            return []
+        if self.first is None:
+            self.first = time.perf_counter() - self.started
+        return [*self.session.step(item), *self.session.poll()]
+
+    def failed(self, exc: CitelockError) -> list[Event]:
+        """The backend raised while streaming: persist what was checked; the retractions (then re-raise)."""
+        if isinstance(exc, TruncatedOutputError):
+            return self._stop("truncated", "the server cut the stream")
+        if isinstance(exc, ConstraintViolationError):
+            return self._stop("failed", "the constraint failed mid-decode")
+        if isinstance(exc, ModelOutputError):
+            return self._stop("failed", f"the output failed mid-decode ({type(exc).__name__})")
+        return self._stop("failed", f"the backend failed mid-stream ({type(exc).__name__})")
+
+    def conclude(self) -> tuple[list[Event], CitelockError | None]:
+        """Generation ended (or was cut): the remaining events, and the error to raise after them, if any."""
+        session = self.session
+        if session.cut is not None:
+            out = list(session.drain())
+            why = f"a citation diverged ({session.cut.reason})"
+            answer = self._persist("diverged", why)
+            return [*out, *session.settle(answer.result), Done[Any](answer=answer, cut=True)], None
+        if session.over is not None:
+            out = list(session.drain())
+            over = session.over
+            why = f"the output went beyond the schema's bound of {over.limit} {over.bound} ({over.got} arrived)"
+            return [*out, *self._stop("bounds", why)], over
+        out = [*session.end(), *session.drain()]
+        if self.generation is None:
+            error = TruncatedOutputError(
+                "the backend stream ended without its generation",
+                partial=session.text,
+                max_tokens=self.job.max_tokens,
+                provider=self.job.backend.name,
+            )
+            return [*out, *self._stop("truncated", "the backend stream ended without its generation")], error
+        self.settled = True
+        try:
+            with self._finishing(self.generation):
+                whole = self.job.finish(self.generation, session.guard)
+        except TruncatedOutputError as exc:  # max_tokens cut the answer: persist what was checked, as a cut does
+            return [*out, *self._stop("length", "generation stopped at max_tokens")], exc
+        except ModelOutputError as exc:  # the whole output does not parse (or breaks the schema)
+            return [*out, *self._stop("failed", f"the output is not a usable answer ({type(exc).__name__})")], exc
+        return [*out, *session.settle(whole.result), Done[Any](answer=whole)], None
+
+    def cancel(self) -> None:
+        """The consumer stopped reading (or the stream raised something else): persist what was checked, once."""
+        if not self.settled:
+            self.session.close()
+            self._persist("cancelled", "the consumer stopped reading the stream")
+        self.session.close()
+
+    def _stop(self, finish: str, why: str) -> list[Event]:
+        return self.session.settle(self._persist(finish, why).result)
+
+    def _persist(self, finish: str, why: str) -> A:
+        self.settled = True
+        job = self.job
+        generation = _partial_generation(job, self.started, self.first, finish)
+        with self._finishing(generation):
+            return job.finish_partial(
+                generation, job.session.partial_answer(), job.session.guard, _truncation(job, why)
+            )
+
+    def _finishing(self, generation: Generation) -> AbstractContextManager[None]:
+        return self.observer.finishing(self.job.record, generation) if self.observer is not None else nullcontext()
 
 
-def stream_events(job: StreamJob[A]) -> Iterator[Event | Done[A]]:
+def stream_events(job: StreamJob[A], observer: StreamObserver | None = None) -> Iterator[Event | Done[A]]:
     """The events of one guarded stream (sync).
 
     Closing the iterator cancels generation and persists the claims checked so far with an ``ANSWER_TRUNCATED``
     finding.
     """
-    session = job.session
-    started = time.perf_counter()
-    first: float | None = None
+    run = StreamRun(job, observer)
     source = _deltas(job)
-    generation: Generation | None = None
-    settled = False
     try:
         try:
             for item in source:
-                if isinstance(item, Generation):
-                    generation = item
+                yield from run.feed(item)
+                if run.generation is not None or run.stopped:
                     break
-                first = first if first is not None else time.perf_counter() - started
-                yield from session.step(item)
-                yield from session.poll()
-                if session.cut is not None:
-                    break
-        except TruncatedOutputError:
-            settled = True
-            _stopped(job, started, first, "truncated", "the server cut the stream")
-            raise
-        except ConstraintViolationError:
-            settled = True
-            _stopped(job, started, first, "failed", "the constraint failed mid-decode")
+        except CitelockError as exc:
+            yield from run.failed(exc)
             raise
         finally:
             close = getattr(source, "close", None)
             if close is not None:
                 close()
-        if session.cut is not None:
-            yield from session.drain()
-            settled = True
-            answer = _stopped(job, started, first, "diverged", f"a citation diverged ({session.cut.reason})")
-            yield Done[A](answer=answer, cut=True)
-            return
-        yield from session.end()
-        yield from session.drain()
-        if generation is None:
-            raise TruncatedOutputError(
-                "the backend stream ended without its generation",
-                partial=session.text,
-                max_tokens=job.max_tokens,
-                provider=job.backend.name,
-            )
-        settled = True
-        try:
-            whole = job.finish(generation, session.guard)
-        except TruncatedOutputError:  # max_tokens cut the answer: persist what was checked, as a server cut does
-            _stopped(job, started, first, "length", "generation stopped at max_tokens")
-            raise
-        yield Done[A](answer=whole)
+        events, error = run.conclude()
+        yield from events
+        if error is not None:
+            raise error
     finally:
-        if not settled:
-            settled = True
-            session.close()
-            _stopped(job, started, first, "cancelled", "the consumer stopped reading the stream")
-        session.close()
+        run.cancel()
 
 
-async def astream_events(job: StreamJob[A]) -> AsyncIterator[Event | Done[A]]:
+async def astream_events(job: StreamJob[A], observer: StreamObserver | None = None) -> AsyncIterator[Event | Done[A]]:
     """:func:`stream_events` for async code.
 
     The backend's ``astream`` (or its ``stream`` in a worker thread), judges in worker threads, the final guard
     and persistence off the event loop. ``aclose()`` (or a cancelled task) cancels generation and persists what
-    was checked, as closing the sync stream does.
+    was checked before it returns, as closing the sync stream does.
     """
-    session = job.session
-    started = time.perf_counter()
-    first: float | None = None
+    run = StreamRun(job, observer)
     source = _adeltas(job)
-    generation: Generation | None = None
-    settled = False
     try:
         try:
             async for item in source:
-                if isinstance(item, Generation):
-                    generation = item
-                    break
-                first = first if first is not None else time.perf_counter() - started
-                for event in [*session.step(item), *session.poll()]:
+                for event in run.feed(item):
                     yield event
-                if session.cut is not None:
+                if run.generation is not None or run.stopped:
                     break
-        except TruncatedOutputError:
-            settled = True
-            await asyncio.to_thread(_stopped, job, started, first, "truncated", "the server cut the stream")
-            raise
-        except ConstraintViolationError:
-            settled = True
-            await asyncio.to_thread(_stopped, job, started, first, "failed", "the constraint failed mid-decode")
+        except CitelockError as exc:
+            for event in await asyncio.to_thread(run.failed, exc):
+                yield event
             raise
         finally:
             await source.aclose()
-        if session.cut is not None:
-            for event in await asyncio.to_thread(lambda: list(session.drain())):
-                yield event
-            settled = True
-            why = f"a citation diverged ({session.cut.reason})"
-            answer = await asyncio.to_thread(_stopped, job, started, first, "diverged", why)
-            yield Done[A](answer=answer, cut=True)
-            return
-        for event in session.end():
+        events, error = await asyncio.to_thread(run.conclude)
+        for event in events:
             yield event
-        for event in await asyncio.to_thread(lambda: list(session.drain())):
-            yield event
-        if generation is None:
-            raise TruncatedOutputError(
-                "the backend stream ended without its generation",
-                partial=session.text,
-                max_tokens=job.max_tokens,
-                provider=job.backend.name,
-            )
-        settled = True
-        final = generation
-        try:
-            whole = await asyncio.to_thread(job.finish, final, session.guard)
-        except TruncatedOutputError:
-            await asyncio.to_thread(_stopped, job, started, first, "length", "generation stopped at max_tokens")
-            raise
-        yield Done[A](answer=whole)
+        if error is not None:
+            raise error
     finally:
-        if not settled:
-            # Cancelled: persist synchronously, so nothing is left half-written even if the loop is closing.
-            session.close()
-            _stopped(job, started, first, "cancelled", "the consumer stopped reading the stream")
-        session.close()
+        run.cancel()  # synchronous: nothing is left half-written even if the loop is closing

@@ -60,8 +60,17 @@ class PartialClaim:
         return Claim(text=self.text, citations=cites, start=self.start, end=self.end)
 
 
+_CLAIMS_OPEN = re.compile(r'\s*\{\s*"claims"\s*:\s*\[')
+
+
 class JsonReader:
-    """The claims of a structured (JSON) answer as it streams, parsed by jiter's partial mode."""
+    """The claims of a structured (JSON) answer as it streams, parsed by jiter's partial mode.
+
+    Incremental: a scanner follows the JSON's strings and nesting over each delta's new characters only, so a
+    claim's object is parsed while it grows and frozen once it closes; the work per delta is bounded by the claim
+    being generated, not by the answer so far. An output not shaped ``{"claims": [...`` (a server that ignored
+    the constraint) is read by re-parsing the whole text at every delta, as before.
+    """
 
     def __init__(self) -> None:
         import jiter
@@ -70,10 +79,81 @@ class JsonReader:
         self.text = ""
         self.claims: list[PartialClaim] = []
         self.complete = False
+        self._shaped: bool | None = None  # None: too short to tell whether it opens with {"claims": [
+        self._depth = 0
+        self._in_string = self._escaped = False
+        self._claim_start: int | None = None  # where the claim object being generated begins in ``text``
+        self._frozen: list[PartialClaim] = []
+        self._closed = False  # the root object closed
 
     def feed(self, delta: str) -> list[PartialClaim]:
         """Add ``delta``; return the claims so far (the same list, updated)."""
+        at = len(self.text)
         self.text += delta
+        if self._shaped is None:
+            stripped = self.text.lstrip()
+            if _CLAIMS_OPEN.match(self.text):
+                self._shaped = True
+                at = 0
+            elif stripped and not ('{"claims":['.startswith(re.sub(r"\s+", "", stripped)[:11])):
+                self._shaped = False
+        if self._shaped is False:
+            return self._feed_whole()
+        if self._shaped is None:
+            return self.claims
+        self._scan(at)
+        current: list[PartialClaim] = []
+        if self._claim_start is not None:
+            parsed = self._partial(self._claim_start)
+            if parsed is not None:
+                current = [parsed]
+        self.claims = [*self._frozen, *current]
+        return self.claims
+
+    def _scan(self, at: int) -> None:
+        """Follow strings and nesting over ``text[at:]``; freeze each claim object as it closes."""
+        text = self.text
+        for pos in range(at, len(text)):
+            c = text[pos]
+            if self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                elif c == "\\":
+                    self._escaped = True
+                elif c == '"':
+                    self._in_string = False
+            elif c == '"':
+                self._in_string = True
+            elif c in "{[":
+                self._depth += 1
+                if self._depth == 3 and c == "{":
+                    self._claim_start = pos
+            elif c in "}]":
+                self._depth -= 1
+                if self._depth == 2 and c == "}" and self._claim_start is not None:
+                    frozen = self._partial(self._claim_start, end=pos + 1)
+                    if frozen is not None:
+                        frozen.done = True
+                        self._frozen.append(frozen)
+                    self._claim_start = None
+                elif self._depth == 0:
+                    self._closed = True
+        self.complete = self._closed and self._parses(text.encode("utf-8"))
+
+    def _partial(self, start: int, end: int | None = None) -> PartialClaim | None:
+        """The claim object at ``text[start:end]`` as far as it has arrived (None: not a claim object yet)."""
+        raw = self.text[start:end].encode("utf-8")
+        try:
+            item = self._jiter.from_json(raw, partial_mode="trailing-strings")
+            ids = self._jiter.from_json(raw, partial_mode="on")
+        except ValueError:  # e.g. a lone surrogate escape half-way: wait for the next delta
+            return self.claims[len(self._frozen)] if len(self.claims) > len(self._frozen) else None
+        if not isinstance(item, dict):
+            return None
+        done_cites = _citations_of([ids], 0)
+        return _claim(item, done_cites, done=end is not None)
+
+    def _feed_whole(self) -> list[PartialClaim]:
         raw = self.text.encode("utf-8")
         try:
             data = self._jiter.from_json(raw, partial_mode="trailing-strings")
@@ -90,23 +170,8 @@ class JsonReader:
         for n, item in enumerate(claims):
             if not isinstance(item, dict):
                 continue
-            cites = []
-            raw_cites = item.get("citations")
-            done_cites = _citations_of(closed, n)
-            for k, c in enumerate(raw_cites if isinstance(raw_cites, list) else []):
-                if isinstance(c, dict):
-                    chunk_id = c.get("chunk_id")
-                    span = c.get("span")
-                    cites.append(
-                        PartialCitation(
-                            chunk_id=chunk_id if isinstance(chunk_id, str) else "",
-                            span=span if isinstance(span, str) else None,
-                            chunk_id_done=k < len(done_cites) and isinstance(done_cites[k].get("chunk_id"), str),
-                        )
-                    )
-            text = item.get("text")
             done = n < len(claims) - 1 or last_closed
-            out.append(PartialClaim(text=text if isinstance(text, str) else "", citations=cites, done=done))
+            out.append(_claim(item, _citations_of(closed, n), done=done))
         self.claims = out
         return out
 
@@ -116,6 +181,24 @@ class JsonReader:
         except ValueError:
             return False
         return True
+
+
+def _claim(item: dict[str, Any], done_cites: list[dict[str, Any]], *, done: bool) -> PartialClaim:
+    cites = []
+    raw_cites = item.get("citations")
+    for k, c in enumerate(raw_cites if isinstance(raw_cites, list) else []):
+        if isinstance(c, dict):
+            chunk_id = c.get("chunk_id")
+            span = c.get("span")
+            cites.append(
+                PartialCitation(
+                    chunk_id=chunk_id if isinstance(chunk_id, str) else "",
+                    span=span if isinstance(span, str) else None,
+                    chunk_id_done=k < len(done_cites) and isinstance(done_cites[k].get("chunk_id"), str),
+                )
+            )
+    text = item.get("text")
+    return PartialClaim(text=text if isinstance(text, str) else "", citations=cites, done=done)
 
 
 def _claims_of(data: Any) -> list[Any]:
@@ -187,8 +270,10 @@ class PrefixChecker:
     normalized as the guard normalizes them).
     """
 
-    def __init__(self, record: PromptRecord, known_ids: Collection[str] | None = None) -> None:
-        self.index = PromptIndex.build(record)
+    def __init__(
+        self, record: PromptRecord, known_ids: Collection[str] | None = None, index: PromptIndex | None = None
+    ) -> None:
+        self.index = index if index is not None and index.record is record else PromptIndex.build(record)
         self.ids = tuple(self.index.by_id)
         self.known_ids = known_ids
         self._bodies = [self.index.body(p) for p in self.index.by_id.values()]

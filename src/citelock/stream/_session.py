@@ -1,10 +1,12 @@
 """One guarded stream's state: deltas in, events out; free checks per claim, judges in worker threads.
 
 A :class:`Session` reads the answer as it grows (:mod:`citelock.stream._incremental`), runs the prefix checks on
-every delta, the free checks (the guard's own :func:`citelock.guard.check`, on the answer as far as it is
-complete, so a claim's verdicts are the final guard's) the moment a claim completes, and hands the claim to a
-worker thread for its support judge while generation goes on. The judge is memoized (:class:`MemoJudge`), so
-the final guard run over the whole answer reuses those verdicts instead of judging twice.
+every delta, and feeds each claim, the moment it completes, to the request's guard fold
+(:class:`~citelock.guard._fold.GuardFold`): its free checks at once, its support judge in one worker thread
+while generation goes on (one worker, so the judge sees the claims in answer order, as a whole-answer run does).
+Every claim is checked once; the final result is assembled from the fold (``Guard.run(..., fold=)``), never
+re-guarded. The judges are memoized as well (:class:`MemoJudge`): a fold that cannot be used (its claims are
+not the final parse's) falls back to a whole run that asks no judge twice.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from citelock.guard import Guard, GuardResult, check
+from citelock.errors import OutputBoundsError
+from citelock.guard import Guard, GuardResult
+from citelock.guard._fold import ClaimSupport, GuardFold
 from citelock.judges import Judge
 from citelock.records import Answer, Claim, PromptRecord, ReasonCode, Verdict
 from citelock.stream._events import (
@@ -35,7 +39,15 @@ from citelock.stream._events import (
 )
 from citelock.stream._incremental import FreeTextReader, JsonReader, PartialClaim, PrefixChecker
 
-__all__ = ["MemoJudge", "OnDiverge", "Session", "default_on_diverge", "default_show", "memo_guard"]
+__all__ = [
+    "MemoJudge",
+    "OnDiverge",
+    "Session",
+    "default_hold",
+    "default_on_diverge",
+    "default_show",
+    "memo_guard",
+]
 
 OnDiverge = Literal["cut", "continue"]
 """What a divergence does: stop generating (the answer will be refused) or drop that claim and go on."""
@@ -73,15 +85,12 @@ class MemoJudge:
 
 
 def memo_guard(guard: Guard) -> Guard:
-    """``guard`` with memoized judges (same policy, routing, ordering and number check)."""
-    if guard.policy is None:
+    """``guard`` with memoized judges: a copy of the caller's guard (every field kept), its judges wrapped."""
+    if guard.judge is None and guard.escalate is None:
         return guard
-    return Guard(
-        guard.policy,
-        MemoJudge(guard.judge) if guard.judge is not None else None,
+    return guard.with_judges(
+        judge=MemoJudge(guard.judge) if guard.judge is not None else None,
         escalate=MemoJudge(guard.escalate) if guard.escalate is not None else None,
-        ordering=guard.ordering,
-        numbers=guard.numbers,
     )
 
 
@@ -90,6 +99,18 @@ def default_show(guard: Guard) -> Show:
     if guard.policy is None:
         return "after_checks"
     return "after_judge" if guard.policy.stakes == "high" else "immediately"
+
+
+def default_hold(guard: Guard) -> bool:
+    """Hold passing claims until the answer-level checks ran: on a high-stakes surface whose relevance is checked.
+
+    The relevance check (``OFF_QUESTION``) is about the whole answer, so it can only run once the answer is
+    complete, and it can still refuse claims that passed their own checks and judge. On a high-stakes surface a
+    claim is therefore shown (``claim.shown``) only after it, just before ``done``: nothing the answer-level check
+    can still overturn is ever on screen. Elsewhere claims are shown as they pass, and one the final result
+    refuses is retracted before ``done``.
+    """
+    return guard.policy is not None and guard.policy.stakes == "high" and guard.relevance != "off"
 
 
 def default_on_diverge(guard: Guard) -> OnDiverge:
@@ -116,20 +137,28 @@ class Session:
     free_text: bool
     span_policy: str | None
     known_ids: Collection[str] | None = None
+    hold: bool = False
+    bounds: tuple[int, int] | None = None
     tokens: int = 0
     cut: ClaimDiverged | None = None
+    over: OutputBoundsError | None = None
     checked: list[Claim] = field(default_factory=list)
     _reader: JsonReader | FreeTextReader = field(init=False)
     _prefix: PrefixChecker = field(init=False)
     _shown: dict[int, _Shown] = field(default_factory=dict)
     _dropped: set[int] = field(default_factory=set)
-    _visible: set[int] = field(default_factory=set)
-    _pending: dict[int, Future[GuardResult]] = field(default_factory=dict)
+    _on_screen: set[int] = field(default_factory=set)
+    _marked: set[int] = field(default_factory=set)
+    _held: list[int] = field(default_factory=list)
+    _pending: dict[int, Future[ClaimSupport]] = field(default_factory=dict)
+    _background: list[Future[ClaimSupport]] = field(default_factory=list)
     _pool: ThreadPoolExecutor | None = None
+    fold: GuardFold = field(init=False)
 
     def __post_init__(self) -> None:
         self._reader = FreeTextReader() if self.free_text else JsonReader()
-        self._prefix = PrefixChecker(self.record, self.known_ids)
+        self.fold = self.guard.fold(self.record, known_ids=self.known_ids)
+        self._prefix = PrefixChecker(self.record, self.known_ids, index=self.fold.index)
 
     @property
     def text(self) -> str:
@@ -145,7 +174,8 @@ class Session:
         self.tokens += 1
         claims = self._reader.feed(delta)
         out: list[Event] = []
-        for n in range(len(self.checked), len(claims)):
+        self.over = self._beyond(claims)
+        for n in range(len(self.checked), min(len(claims), self._max_claims)):
             claim = claims[n]
             if n not in self._dropped:
                 diverged = self._diverged(claim, n)
@@ -161,11 +191,34 @@ class Session:
                 out += self._complete(claims, n)
         return out
 
+    @property
+    def _max_claims(self) -> int:
+        return self.bounds[0] if self.bounds is not None else 1 << 62
+
+    def _beyond(self, claims: list[PartialClaim]) -> OutputBoundsError | None:
+        """The schema's bound the output has gone beyond (claims begun, characters received), if any."""
+        if self.bounds is None:
+            return None
+        max_claims, max_chars = self.bounds
+        if len(claims) > max_claims:
+            got, limit, bound = len(claims), max_claims, "claims"
+        elif len(self.text) > max_chars:
+            got, limit, bound = len(self.text), max_chars, "chars"
+        else:
+            return None
+        return OutputBoundsError(
+            f"request {self.record.request_id}: the output went beyond the schema's bound of {limit} {bound} "
+            f"({got} after {self.tokens} deltas); the stream was cut there (a backend that ignored the constraint?)",
+            bound=bound,
+            limit=limit,
+            got=got,
+        )
+
     def end(self) -> list[Event]:
         """Generation finished: every claim still open is complete; check them."""
         claims = self._reader.feed("")
         out: list[Event] = []
-        for n in range(len(self.checked), len(claims)):
+        for n in range(len(self.checked), min(len(claims), self._max_claims)):
             if not (self.free_text or self._reader.complete or claims[n].done):
                 break  # JSON cut before this claim closed (max_tokens): it is not a complete claim
             claims[n].done = True
@@ -186,14 +239,50 @@ class Session:
         """Wait for every judge still running; their events in claim order."""
         for n in sorted(self._pending):
             yield from self._judged(n, self._pending.pop(n).result())
+        for future in self._background:
+            future.result()
+        self._background.clear()
 
     def close(self) -> None:
         """Cancel judges not started and release the worker threads."""
-        for future in self._pending.values():
+        for future in (*self._pending.values(), *self._background):
             future.cancel()
         self._pending.clear()
+        self._background.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def settle(self, result: GuardResult) -> list[Event]:
+        """Bring the screen in line with the answer's final result, before ``done`` (or before an error is raised).
+
+        A claim on screen that the result does not serve (a blocked answer, a claim dropped by an answer-level
+        check such as ``OFF_QUESTION``, a stream cut or failed) is retracted; one it serves marked is marked; a
+        claim held for the answer-level checks (:func:`default_hold`) is shown if the result serves it, else
+        withheld.
+        """
+        blocked = result.decision == "block"
+        whole = tuple(dict.fromkeys(f.reason for f in result.report.findings if f.claim_index < 0))
+        every = tuple(dict.fromkeys(f.reason for f in result.report.findings))
+        out: list[Event] = []
+        for n in sorted(self._on_screen):
+            outcome = result.claims[n] if n < len(result.claims) else None
+            reasons = (outcome.reasons if outcome is not None else ()) or whole or every
+            if blocked or outcome is None or outcome.action in ("drop", "block"):
+                self._on_screen.discard(n)
+                out.append(ClaimRetracted(claim_index=n, reasons=reasons, action="retract"))
+            elif outcome.action == "mark" and n not in self._marked:
+                self._marked.add(n)
+                out.append(ClaimRetracted(claim_index=n, reasons=reasons, action="mark"))
+        for n in self._held:
+            outcome = result.claims[n] if n < len(result.claims) else None
+            if not blocked and outcome is not None and outcome.action == "serve":
+                self._on_screen.add(n)
+                out.append(ClaimShown(claim_index=n, claim=self.checked[n]))
+            else:
+                reasons = (outcome.reasons if outcome is not None else ()) or whole or every
+                out.append(ClaimWithheld(claim_index=n, reasons=reasons))
+        self._held.clear()
+        return out
 
     def partial_answer(self) -> Answer:
         """The claims checked so far (and a diverged claim that cut the stream), as an answer to guard."""
@@ -258,6 +347,8 @@ class Session:
             k = seen.closed
             out.append(CitationClosed(claim_index=n, citation_index=k, citation=built.citations[k]))
             seen.closed = k + 1
+        if out:
+            self._on_screen.add(n)
         return out
 
     def _build(self, claim: PartialClaim) -> Claim | None:
@@ -271,12 +362,10 @@ class Session:
         if built is None:
             return []
         self.checked.append(built)
-        prefix = Answer(claims=tuple(self.checked), span_policy=self.span_policy)
-        numbers = True if self.guard.policy is not None else self.guard.numbers
-        report = check(self.record, prefix, known_ids=self.known_ids, numbers=numbers)
-        findings = tuple(f for f in report.findings if f.claim_index == n)
-        citations = tuple(c for c in report.citations if c.claim_index == n)
-        passed = not findings
+        fmt = "free_text" if self.free_text else "structured"
+        checked = self.fold.check(built, answer_format=fmt, span_policy=self.span_policy)
+        findings, citations = checked.findings, checked.citations
+        passed = not findings and self.fold.error is None
         policy = self.guard.policy
         judging = (
             passed
@@ -293,32 +382,49 @@ class Session:
         if not passed:
             out += self._failed(n, reasons)
         elif self.show == "after_checks" or (self.show == "after_judge" and not judging):
-            out.append(ClaimShown(claim_index=n, claim=built))
-            self._visible.add(n)
+            out += self._show(n)
+        if self.fold.judging is None:  # no judge can be called: the claim's support selection, at once
+            self.fold.support(n)
+            return out
+        if self._pool is None:  # one worker: the judge sees the claims in answer order, as a whole run does
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="citelock-judge")
+        future = self._pool.submit(self.fold.support, n)
         if judging:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="citelock-judge")
-            self._pending[n] = self._pool.submit(self.guard.run, self.record, prefix, known_ids=self.known_ids)
+            self._pending[n] = future
+        else:
+            self._background.append(future)
         return out
+
+    def _show(self, n: int) -> list[Event]:
+        if self.hold:  # shown (or withheld) by settle(), once the answer-level checks ran
+            self._held.append(n)
+            return []
+        self._on_screen.add(n)
+        return [ClaimShown(claim_index=n, claim=self.checked[n])]
 
     def _failed(self, n: int, reasons: tuple[ReasonCode, ...]) -> list[Event]:
         on_fail = self.guard.policy.on_fail if self.guard.policy is not None else "block"
-        if self.show == "immediately" or n in self._visible:
-            self._visible.discard(n)
+        if n in self._held:
+            self._held.remove(n)
+            return [ClaimWithheld(claim_index=n, reasons=reasons)]
+        if self.show == "immediately" or n in self._on_screen:
+            if on_fail == "mark":
+                self._marked.add(n)
+            else:
+                self._on_screen.discard(n)
             return [ClaimRetracted(claim_index=n, reasons=reasons, action="mark" if on_fail == "mark" else "retract")]
         return [ClaimWithheld(claim_index=n, reasons=reasons)]
 
-    def _judged(self, n: int, result: GuardResult) -> list[Event]:
-        outcome = result.claims[n]
-        support = tuple(s for s in result.support if s.claim_index == n)
-        findings = tuple(f for f in result.report.findings if f.claim_index == n)
+    def _judged(self, n: int, support: ClaimSupport) -> list[Event]:
+        outcome = self.fold.outcome(n, support)
+        checks = tuple(sorted(support[0], key=lambda c: c.citation_index))
+        findings = (*self.fold.checks[n].findings, *support[1])
         passed = outcome.action == "serve" and not outcome.reasons
         out: list[Event] = [
-            ClaimJudged(claim_index=n, passed=passed, support=support, findings=findings, outcome=outcome)
+            ClaimJudged(claim_index=n, passed=passed, support=checks, findings=findings, outcome=outcome)
         ]
         if outcome.action != "serve":
             out += self._failed(n, outcome.reasons)
-        elif self.show == "after_judge" and n not in self._visible:
-            out.append(ClaimShown(claim_index=n, claim=self.checked[n]))
-            self._visible.add(n)
+        elif self.show == "after_judge" and n not in self._on_screen and n not in self._held:
+            out += self._show(n)
         return out

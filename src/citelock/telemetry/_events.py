@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from citelock.records import Finding, GuardReport, Layer
 
 if TYPE_CHECKING:
-    from citelock.guard._result import GuardResult
+    from citelock.telemetry._observed import GuardOutcome
 
 __all__ = ["EVALUATION_EVENT", "SEMCONV_VERSION", "Attributes", "evaluation_events", "review_event"]
 
@@ -55,7 +55,7 @@ def _citation_layer(findings: list[Finding], judged: bool) -> str:
     return "citelock.provenance"
 
 
-def evaluation_events(result: GuardResult | GuardReport, *, response_id: str | None = None) -> list[Attributes]:
+def evaluation_events(result: GuardOutcome | GuardReport, *, response_id: str | None = None) -> list[Attributes]:
     """The attributes of every ``gen_ai.evaluation.result`` event for one guarded answer.
 
     Args:

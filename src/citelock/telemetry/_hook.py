@@ -13,16 +13,16 @@ import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from citelock.errors import MissingExtraError, UsageError
 from citelock.records import GuardReport, PromptRecord
 from citelock.telemetry import _deferred
+from citelock.telemetry._settings import SETTINGS, JudgeSpans, Settings
 
 if TYPE_CHECKING:
-    from citelock.guard._result import GuardResult
+    from citelock.telemetry._observed import GuardOutcome
 
 __all__ = [
     "JudgeSpans",
@@ -42,27 +42,9 @@ __all__ = [
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-JudgeSpans = Literal["auto", "all", "none"]
-"""Which support-judge calls get a span: ``auto`` those of judges that call a model (not the shipped in-process
-``lexical`` and ``offline`` judges, whose calls take microseconds: a span would cost more than the call),
-``all``, or ``none``."""
 _T = TypeVar("_T")
 
 
-@dataclass
-class Settings:
-    """What the integration emits (see :func:`configure`)."""
-
-    enabled: bool = True
-    logs: bool = True
-    span_events: bool = False
-    judge_spans: JudgeSpans = "auto"
-    tracer_provider: Any = None
-    logger_provider: Any = None
-    deferred: bool = True
-
-
-SETTINGS = Settings()
 _IMPL: ModuleType | Literal[False] | None = None  # None: not looked up yet; False: the extra is absent
 
 
@@ -176,17 +158,18 @@ def instrumented(run: _F) -> _F:
     """Decorate :meth:`citelock.Guard.run`: a ``citelock.guard`` span, judge spans and the evaluation events."""
 
     @functools.wraps(run)
-    def traced(self: Any, record: PromptRecord, answer: Any, *, known_ids: Any = None) -> Any:
+    def traced(self: Any, record: PromptRecord, answer: Any, *, known_ids: Any = None, fold: Any = None) -> Any:
         impl = implementation()
+        inner = run if fold is None else functools.partial(run, fold=fold)  # the request's fold, passed through
         if impl is None:
-            return run(self, record, answer, known_ids=known_ids)
-        return impl.guard_run(run, self, record, answer, known_ids)
+            return inner(self, record, answer, known_ids=known_ids)
+        return impl.guard_run(inner, self, record, answer, known_ids)
 
     return cast(_F, traced)
 
 
 def emit(
-    result: GuardResult | GuardReport,
+    result: GuardOutcome | GuardReport,
     *,
     record: PromptRecord | None = None,
     response_id: str | None = None,
@@ -256,11 +239,16 @@ def trace_metadata() -> dict[str, str]:
     return impl.trace_metadata() if impl is not None else {}
 
 
+def _identity(value: _T) -> _T:
+    return value
+
+
 class _NoTrace:
     """The pipeline's steps without telemetry."""
 
-    def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
-        return fn(*args)
+    @contextmanager
+    def assembling(self) -> Iterator[Callable[[_T], _T]]:
+        yield _identity
 
     @contextmanager
     def generating(self, record: PromptRecord, backend: Any) -> Iterator[Callable[[_T], _T]]:
@@ -270,8 +258,9 @@ class _NoTrace:
 class _NoStreamTrace:
     """A streamed answer's steps without telemetry."""
 
-    def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
-        return fn(*args)
+    @contextmanager
+    def assembling(self) -> Iterator[Callable[[_T], _T]]:
+        yield _identity
 
     def events(self, job: Any, drive: Callable[[Any], _T]) -> _T:
         return drive(job)
@@ -281,7 +270,7 @@ class _NoStreamTrace:
 
 
 def stream_trace() -> Any:
-    """The spans of one streamed answer (``assemble`` now, ``events`` / ``aevents`` around the stream's driver)."""
+    """The spans of one streamed answer (``assembling`` now, ``events`` / ``aevents`` around the stream's driver)."""
     impl = implementation()
     return impl.stream_trace() if impl is not None else _NoStreamTrace()
 

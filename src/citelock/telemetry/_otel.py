@@ -45,10 +45,10 @@ from citelock._version import __version__
 from citelock.records import GuardReport, PromptRecord, Verdict
 from citelock.telemetry import _deferred
 from citelock.telemetry._events import EVALUATION_EVENT, SEMCONV_VERSION, Attributes, evaluation_events, review_event
-from citelock.telemetry._hook import SETTINGS
+from citelock.telemetry._settings import SETTINGS
 
 if TYPE_CHECKING:
-    from citelock.guard._result import GuardResult
+    from citelock.telemetry._observed import GuardOutcome
 
 __all__ = [
     "answer_trace",
@@ -210,7 +210,7 @@ def _with_traced_judges(guard: Any) -> Any:
     return twin
 
 
-def _result_attributes(result: GuardResult) -> Attributes:
+def _result_attributes(result: GuardOutcome) -> Attributes:
     acc = result.accounting
     return {
         "citelock.decision": result.decision,
@@ -236,7 +236,7 @@ def _sdk_tracing() -> bool:
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
-def guard_run(run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, known_ids: Any) -> Any:
+def guard_run(run: Callable[..., GuardOutcome], guard: Any, record: PromptRecord, answer: Any, known_ids: Any) -> Any:
     """:meth:`citelock.Guard.run` inside a ``citelock.guard`` span, the rest handed to the telemetry thread.
 
     The span's result attributes, its evaluation events and its end are built there, with the end time and the
@@ -283,7 +283,7 @@ class _Start:
 
 
 def _guard_run_late(
-    run: Callable[..., GuardResult], guard: Any, record: PromptRecord, answer: Any, known_ids: Any, start: _Start
+    run: Callable[..., GuardOutcome], guard: Any, record: PromptRecord, answer: Any, known_ids: Any, start: _Start
 ) -> Any:
     """The guard run with its span started on the telemetry thread: the request thread captures times and context.
 
@@ -326,7 +326,7 @@ def _guard_run_late(
     return result
 
 
-def _hand_off(result: GuardResult, span: Span, recording: bool) -> None:
+def _hand_off(result: GuardOutcome, span: Span, recording: bool) -> None:
     """Queue what is left of one guard span (attributes, events, end) for the worker; nothing when nothing records."""
     plan = _plan(span, None, _EVALUATED.get())
     if plan is None and not recording:
@@ -384,7 +384,7 @@ def _plan(span: Span, response_id: str | None, evaluated: tuple[SpanContext | No
 
 
 def _write_events(
-    result: GuardResult | GuardReport, plan: _Plan, timestamp: int | None, *, worker: bool = False
+    result: GuardOutcome | GuardReport, plan: _Plan, timestamp: int | None, *, worker: bool = False
 ) -> int:
     """The evaluation events of ``result``: as log records (parented to the evaluated span) and/or span events.
 
@@ -414,18 +414,18 @@ def _write_events(
     return len(events)
 
 
-def _emit_events(result: GuardResult | GuardReport, span: Span, response_id: str | None) -> int:
+def _emit_events(result: GuardOutcome | GuardReport, span: Span, response_id: str | None) -> int:
     """The evaluation events of ``result`` now, on this thread (an explicit :func:`citelock.telemetry.emit`)."""
     plan = _plan(span, response_id, _EVALUATED.get())
     return 0 if plan is None else _write_events(result, plan, None)
 
 
-def _request_id(result: GuardResult | GuardReport) -> str:
+def _request_id(result: GuardOutcome | GuardReport) -> str:
     return result.request_id if isinstance(result, GuardReport) else result.report.request_id
 
 
 def emit_result(
-    result: GuardResult | GuardReport,
+    result: GuardOutcome | GuardReport,
     *,
     record: PromptRecord | None,
     response_id: str | None,
@@ -488,18 +488,23 @@ class _AnswerTrace:
     def __init__(self, span: Span) -> None:
         self.span = span
 
-    def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
+    @contextmanager
+    def assembling(self) -> Iterator[Callable[[_T], _T]]:
+        """The ``citelock.assemble`` span around the caller's own step; ``done(prepared)`` records what it made."""
         with _tracer().start_as_current_span(
             "citelock.assemble", attributes={"gen_ai.operation.name": "citelock.assemble"}
         ) as span:
-            prepared = fn(*args)
-            record = _record_of(prepared)
-            if record is not None and span.is_recording():
-                span.set_attribute("gen_ai.retrieval.documents", _documents(record))
-                span.set_attribute("citelock.request_id", record.request_id)
-                span.set_attribute("citelock.template", f"{record.template.name}.v{record.template.version}")
-                self.span.set_attribute("citelock.request_id", record.request_id)
-            return prepared
+
+            def done(prepared: _T) -> _T:
+                record = _record_of(prepared)
+                if record is not None and span.is_recording():
+                    span.set_attribute("gen_ai.retrieval.documents", _documents(record))
+                    span.set_attribute("citelock.request_id", record.request_id)
+                    span.set_attribute("citelock.template", f"{record.template.name}.v{record.template.version}")
+                    self.span.set_attribute("citelock.request_id", record.request_id)
+                return prepared
+
+            yield done
 
     @contextmanager
     def generating(self, record: PromptRecord, backend: Any) -> Iterator[Callable[[_T], _T]]:
@@ -633,10 +638,13 @@ class StreamTrace:
         self.chat_ended = self.ended = False
         self.evaluated: tuple[SpanContext | None, str | None] | None = None
 
-    def assemble(self, fn: Callable[..., _T], *args: Any) -> _T:
+    @contextmanager
+    def assembling(self) -> Iterator[Callable[[_T], _T]]:
+        """The stream's ``citelock.assemble`` span, under ``citelock.answer``, around the caller's own step."""
         token, answer = context.attach(self.context), _ANSWER.set(self.span.get_span_context())
         try:
-            return _AnswerTrace(self.span).assemble(fn, *args)
+            with _AnswerTrace(self.span).assembling() as done:
+                yield done
         except BaseException as exc:
             self._end(exc)
             raise
@@ -644,27 +652,19 @@ class StreamTrace:
             _ANSWER.reset(answer)
             context.detach(token)
 
-    def _job(self, job: Any) -> Any:
-        """A copy of the stream job whose finishing steps end ``chat`` first and evaluate it."""
-        twin = copy.copy(job)
-        twin.finish = self._evaluating(job.record, job.finish)
-        twin.finish_partial = self._evaluating(job.record, job.finish_partial)
-        return twin
-
-    def _evaluating(self, record: PromptRecord, step: Callable[..., _T]) -> Callable[..., _T]:
-        def run(generation: Any, *rest: Any) -> _T:
-            chat = self.chat
-            if chat is not None and not self.chat_ended:
-                self.evaluated = (chat.get_span_context(), _generation_attributes(chat, record, generation))
-                chat.end()
-                self.chat_ended = True
-            token = _EVALUATED.set(self.evaluated)
-            try:
-                return step(generation, *rest)
-            finally:
-                _EVALUATED.reset(token)
-
-        return run
+    @contextmanager
+    def finishing(self, record: PromptRecord, generation: Any) -> Iterator[None]:
+        """The stream's finishing step is about to run: end ``chat`` (once) and let the guard evaluate it."""
+        chat = self.chat
+        if chat is not None and not self.chat_ended:
+            self.evaluated = (chat.get_span_context(), _generation_attributes(chat, record, generation))
+            chat.end()
+            self.chat_ended = True
+        token = _EVALUATED.set(self.evaluated)
+        try:
+            yield
+        finally:
+            _EVALUATED.reset(token)
 
     def _begin(self, job: Any) -> None:
         if self.chat is None:
@@ -681,14 +681,13 @@ class StreamTrace:
                 span.set_attribute("error.type", type(exc).__name__)
             span.end()
 
-    def events(self, job: Any, drive: Callable[[Any], Iterator[_T]]) -> Iterator[_T]:
-        """``drive(job)``'s events, each step run under ``citelock.answer``."""
-        traced = self._job(job)
+    def events(self, job: Any, drive: Callable[..., Iterator[_T]]) -> Iterator[_T]:
+        """``drive(job, self)``'s events, each step run under ``citelock.answer`` (this trace observes the job)."""
         error: BaseException | None = None
         token = context.attach(self.context)
         try:
             self._begin(job)
-            inner = drive(traced)
+            inner = drive(job, self)
         finally:
             context.detach(token)
         try:
@@ -714,14 +713,13 @@ class StreamTrace:
                 context.detach(token)
                 self._end(error)
 
-    async def aevents(self, job: Any, drive: Callable[[Any], AsyncIterator[_T]]) -> AsyncIterator[_T]:
+    async def aevents(self, job: Any, drive: Callable[..., AsyncIterator[_T]]) -> AsyncIterator[_T]:
         """:meth:`events` for an async stream."""
-        traced = self._job(job)
         error: BaseException | None = None
         token = context.attach(self.context)
         try:
             self._begin(job)
-            inner = drive(traced)
+            inner = drive(job, self)
         finally:
             context.detach(token)
         try:
