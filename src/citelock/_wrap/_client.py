@@ -33,6 +33,7 @@ from citelock.telemetry._hook import answer_trace, stream_trace
 if TYPE_CHECKING:
     from citelock.config import Config
     from citelock.stream._drive import StreamJob
+    from citelock.stream._events import Show
 
 __all__ = ["BLOCKED_TEXT", "AsyncWrappedOpenAI", "Content", "WrappedOpenAI", "wrap"]
 
@@ -81,11 +82,14 @@ class _Wrapper:
         self._runner.log(prepared.record)  # before the call: the prompt exactly as it is sent
         return prepared
 
-    def _job(self, prepared: Prepared) -> StreamJob[GuardedAnswer]:
-        """The stream of a prepared call: the caller's request over SSE, :meth:`Citelock.stream`'s events."""
+    def _job(self, prepared: Prepared, show: Show | None = None) -> StreamJob[GuardedAnswer]:
+        """The stream of a prepared call: the caller's request over SSE, :meth:`Citelock.stream`'s events.
+
+        ``show`` overrides the surface's show policy for this call (the gateway passes its surface's).
+        """
         config = self._citelock
         stream = CallersStream(self._backend, prepared)
-        return self._runner.stream_job(prepared.prepared, stream, config.render, None, None, None)
+        return self._runner.stream_job(prepared.prepared, stream, config.render, None, show, None)
 
     def _finish(self, prepared: Prepared, response: Any, choice: Any, latency: float) -> Any:
         prep = prepared.prepared

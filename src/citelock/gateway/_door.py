@@ -7,10 +7,9 @@ caller's messages are sent exactly as given); without one, a :class:`citelock.Ci
 store: the prompt log (hash-chained, appends serialized across processes), the result store and the review queue.
 
 Internal calls this module depends on (named so a refactor of the runner finds them): the wrapped client's
-``_prepare`` (check, locate, constrain, log), :meth:`citelock.Citelock._job` with
-:class:`citelock._wrap._stream.CallersStream` for a streamed upstream call under the surface's show policy,
-and :func:`citelock.stream._drive.astream_events`, the same three the wrapped client's own ``stream=True``
-call makes (it has no ``show`` keyword).
+``_prepare`` (check, locate, constrain, log through the request core's one runner) and ``_job`` (the stream job
+of a prepared call, here under the surface's show policy), and :func:`citelock.stream._drive.astream_events`,
+the same three the wrapped client's own ``stream=True`` call makes.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from typing import Any
 from sqlalchemy import Engine
 
 from citelock._wrap import AsyncWrappedOpenAI, wrap
-from citelock._wrap._stream import CallersStream
 from citelock.backends._protocol import Backend
 from citelock.errors import MissingExtraError, UsageError
 from citelock.gateway._envelope import GatewayError
@@ -192,11 +190,9 @@ class Doors:
         arguments = {**self._arguments(request), "chunks": request.evidence, "citelock_policy": request.policy}
         model = None if "model" in arguments else await wrapped.backend.transport.amodel()
         streamed = stream_trace()
-        prepared = await asyncio.to_thread(streamed.assemble, wrapped._prepare, arguments, model)
-        config = wrapped.citelock
-        job = config._job(
-            prepared.prepared, CallersStream(wrapped.backend, prepared), config.render, None, surface.show, None
-        )
+        with streamed.assembling() as assembled:
+            prepared = assembled(await asyncio.to_thread(wrapped._prepare, arguments, model))
+        job = wrapped._job(prepared, surface.show)
         return prepared.record.request_id, _closing(streamed.aevents(job, astream_events))
 
     async def aclose(self) -> None:
