@@ -36,6 +36,7 @@ from citelock.constraint import DEFAULT_POLICY, CitationSchema, SchemaOptions, S
 from citelock.errors import ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
 from citelock.guard import Guard, GuardResult, SurfacePolicy
 from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT, Abstaining, early_abstention
+from citelock.guard._ranked import rank_request
 from citelock.judges import Judge
 from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
 from citelock.prompt._serialize import with_history
@@ -106,11 +107,15 @@ def _prepare(
     constrains = backend.limits.constrains
     tmpl = template if template is not None else ("answer_structured" if constrains else "answer_naive")
     context = assemble(question, chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
+    # the slot ranking hook (issue #35): chunks best first, the grammar admits only the top sentences
+    ranked = rank_request(context, policy if constrains else None)
+    if ranked is not None:
+        context = assemble(question, ranked.chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
     schema: CitationSchema | None = None
     build_ms: float | None = None
     if constrains:
         started = perf_counter()
-        schema = fit_schema(context, policy, backend.limits, options)
+        schema = fit_schema(context, policy, backend.limits, options, ranked.admitted if ranked else None)
         build_ms = (perf_counter() - started) * 1000
     meta = {**trace_metadata(), **(metadata or {})}  # the trace it was answered in, for later audits
     meta.setdefault("backend", backend.name)

@@ -165,7 +165,7 @@ class Guard:
             report = run_checks(index, parsed, known_ids=known_ids)
             if policy.relevance != "off":
                 report, relevance = add_relevance(
-                    index, parsed, report, policy.relevance_routing, judge=self.relevance_judge
+                    index, parsed, report, policy.relevance_routing, judge=self.relevance_judge, stakes=policy.stakes
                 )
         except Exception as exc:  # a failing check is a finding, and the policy decides what it blocks
             report = _errored_report(record, exc)

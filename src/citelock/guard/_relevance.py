@@ -55,6 +55,8 @@ __all__ = [
     "with_relevance_finding",
 ]
 
+Stakes = Literal["low", "high"]
+
 RelevanceMode = Literal["off", "free", "judged"]
 """``off``: no relevance check. ``free``: the free check. ``judged``: the free check, then the relevance judge on
 answers it does not pass (a surface with a relevance judge attached)."""
@@ -112,6 +114,10 @@ class RelevanceCheck(BaseModel):
         judge_label: The relevance judge's label (``yes``, ``partial``, ``no``) when it ran.
         judge_raw: The judge's raw answer when it ran.
         judge_version: The judge prompt's name and version when it ran.
+        slot: The answer slot of a factoid question (``place``, ``date``, ``person``, ``organisation``,
+            ``quantity``, ``reason``, ``named``) when the slot check decided the route, else None.
+        slot_score: The slot check's probability that the answer fills it (its best claim), when it ran.
+        slot_route: The slot check's own route, when it ran (``route`` is the worse of it and the focus check's).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -126,6 +132,9 @@ class RelevanceCheck(BaseModel):
     judge_label: str | None = None
     judge_raw: str | None = None
     judge_version: str | None = None
+    slot: str | None = None
+    slot_score: float | None = None
+    slot_route: Route | None = None
 
 
 def _coverage(question: str, texts: Sequence[str], contexts: Sequence[str]) -> tuple[float, bool]:
@@ -199,12 +208,18 @@ def should_abstain(question: str | None, chunks: Sequence[str], abstain_below: f
     """Whether no assembled chunk is relevant enough to answer from (the pipeline abstains before generating).
 
     True when the question is known and has content words, and no chunk both reaches ``abstain_below`` and
-    meets the focus (holds the answer type the question expects and names the measure it asks for). With no
-    chunk at all it is True; ``abstain_below <= 0`` turns the score part off (the focus part stays).
+    meets the focus (holds the answer type the question expects and names the measure it asks for), or, for a
+    factoid question, when no sentence of any chunk reaches the slot check's admission score
+    (:func:`citelock.guard._ranked.none_qualifies`: the ranked grammar would admit nothing). With no chunk at
+    all it is True; ``abstain_below <= 0`` turns the score part off (the focus part stays).
     """
     if not question or not question_focus(question).terms:
         return False
-    return not any(score >= abstain_below and met for score, met in (chunk_relevance(question, c) for c in chunks))
+    if not any(score >= abstain_below and met for score, met in (chunk_relevance(question, c) for c in chunks)):
+        return True
+    from citelock.guard._ranked import none_qualifies  # imported here: it builds on this module
+
+    return none_qualifies(question, chunks)
 
 
 def check_relevance(
@@ -213,18 +228,22 @@ def check_relevance(
     claims: Sequence[ClaimCheck],
     passages: Sequence[str | None],
     routing: RelevanceRouting = SHIPPED_RELEVANCE,
+    stakes: Stakes | None = None,
 ) -> RelevanceCheck | None:
     """The free relevance check of one answer, or None when there is nothing to check.
 
     Nothing to check: the question is unknown, has no content words, or the answer has no factual claim (an
-    abstention is not an answer to another question).
+    abstention is not an answer to another question). A short factoid question (one that asks for a slot, see
+    :func:`citelock.guard._near_miss.slot_applies`) is routed by the slot check instead, at the thresholds of
+    ``stakes`` (low when None): it sees near misses, true sentences of the right passage that miss the slot.
 
     Args:
         question: The question (the prompt record's), or None.
         answer: The parsed answer.
         claims: The coverage check's per-claim classes (only factual claims count).
         passages: Per claim, its first cited passage's text as sent (None when it cites none in the prompt).
-        routing: The thresholds.
+        routing: The thresholds of the focus-coverage check.
+        stakes: The surface's stakes, for the slot check's thresholds.
     """
     if not question or not question.strip():
         return None
@@ -237,7 +256,7 @@ def check_relevance(
     present: set[str] = set()
     for text in texts:
         present.update(content_terms(text))
-    return RelevanceCheck(
+    check = RelevanceCheck(
         question=question,
         score=round(score, 4),
         route=routing.route(score, focus_met=met),
@@ -246,6 +265,11 @@ def check_relevance(
         answer_type=focus.answer_type,
         missing=tuple(t for t in focus.terms if t not in present),
     )
+    from citelock.guard import _near_miss  # imported here: it reads this module's focus score
+
+    if not _near_miss.slot_applies(question):
+        return check
+    return _near_miss.with_slot_route(check, texts, [passages[i] for i in factual], stakes)
 
 
 _JUDGE_ROUTES: dict[str, Route] = {"yes": "pass", "partial": "review", "no": "fail"}
@@ -277,6 +301,9 @@ def relevance_finding(record: PromptRecord, answer: Answer, check: RelevanceChec
     if not check.focus_met:
         asks += ", and no claim holds what it asks for"
     missing = f"; no claim mentions {', '.join(check.missing[:6])}" if check.missing else ""
+    if check.slot is not None and check.slot_score is not None and check.slot_route != "pass":
+        asks = f" (it asks for {'an' if check.slot[0] in 'aeiou' else 'a'} {check.slot})"
+        missing = f"; no claim fills it with confidence (slot score {check.slot_score:.2f})"
     verdicts: dict[str, str] = {"relevance": check.route}
     if check.judge_label is not None:
         verdicts["relevance_judge"] = check.judge_label
@@ -301,6 +328,7 @@ def add_relevance(
     report: GuardReport,
     routing: RelevanceRouting | None = None,
     judge: RelevanceJudge | None = None,
+    stakes: Stakes | None = None,
 ) -> tuple[GuardReport, RelevanceCheck | None]:
     """Run the free relevance check on a checked answer and add its finding to the report.
 
@@ -316,7 +344,7 @@ def add_relevance(
     for c in report.citations:
         if c.passed and passages[c.claim_index] is None and c.chunk_id in index.by_id:
             passages[c.claim_index] = index.body(index.by_id[c.chunk_id])
-    check = check_relevance(record.question, parsed, report.claims, passages, routing or SHIPPED_RELEVANCE)
+    check = check_relevance(record.question, parsed, report.claims, passages, routing or SHIPPED_RELEVANCE, stakes)
     if check is None:
         return report, None
     if judge is not None and check.route != "pass":
