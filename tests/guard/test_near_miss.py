@@ -9,6 +9,7 @@ grammar by construction.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -16,6 +17,7 @@ import citelock
 from citelock import Guard, SurfacePolicy, UsageError, assemble, serialize
 from citelock.constraint import build_schema
 from citelock.constraint._schema import chunk_sentences
+from citelock.evals._relevance_fit import refit_relevance, relevance_labels
 from citelock.guard._near_miss import (
     FEATURES,
     passage_sentences,
@@ -27,6 +29,7 @@ from citelock.guard._near_miss import (
     slot_score,
 )
 from citelock.records import ReasonCode
+from citelock.store import QueueEntry, Resolution
 from citelock.text._answer_slot import question_slot, slot_closeness, slot_filled, typed_spans, use_detector
 from support.grammar_harness import accepts
 
@@ -126,10 +129,10 @@ def test_admitted_sentences_are_the_only_ones_the_grammar_allows() -> None:
     for policy in ("quote", "quote_sentence", "sentence", "substring"):
         schema = build_schema(context, policy, admitted={"c-1": [on]})
         assert schema.ids == ("c-1",), policy  # c-2 has no admitted sentence: excluded
-        if policy == "substring":
-            assert schema.bodies["c-1"] == on
+        if policy == "substring":  # admitted at the chunk level: c-2 is out, c-1 whole
+            assert list(schema.bodies) == ["c-1"]
             ok = {"claims": [{"text": "x", "citations": [{"chunk_id": "c-1", "span": on}]}]}
-            bad = {"claims": [{"text": "x", "citations": [{"chunk_id": "c-1", "span": NEAR}]}]}
+            bad = {"claims": [{"text": "x", "citations": [{"chunk_id": "c-2", "span": "Bananas are yellow"}]}]}
         elif policy == "sentence":
             assert schema.sentences == {"c-1": (on,)}
             ok = {"claims": [{"text": "x", "citations": [{"chunk_id": "c-1", "span": on}]}]}
@@ -185,3 +188,36 @@ def test_import_citelock_does_not_load_spacy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     assert citelock.__name__ == "citelock"
+
+
+def _entry(n: int, score: float) -> QueueEntry:
+    record = serialize(assemble(WHERE, [{"id": "c-1", "text": PARAGRAPH}]))
+    result = Guard(SurfacePolicy(name="docs", stakes="high")).run(record, _answer_quoting(NEAR))
+    finding = next(f for f in result.report.findings if f.reason == ReasonCode.OFF_QUESTION)
+    assert "slot_score" in finding.verdicts  # the guard writes what a refit reads
+    verdicts = {**finding.verdicts, "slot_score": f"{score:.4f}"}
+    now = datetime.now(UTC)
+    return QueueEntry(
+        **{**finding.model_dump(), "verdicts": verdicts}, id=f"e-{n}", created_at=now, week="2026-W49", surface="docs"
+    )
+
+
+def test_refit_from_desk_labels_moves_fail_below_never_above_review_below() -> None:
+    now = datetime.now(UTC)
+    items = []
+    for n in range(80):  # accepted (on-question after all) answers score 0.40..0.79, rejected ones below 0.10
+        accepted = n % 2 == 0
+        score = 0.4 + n / 200 if accepted else n / 1000
+        outcome = "accept" if accepted else "repair"
+        items.append((_entry(n, score), Resolution(entry_id=f"e-{n}", outcome=outcome, note="x", resolved_at=now)))
+    items.append((_entry(99, 0.5), None))  # unresolved: no label
+    labels = relevance_labels(items, surface="docs")
+    assert len(labels) == 80 and sum(x.on_question for x in labels) == 40
+    refit = refit_relevance(labels, "high")
+    high = slot_routing("high")
+    assert refit.review_below == high.review_below
+    assert 0.0 < refit.fail_below <= 0.41  # fails at most the target share of accepted answers
+    assert "review-desk labels" in refit.source
+    assert relevance_labels(items, surface="other") == []
+    with pytest.raises(UsageError, match="nothing to refit"):
+        refit_relevance([x for x in labels if not x.on_question], "low")

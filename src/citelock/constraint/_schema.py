@@ -603,8 +603,9 @@ def build_schema(
         options: Size bounds; defaults to :class:`SchemaOptions`.
         admitted: The admitted sentence set: per chunk id, the normalized sentences (of
             :func:`chunk_sentences`) a claim may quote or cite, best first. Every other sentence, and every chunk
-            not named, is excluded by construction (the ``substring`` policy keeps each chunk's first admitted
-            sentence as its body; the ``id`` policy ignores the set). The enums list them in the given order.
+            not named, is excluded by construction (the ``substring`` policy admits a chunk whole when it has an
+            admitted sentence, its spans being free substrings; the ``id`` policy ignores the set). The enums
+            list them in the given order.
             None admits every sentence.
 
     Raises:
@@ -689,8 +690,8 @@ def _build(
         if policy == "substring":
             for chunk in context.chunks:
                 body = normalize(chunk.text)
-                if admitted is not None:
-                    body = next(iter(_admit(chunk.id, chunk_sentences(chunk.text), admitted)), "")
+                if admitted is not None and not _admit(chunk.id, chunk_sentences(chunk.text), admitted):
+                    body = ""  # substrings are free within a chunk: a chunk is admitted whole or not at all
                 if body:
                     bodies[chunk.id] = body
                 else:

@@ -22,6 +22,7 @@ sentences by it: the constraint admits only the top ones and the prompt lists th
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,6 +38,7 @@ from citelock.text._answer_slot import detector, lemmas, question_slot, slot_clo
 
 __all__ = [
     "FEATURES",
+    "NAMED_MAX_WORDS",
     "SLOT_MAX_WORDS",
     "RankedSentence",
     "SlotModel",
@@ -50,9 +52,12 @@ __all__ = [
     "with_slot_route",
 ]
 
-SLOT_MAX_WORDS = 25
+SLOT_MAX_WORDS = 16
 """The slot check decides the route of questions up to this many words that ask for a slot: factoid questions.
 Longer, open questions (ExpertQA's) keep the focus-coverage check, which was measured on them."""
+
+NAMED_MAX_WORDS = 10
+"""A "what/which ..." question asking for a named thing is factoid up to this many words."""
 
 FEATURES: tuple[str, ...] = (
     "coverage",
@@ -97,9 +102,25 @@ class SlotModel:
 _SEVERITY: dict[Route, int] = {"pass": 0, "review": 1, "fail": 2}
 
 
+_OPEN_WHAT = re.compile(
+    r"^\W*(?:what|which)\s+(?:are|were|would|should|could|can|will|might|do|does|is\s+the\s+(?:best|most|main))\b",
+    re.IGNORECASE,
+)
+
+
 def slot_applies(question: str) -> bool:
-    """Whether the slot check routes this question: it asks for a slot and has at most :data:`SLOT_MAX_WORDS`."""
-    return len(question.split()) <= SLOT_MAX_WORDS and question_slot(question) is not None
+    """Whether the slot check routes this question: a factoid question that asks for a slot.
+
+    A typed slot (place, date, person, organisation, quantity) within :data:`SLOT_MAX_WORDS` words; a named
+    thing only within :data:`NAMED_MAX_WORDS` and not an open "what are / what would / what is the best"
+    question. "Why" questions and open ones ask for an explanation, which the focus check measures (ExpertQA):
+    no typed span marks a reason.
+    """
+    words = len(question.split())
+    slot = question_slot(question)
+    if slot is None or slot == "reason" or words > SLOT_MAX_WORDS:
+        return False
+    return slot != "named" or (words <= NAMED_MAX_WORDS and _OPEN_WHAT.search(question) is None)
 
 
 @lru_cache(maxsize=8)
@@ -189,11 +210,16 @@ def _shares(question: str, text: str) -> tuple[float, float, float]:
     return coverage, sum(1 for t in rest if t in present) / len(rest), lemma_share
 
 
+_FILL_BONUS = 2.0
+"""What filling the slot adds to a sentence's own score when it is compared with its passage: more than all the
+question's words (a sentence restating the question beside the one that answers it is the near miss)."""
+
+
 def _base(question: str, text: str) -> tuple[float, float]:
     """A sentence's own score before the passage is seen (what the margin compares), and its predicate share."""
     coverage, predicate, lemma_share = _shares(question, text)
     filled = slot_filled(question, text)
-    return coverage + predicate + lemma_share + (0.5 if filled else 0.0), predicate + lemma_share
+    return coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0), predicate + lemma_share
 
 
 def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tuple[float, ...]:
@@ -207,7 +233,7 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
     """
     coverage, predicate, lemma_share = _shares(question, claim)
     filled = slot_filled(question, claim)
-    own = coverage + predicate + lemma_share + (0.5 if filled else 0.0)
+    own = coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0)
     own_pred = predicate + lemma_share
     others = [_base(question, s) for s in passage if s.strip() and s.strip() not in claim]
     best_other = max((o[0] for o in others), default=own)
@@ -252,16 +278,23 @@ class RankedSentence:
 
 
 def rank_sentences(
-    question: str, chunks: Mapping[str, str | Sequence[str]], model: SlotModel | None = None
+    question: str,
+    chunks: Mapping[str, str | Sequence[str]],
+    model: SlotModel | None = None,
+    *,
+    across: bool = False,
 ) -> list[RankedSentence]:
     """Every sentence of ``chunks`` (id -> text, or its sentences already split), best first by :func:`slot_score`.
 
-    Ties keep prompt order.
+    Each sentence is compared with the other sentences of its own chunk, or, with ``across``, with every sentence
+    of every chunk (a ranking over a whole prompt of short chunks: a one-sentence chunk is not "the best of its
+    passage" for free). Ties keep prompt order.
     """
+    split = {k: passage_sentences(v) if isinstance(v, str) else tuple(v) for k, v in chunks.items()}
+    everything = tuple(s for spans in split.values() for s in spans)
     ranked: list[tuple[float, int, RankedSentence]] = []
-    for chunk_id, text in chunks.items():
-        sentences = passage_sentences(text) if isinstance(text, str) else tuple(text)
+    for chunk_id, sentences in split.items():
         for sentence in sentences:
-            score = slot_score(question, sentence, sentences, model)
+            score = slot_score(question, sentence, everything if across else sentences, model)
             ranked.append((-score, len(ranked), RankedSentence(chunk_id, sentence, score)))
     return [r for _s, _i, r in sorted(ranked, key=lambda x: (x[0], x[1]))]

@@ -1,13 +1,14 @@
 """Generation that answers: the slot check's ranking offered to the constraint and to the prompt.
 
 For a factoid question (:func:`citelock.guard._near_miss.slot_applies`) the pipeline asks :func:`rank_request`
-before it builds the constraint. Every sentence of the assembled chunks is scored by the slot check against its
-own chunk; the top :data:`ADMIT_TOP` that reach :func:`admit_below` form the **admitted sentence set**. The
-per-request grammar of the ``quote``, ``quote_sentence``, ``sentence`` and ``substring`` policies admits only
-those (:func:`citelock.constraint.build_schema`'s ``admitted``): every other sentence is excluded by
-construction, so a small model cannot quote the near miss next to the answer. The ranking is offered to every
-backend: the schema's enums list admitted sentences best first, and the chunks are re-assembled best first (the
-prompt's chunk order), so an unconstrained model reads the likely answer first too.
+before it builds the constraint. Every sentence of the assembled chunks is scored by the slot check against
+every other sentence of the prompt; the top :data:`ADMIT_TOP` that reach :func:`admit_below` form the
+**admitted sentence set**. The per-request grammar of the ``quote`` and ``quote_sentence`` policies (where the
+claim *is* the quote) admits only those (:func:`citelock.constraint.build_schema`'s ``admitted``): every other
+sentence is excluded by construction, so a small model cannot quote the near miss next to the answer. The
+ranking is offered to every backend and policy: the ``sentence`` schema's enums list every sentence best first,
+and the chunks are re-assembled best first (the prompt's chunk order), so any model reads the likely answer
+first.
 
 When no sentence qualifies, :func:`none_qualifies` is True: a surface that abstains before generating abstains
 (no tokens), through :func:`citelock.guard.should_abstain`. The ``id`` policy takes no sentence set (its spans are
@@ -28,6 +29,10 @@ ADMIT_TOP = 3
 """How many sentences the grammar admits per request (the slot check's top ones)."""
 
 _RANKED_POLICIES = frozenset({"quote", "quote_sentence", "sentence", "substring"})
+_EXCLUDING = frozenset({"quote", "quote_sentence"})
+"""The policies whose grammar admits only the top sentences. ``sentence`` gets the ranking as its enum order and
+``substring`` as the prompt's chunk order: a citation of theirs names a span, not the claim, so a near-miss span
+beside a claim that answers is no near-miss answer, and answers built elsewhere keep their citations valid."""
 
 
 def admit_below() -> float:
@@ -58,11 +63,15 @@ def rank_request(context: Context, policy: str | None, top: int = ADMIT_TOP) -> 
     question = context.question
     if policy not in _RANKED_POLICIES or not question or not slot_applies(question):
         return None
-    ranked = rank_sentences(question, {c.id: chunk_sentences(c.text) for c in context.chunks})
+    ranked = rank_sentences(question, {c.id: chunk_sentences(c.text) for c in context.chunks}, across=True)
     floor = admit_below()
     admitted: dict[str, list[str]] = {}
-    for r in ranked[:top]:
-        if r.score >= floor:
+    if policy in _EXCLUDING:
+        for r in ranked[:top]:
+            if r.score >= floor:
+                admitted.setdefault(r.chunk_id, []).append(r.sentence)
+    elif policy == "sentence":  # every sentence stays citable, listed best first (the enum order)
+        for r in ranked:
             admitted.setdefault(r.chunk_id, []).append(r.sentence)
     first: dict[str, int] = {}
     for i, r in enumerate(ranked):
@@ -75,5 +84,5 @@ def none_qualifies(question: str | None, chunks: Sequence[str]) -> bool:
     """True when the question asks for a slot and no sentence of ``chunks`` reaches :func:`admit_below`."""
     if not question or not slot_applies(question):
         return False
-    best = rank_sentences(question, {str(i): chunk_sentences(t) for i, t in enumerate(chunks)})[:1]
+    best = rank_sentences(question, {str(i): chunk_sentences(t) for i, t in enumerate(chunks)}, across=True)[:1]
     return not best or best[0].score < admit_below()

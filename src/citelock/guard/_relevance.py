@@ -307,6 +307,8 @@ def relevance_finding(record: PromptRecord, answer: Answer, check: RelevanceChec
     verdicts: dict[str, str] = {"relevance": check.route}
     if check.judge_label is not None:
         verdicts["relevance_judge"] = check.judge_label
+    if check.slot_score is not None:  # what a refit from the review desk's labels reads
+        verdicts["slot_score"] = f"{check.slot_score:.4f}"
     best = check.best_claim_index
     return Finding(
         request_id=record.request_id,

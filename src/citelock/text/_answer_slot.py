@@ -211,7 +211,7 @@ _RULE_DATE = re.compile(
     re.I,
 )
 _RULE_QTY = re.compile(
-    r"(?<![\w.])[$€£¥]?\d[\d,.]*(?:\s*(?:%|percent|million|billion|thousand|hundred|km|kilometers?|miles?|"
+    r"(?<![\w.])[$€£¥]?\d(?:[\d,.]*\d)?(?:\s*(?:%|percent|million|billion|thousand|hundred|km|kilometers?|miles?|"
     r"meters?|feet|ft|kg|pounds?|tons?|years?|people|dollars?))?|\b(?:one|two|three|four|five|six|seven|eight|"
     r"nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|thousand|million|billion|dozen)\b",
     re.I,
