@@ -5,10 +5,10 @@ before it builds the constraint. Every sentence of the assembled chunks is score
 every other sentence of the prompt; the top :data:`ADMIT_TOP` that reach :func:`admit_below` form the
 **admitted sentence set**. The per-request grammar of the ``quote`` and ``quote_sentence`` policies (where the
 claim *is* the quote) admits only those (:func:`citelock.constraint.build_schema`'s ``admitted``): every other
-sentence is excluded by construction, so a small model cannot quote the near miss next to the answer. The
-ranking is offered to every backend and policy: the ``sentence`` schema's enums list every sentence best first,
-and the chunks are re-assembled best first (the prompt's chunk order), so any model reads the likely answer
-first.
+sentence is excluded by construction, so a small model cannot quote the near miss next to the answer. With
+them the chunks are also re-assembled best first (the prompt's chunk order), so any backend, constrained or
+not, reads the likely answer first; the ``sentence`` schema's enums list every sentence best first. The other
+policies keep the caller's chunk order (answers and tests built on it stay valid).
 
 When no sentence qualifies, :func:`none_qualifies` is True: a surface that abstains before generating abstains
 (no tokens), through :func:`citelock.guard.should_abstain`. The ``id`` policy takes no sentence set (its spans are
@@ -73,10 +73,12 @@ def rank_request(context: Context, policy: str | None, top: int = ADMIT_TOP) -> 
     elif policy == "sentence":  # every sentence stays citable, listed best first (the enum order)
         for r in ranked:
             admitted.setdefault(r.chunk_id, []).append(r.sentence)
-    first: dict[str, int] = {}
-    for i, r in enumerate(ranked):
-        first.setdefault(r.chunk_id, i)
-    order = sorted(context.chunks, key=lambda c: first.get(c.id, len(ranked)))
+    order = list(context.chunks)
+    if policy in _EXCLUDING:  # the prompt lists the chunks best first where the grammar is ranked too
+        first: dict[str, int] = {}
+        for i, r in enumerate(ranked):
+            first.setdefault(r.chunk_id, i)
+        order.sort(key=lambda c: first.get(c.id, len(ranked)))
     return RankedRequest(order, admitted or None, ranked)
 
 
