@@ -182,10 +182,11 @@ def test_prompt_log_with_answers_and_a_time_window(tmp_path: Path, target: str) 
     ]
     summary = json.loads(result.stdout)
     assert summary["outside_window"] == 3 and summary["answers"] == 3
-    # the log's own database is the default --db: r1, r2 and r3 each have one finding (queued there)
-    assert _counts(target) == (3, 3)
+    # the log's own database is the default --db: r1, r2 and r3 each have a finding (queued there), and r2's
+    # answer (its number wrong, its year dropped) is also OFF_QUESTION for the slot check at high stakes (review)
+    assert _counts(target) == (4, 3)
     again = _cli(*args, "--since", since, "--until", until, "--processes", 1)
-    assert again.exit_code == 2 and _counts(target) == (3, 3)
+    assert again.exit_code == 2 and _counts(target) == (4, 3)
     assert len(read_report(tmp_path / "out")) == 5
 
 

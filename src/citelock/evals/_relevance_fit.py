@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from citelock.errors import UsageError
 from citelock.evals._desk_fit import _threshold
 from citelock.guard import RelevanceRouting
+from citelock.guard._focus_check import Stakes
 from citelock.guard._near_miss import slot_routing
-from citelock.guard._relevance import Stakes
 from citelock.records import ReasonCode
 from citelock.store import QueueEntry, Resolution
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from citelock.constraint import quote_body
 from citelock.errors import RuntimeFailure
-from citelock.guard._relevance import RelevanceCheck, RelevanceRouting, Stakes, answer_focus
+from citelock.guard._focus_check import RelevanceCheck, RelevanceRouting, Stakes, answer_focus
 from citelock.judges._params import load_params
 from citelock.judges._routing import Route
 from citelock.text import content_terms, question_focus, split_sentences
