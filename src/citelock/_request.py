@@ -22,6 +22,7 @@ from citelock.constraint import CitationSchema, SchemaOptions, SpanPolicy, fit_s
 from citelock.errors import OutputBoundsError, ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
 from citelock.guard import Guard, GuardResult
 from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT
+from citelock.guard._ranked import rank_request
 from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
 from citelock.prompt._parse import parse_constrained
 from citelock.prompt._serialize import with_history
@@ -72,11 +73,15 @@ def prepare(
     constrains = backend.limits.constrains
     tmpl = template if template is not None else ("answer_structured" if constrains else "answer_naive")
     context = assemble(question, chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
+    # the slot ranking hook (issue #35): chunks best first, the grammar admits only the top sentences
+    ranked = rank_request(context, policy if constrains else None)
+    if ranked is not None:
+        context = assemble(question, ranked.chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
     schema: CitationSchema | None = None
     build_ms: float | None = None
     if constrains:
         started = perf_counter()
-        schema = fit_schema(context, policy, backend.limits, options)
+        schema = fit_schema(context, policy, backend.limits, options, ranked.admitted if ranked else None)
         build_ms = (perf_counter() - started) * 1000
     meta = {**trace_metadata(), **(metadata or {})}  # the trace it was answered in, for later audits
     meta.setdefault("backend", backend.name)

@@ -183,10 +183,11 @@ def test_prompt_log_with_answers_and_a_time_window(tmp_path: Path, target: str) 
     summary = json.loads(result.stdout)
     assert summary["outside_window"] == 3 and summary["answers"] == 3
     # the log's own database is the default --db: r1 and r2 have one finding each, r3 two (its uncited claim is
-    # UNCITED_CLAIM, and its numbers are in no chunk: NUMBER_MISMATCH), queued there; one result per answer
-    assert _counts(target) == (4, 3)
+    # UNCITED_CLAIM, and its numbers are in no chunk: NUMBER_MISMATCH), and r2's answer (its number wrong, its year
+    # dropped) is also OFF_QUESTION for the slot check at high stakes (review), queued there; one result per answer
+    assert _counts(target) == (5, 3)
     again = _cli(*args, "--since", since, "--until", until, "--processes", 1)
-    assert again.exit_code == 2 and _counts(target) == (4, 3)
+    assert again.exit_code == 2 and _counts(target) == (5, 3)
     assert len(read_report(tmp_path / "out")) == 5
 
 

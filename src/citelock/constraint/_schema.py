@@ -34,7 +34,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Literal
@@ -573,7 +573,8 @@ def _count_properties(node: Any) -> int:
     return 0
 
 
-_cache: OrderedDict[tuple[str, str, SchemaOptions], CitationSchema] = OrderedDict()
+_AdmitKey = tuple[tuple[str, tuple[str, ...]], ...] | None
+_cache: OrderedDict[tuple[str, str, SchemaOptions, _AdmitKey], CitationSchema] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -585,7 +586,10 @@ def clear_schema_cache() -> None:
 
 
 def build_schema(
-    context: Context, policy: SpanPolicy = DEFAULT_POLICY, options: SchemaOptions | None = None
+    context: Context,
+    policy: SpanPolicy = DEFAULT_POLICY,
+    options: SchemaOptions | None = None,
+    admitted: Mapping[str, Sequence[str]] | None = None,
 ) -> CitationSchema:
     """Build the citation schema for ``context`` under ``policy``.
 
@@ -597,10 +601,16 @@ def build_schema(
         context: The assembled context (its chunks are exactly the prompt's chunks).
         policy: ``quote``, ``quote_sentence``, ``substring``, ``sentence`` or ``id``.
         options: Size bounds; defaults to :class:`SchemaOptions`.
+        admitted: The admitted sentence set: per chunk id, the normalized sentences (of
+            :func:`chunk_sentences`) a claim may quote or cite, best first. Every other sentence, and every chunk
+            not named, is excluded by construction (the ``substring`` policy admits a chunk whole when it has an
+            admitted sentence, its spans being free substrings; the ``id`` policy ignores the set). The enums
+            list them in the given order.
+            None admits every sentence.
 
     Raises:
         UsageError: an unknown policy, an empty context, or a policy other than ``id`` when no chunk has any
-            text to quote.
+            text to quote (or no admitted sentence).
     """
     if policy not in POLICY_ORDER:
         raise UsageError(f"unknown span policy {policy!r}; expected one of {list(POLICY_ORDER)}")
@@ -608,14 +618,15 @@ def build_schema(
         raise UsageError("the context has no chunks; a citation schema needs at least one chunk id")
     opts = options or SchemaOptions()
     content_hash = context.content_hash()
-    key = (_chunks_hash(context), policy, opts)
+    admit = None if admitted is None else tuple((k, tuple(v)) for k, v in admitted.items())
+    key = (_chunks_hash(context), policy, opts, admit)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
     if hit is not None:
         return hit if hit.context_hash == content_hash else _rehashed(hit, content_hash)
-    schema = _build(context, policy, opts, content_hash)
+    schema = _build(context, policy, opts, content_hash, admitted)
     with _cache_lock:
         _cache[key] = schema
         while len(_cache) > _CACHE_SIZE:
@@ -638,7 +649,21 @@ def _rehashed(schema: CitationSchema, content_hash: str) -> CitationSchema:
     return out
 
 
-def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_hash: str) -> CitationSchema:
+def _admit(chunk_id: str, spans: tuple[str, ...], admitted: Mapping[str, Sequence[str]] | None) -> tuple[str, ...]:
+    """The chunk's sentences the admitted set keeps, in its order (all of them without a set)."""
+    if admitted is None:
+        return spans
+    own = set(spans)
+    return tuple(dict.fromkeys(s for s in admitted.get(chunk_id, ()) if s in own))
+
+
+def _build(
+    context: Context,
+    policy: SpanPolicy,
+    opts: SchemaOptions,
+    content_hash: str,
+    admitted: Mapping[str, Sequence[str]] | None = None,
+) -> CitationSchema:
     started = time.perf_counter()
     ids = context.ids
     bounds = opts.bounds
@@ -647,7 +672,7 @@ def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_ha
     excluded: list[str] = []
     if policy in _SENTENCES:
         for chunk in context.chunks:
-            spans = chunk_sentences(chunk.text)
+            spans = _admit(chunk.id, chunk_sentences(chunk.text), admitted)
             if spans:
                 sentences[chunk.id] = spans
             else:
@@ -665,6 +690,8 @@ def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_ha
         if policy == "substring":
             for chunk in context.chunks:
                 body = normalize(chunk.text)
+                if admitted is not None and not _admit(chunk.id, chunk_sentences(chunk.text), admitted):
+                    body = ""  # substrings are free within a chunk: a chunk is admitted whole or not at all
                 if body:
                     bodies[chunk.id] = body
                 else:
@@ -673,7 +700,7 @@ def _build(context: Context, policy: SpanPolicy, opts: SchemaOptions, content_ha
                 raise UsageError("no chunk has text to quote; the substring policy needs chunk text")
         elif policy == "quote":
             for chunk in context.chunks:
-                spans = chunk_sentences(chunk.text)
+                spans = _admit(chunk.id, chunk_sentences(chunk.text), admitted)
                 if quote_tails(spans, opts.max_text_chars):
                     sentences[chunk.id] = spans
                     bodies[chunk.id] = normalize(chunk.text)
@@ -716,8 +743,11 @@ def fit_schema(
     policy: SpanPolicy,
     limits: BackendLimits,
     options: SchemaOptions | None = None,
+    admitted: Mapping[str, Sequence[str]] | None = None,
 ) -> CitationSchema:
     """Build the strongest schema at or below ``policy`` that fits ``limits``, recording any downgrade.
+
+    ``admitted`` is :func:`build_schema`'s admitted sentence set, applied at every step of the path.
 
     The path is :data:`DOWNGRADES` of ``policy`` (``quote`` → ``quote_sentence`` → ``sentence`` → ``id``;
     ``substring`` → ``sentence`` → ``id``). The returned schema's ``requested_policy`` is ``policy``
@@ -737,7 +767,7 @@ def fit_schema(
             reasons.append(f"the backend cannot enforce the {candidate!r} policy")
             continue
         try:
-            schema = build_schema(context, candidate, options)
+            schema = build_schema(context, candidate, options, admitted)
         except UsageError as exc:
             if candidate == "id":
                 raise

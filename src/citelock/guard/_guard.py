@@ -250,7 +250,7 @@ class Guard:
             report = fold.report()
             if policy.relevance != "off":
                 report, relevance = add_relevance(
-                    index, parsed, report, policy.relevance_routing, judge=self.relevance_judge
+                    index, parsed, report, policy.relevance_routing, judge=self.relevance_judge, stakes=policy.stakes
                 )
         except Exception as exc:  # a failing check is a finding, and the policy decides what it blocks
             report = _errored_report(record, exc)

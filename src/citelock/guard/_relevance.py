@@ -26,15 +26,27 @@ pipeline abstains before generating when no assembled chunk reaches the surface'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from citelock.guard import _near_miss
+from citelock.guard._focus_check import (
+    ABSTAIN_BELOW,
+    SHIPPED_RELEVANCE,
+    TYPE_PENALTY,
+    RelevanceCheck,
+    RelevanceMode,
+    RelevanceRouting,
+    Stakes,
+    answer_focus,
+    chunk_relevance,
+    claim_relevance,
+    score_answer,
+)
+from citelock.guard._ranked import none_qualifies
 from citelock.judges._relevance_judge import RelevanceJudge
 from citelock.judges._routing import Route
 from citelock.prompt import PromptIndex
 from citelock.records import Answer, ClaimCheck, Finding, GuardReport, Layer, PromptRecord, ReasonCode
-from citelock.text import content_terms, has_answer_type, question_focus, split_sentences
+from citelock.text import content_terms, question_focus
 
 __all__ = [
     "ABSTAIN_BELOW",
@@ -55,156 +67,21 @@ __all__ = [
     "with_relevance_finding",
 ]
 
-RelevanceMode = Literal["off", "free", "judged"]
-"""``off``: no relevance check. ``free``: the free check. ``judged``: the free check, then the relevance judge on
-answers it does not pass (a surface with a relevance judge attached)."""
-
-TYPE_PENALTY = 0.25
-"""A claim's score is multiplied by this when the question expects an answer type the claim does not hold."""
-
-
-ABSTAIN_BELOW = 0.07
-"""A chunk scoring below this is not relevant enough to answer from: chosen on the calibration half of ExpertQA
-val (its annotator-relevant claims' evidence passages), where at most 1% of questions had no passage reaching it."""
-
-
-class RelevanceRouting(BaseModel):
-    """Two thresholds on the answer's relevance score: ``fail`` below the first, ``review`` below the second.
-
-    Attributes:
-        fail_below: Answers scoring below this are ``OFF_QUESTION`` (route ``fail``).
-        review_below: Answers scoring below this (and not below ``fail_below``) go to review.
-        source: Where the thresholds came from (the calibration set and its targets).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    fail_below: float = Field(ge=0.0, le=1.0)
-    review_below: float = Field(ge=0.0, le=1.0)
-    source: str = ""
-
-    def route(self, score: float, *, focus_met: bool = True) -> Route:
-        """The route of an answer's score; an answer that misses what the question asks for never passes."""
-        if score < self.fail_below:
-            return "fail"
-        return "review" if score < self.review_below or not focus_met else "pass"
-
-
-SHIPPED_RELEVANCE = RelevanceRouting(
-    fail_below=0.1538,
-    review_below=0.25,
-    source="scripts/relevance_set.py --calibrate: ExpertQA val, calibration half; <=1% / <=4% relevant flagged",
-)
-"""The thresholds the free check ships with (see the module docstring for how they were chosen)."""
-
-
-class RelevanceCheck(BaseModel):
-    """The relevance check's outcome for one answer (stored with the guard result; metrics read it).
-
-    Attributes:
-        question: The question the answer was checked against.
-        score: The answer's score (its factual claims together), 0..1.
-        route: ``pass``, ``review`` or ``fail``.
-        best_claim_index: The claim that scored best (None without a factual claim).
-        focus_met: Some claim holds the answer type the question expects and names the measure it asks for.
-        answer_type: What the question's wh-word expects (``date``, ``quantity``, ``agent``, ``place``) or None.
-        missing: The question's focus terms that no claim contains.
-        judge_label: The relevance judge's label (``yes``, ``partial``, ``no``) when it ran.
-        judge_raw: The judge's raw answer when it ran.
-        judge_version: The judge prompt's name and version when it ran.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    question: str
-    score: float
-    route: Route
-    best_claim_index: int | None = None
-    focus_met: bool = True
-    answer_type: str | None = None
-    missing: tuple[str, ...] = ()
-    judge_label: str | None = None
-    judge_raw: str | None = None
-    judge_version: str | None = None
-
-
-def _coverage(question: str, texts: Sequence[str], contexts: Sequence[str]) -> tuple[float, bool]:
-    """The focus's weighted coverage by ``texts`` (``contexts`` counting half) and whether the focus is met."""
-    focus = question_focus(question)
-    if not focus.terms:
-        return 1.0, True
-    own: set[str] = set()
-    for text in texts:
-        own.update(content_terms(text))
-    context: set[str] = set()
-    missing = [t for t in focus.terms if t not in own]
-    for text in contexts if missing else ():
-        # a term's stem minus its last letter is in the text it came from (studies -> study, bridges -> bridge):
-        # a passage holding none of the missing terms' prefixes adds nothing, and is not read word by word
-        lowered = text.lower()
-        if any(t[:-1] in lowered for t in missing):
-            context.update(content_terms(text))
-    covered = sum(focus.weight(t) * (1.0 if t in own else 0.5 if t in context else 0.0) for t in focus.terms)
-    score = covered / focus.total
-    typed = focus.answer_type
-    met = typed is None or any(has_answer_type(t, typed, focus.names) for t in texts)
-    if focus.measure and focus.attribute is not None and focus.attribute not in own:
-        met = False
-    return (score if met else score * TYPE_PENALTY), met
-
-
-def claim_relevance(question: str, claim: str, passage: str | None = None) -> float:
-    """One claim's relevance score to a question (see the module docstring), 0..1.
-
-    Args:
-        question: The question.
-        claim: The claim's text.
-        passage: The claim's cited passage (its terms count half: the claim's subject may live there).
-    """
-    return _coverage(question, [claim], [passage] if passage else [])[0]
-
-
-def score_answer(
-    question: str, claims: Sequence[str], passages: Sequence[str | None] | None = None
-) -> tuple[float, int | None]:
-    """The answer's score and the index of its best single claim (None when there is no claim).
-
-    The score is the coverage of the question's focus by the answer's claims together (terms of their cited
-    passages counting half), penalized when no claim holds the expected answer type.
-    """
-    score, _met, best = answer_focus(question, claims, passages)
-    return score, best
-
-
-def answer_focus(
-    question: str, claims: Sequence[str], passages: Sequence[str | None] | None = None
-) -> tuple[float, bool, int | None]:
-    """:func:`score_answer` plus whether the answer meets the question's focus (type and measure asked for)."""
-    if not claims:
-        return 0.0, False, None
-    contexts = [p for p in passages or () if p]
-    score, met = _coverage(question, claims, contexts)
-    singles = [claim_relevance(question, c, passages[i] if passages else None) for i, c in enumerate(claims)]
-    return score, met, max(range(len(claims)), key=lambda i: singles[i])
-
-
-def chunk_relevance(question: str, text: str) -> tuple[float, bool]:
-    """A chunk's relevance to the question, as if its sentences were an answer's claims: (score, focus met)."""
-    sentences = [text[a:b] for a, b in split_sentences(text)] or [text]
-    score, met, _best = answer_focus(question, sentences)
-    return score, met
-
 
 def should_abstain(question: str | None, chunks: Sequence[str], abstain_below: float = ABSTAIN_BELOW) -> bool:
     """Whether no assembled chunk is relevant enough to answer from (the pipeline abstains before generating).
 
     True when the question is known and has content words, and no chunk both reaches ``abstain_below`` and
-    meets the focus (holds the answer type the question expects and names the measure it asks for). With no
-    chunk at all it is True; ``abstain_below <= 0`` turns the score part off (the focus part stays).
+    meets the focus (holds the answer type the question expects and names the measure it asks for), or, for a
+    factoid question, when no sentence of any chunk reaches the slot check's admission score
+    (:func:`citelock.guard._ranked.none_qualifies`: the ranked grammar would admit nothing). With no chunk at
+    all it is True; ``abstain_below <= 0`` turns the score part off (the focus part stays).
     """
     if not question or not question_focus(question).terms:
         return False
-    return not any(score >= abstain_below and met for score, met in (chunk_relevance(question, c) for c in chunks))
+    if not any(score >= abstain_below and met for score, met in (chunk_relevance(question, c) for c in chunks)):
+        return True
+    return none_qualifies(question, chunks)
 
 
 def check_relevance(
@@ -213,18 +90,22 @@ def check_relevance(
     claims: Sequence[ClaimCheck],
     passages: Sequence[str | None],
     routing: RelevanceRouting = SHIPPED_RELEVANCE,
+    stakes: Stakes | None = None,
 ) -> RelevanceCheck | None:
     """The free relevance check of one answer, or None when there is nothing to check.
 
     Nothing to check: the question is unknown, has no content words, or the answer has no factual claim (an
-    abstention is not an answer to another question).
+    abstention is not an answer to another question). A short factoid question (one that asks for a slot, see
+    :func:`citelock.guard._near_miss.slot_applies`) is routed by the slot check instead, at the thresholds of
+    ``stakes`` (low when None): it sees near misses, true sentences of the right passage that miss the slot.
 
     Args:
         question: The question (the prompt record's), or None.
         answer: The parsed answer.
         claims: The coverage check's per-claim classes (only factual claims count).
         passages: Per claim, its first cited passage's text as sent (None when it cites none in the prompt).
-        routing: The thresholds.
+        routing: The thresholds of the focus-coverage check.
+        stakes: The surface's stakes, for the slot check's thresholds.
     """
     if not question or not question.strip():
         return None
@@ -237,7 +118,7 @@ def check_relevance(
     present: set[str] = set()
     for text in texts:
         present.update(content_terms(text))
-    return RelevanceCheck(
+    check = RelevanceCheck(
         question=question,
         score=round(score, 4),
         route=routing.route(score, focus_met=met),
@@ -246,6 +127,9 @@ def check_relevance(
         answer_type=focus.answer_type,
         missing=tuple(t for t in focus.terms if t not in present),
     )
+    if not _near_miss.slot_applies(question):
+        return check
+    return _near_miss.with_slot_route(check, texts, [passages[i] for i in factual], stakes)
 
 
 _JUDGE_ROUTES: dict[str, Route] = {"yes": "pass", "partial": "review", "no": "fail"}
@@ -277,9 +161,14 @@ def relevance_finding(record: PromptRecord, answer: Answer, check: RelevanceChec
     if not check.focus_met:
         asks += ", and no claim holds what it asks for"
     missing = f"; no claim mentions {', '.join(check.missing[:6])}" if check.missing else ""
+    if check.slot is not None and check.slot_score is not None and check.slot_route != "pass":
+        asks = f" (it asks for {'an' if check.slot[0] in 'aeiou' else 'a'} {check.slot})"
+        missing = f"; no claim fills it with confidence (slot score {check.slot_score:.2f})"
     verdicts: dict[str, str] = {"relevance": check.route}
     if check.judge_label is not None:
         verdicts["relevance_judge"] = check.judge_label
+    if check.slot_score is not None:  # what a refit from the review desk's labels reads
+        verdicts["slot_score"] = f"{check.slot_score:.4f}"
     best = check.best_claim_index
     return Finding(
         request_id=record.request_id,
@@ -301,6 +190,7 @@ def add_relevance(
     report: GuardReport,
     routing: RelevanceRouting | None = None,
     judge: RelevanceJudge | None = None,
+    stakes: Stakes | None = None,
 ) -> tuple[GuardReport, RelevanceCheck | None]:
     """Run the free relevance check on a checked answer and add its finding to the report.
 
@@ -316,7 +206,7 @@ def add_relevance(
     for c in report.citations:
         if c.passed and passages[c.claim_index] is None and c.chunk_id in index.by_id:
             passages[c.claim_index] = index.body(index.by_id[c.chunk_id])
-    check = check_relevance(record.question, parsed, report.claims, passages, routing or SHIPPED_RELEVANCE)
+    check = check_relevance(record.question, parsed, report.claims, passages, routing or SHIPPED_RELEVANCE, stakes)
     if check is None:
         return report, None
     if judge is not None and check.route != "pass":

@@ -1,0 +1,300 @@
+"""The slot check: does a claim fill what the question asks, or is it a near miss from the right passage?
+
+The focus-coverage check (:mod:`citelock.guard._relevance`) asks whether an answer is *about* the question. A
+near miss is: a true sentence of the right paragraph, about the right entity, sharing the question's words, that
+misses what was asked ("Where did the final take place?" -> "The final was a football game to decide the
+champion ..."). Three things tell them apart, each a feature of one (question, claim, passage) triple:
+
+- **the slot**: the question's answer type (:func:`citelock.text._answer_slot.question_slot`) filled by a typed
+  span of the claim that is not already in the question (:func:`~citelock.text._answer_slot.slot_filled`);
+- **the predicate**: the share of the question's terms *other than its names* (its predicate and the attribute
+  it asks about: "take place", "theme", "won") that the claim holds, beside the share of all its terms;
+- **the passage**: how the claim compares with the other sentences of the passage it quotes. The guard sees the
+  prompt, so it can see that another sentence of the same chunk fills the slot and matches the predicate better.
+
+:func:`slot_score` combines them with a logistic model whose weights were fitted on the calibration half of the
+near-miss set (``scripts/near_miss_set.py --fit``, SQuAD 2.0 train articles) and ship in
+``judges/params/relevance_slot.v1.json``, one set per typed-span detector (the rules, the default; spaCy). It
+is free (no model call besides the optional spaCy tagger) and deterministic. :func:`rank_sentences` orders a prompt's
+sentences by it: the constraint admits only the top ones and the prompt lists their chunks first.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from citelock.constraint import quote_body
+from citelock.errors import RuntimeFailure
+from citelock.guard._focus_check import RelevanceCheck, RelevanceRouting, Stakes, answer_focus
+from citelock.judges._params import load_params
+from citelock.judges._routing import Route
+from citelock.text import content_terms, question_focus, split_sentences
+from citelock.text._answer_slot import detector, lemmas, question_slot, slot_closeness, slot_filled
+
+__all__ = [
+    "FEATURES",
+    "NAMED_MAX_WORDS",
+    "SLOT_MAX_WORDS",
+    "RankedSentence",
+    "SlotModel",
+    "passage_sentences",
+    "rank_sentences",
+    "slot_applies",
+    "slot_features",
+    "slot_model",
+    "slot_routing",
+    "slot_score",
+    "with_slot_route",
+]
+
+SLOT_MAX_WORDS = 16
+"""The slot check decides the route of questions up to this many words that ask for a slot: factoid questions.
+Longer, open questions (ExpertQA's) keep the focus-coverage check, which was measured on them."""
+
+NAMED_MAX_WORDS = 10
+"""A "what/which ..." question asking for a named thing is factoid up to this many words."""
+
+FEATURES: tuple[str, ...] = (
+    "coverage",
+    "predicate",
+    "lemma_predicate",
+    "slot_asked",
+    "slot_filled",
+    "margin",
+    "predicate_margin",
+    "best",
+    "best_x_predicate",
+    "filled_x_predicate",
+    "words",
+    "closeness",
+    "focus",
+)
+"""The features of :func:`slot_features`, in the order of the model's weights."""
+
+
+@dataclass(frozen=True)
+class SlotModel:
+    """Logistic weights over :data:`FEATURES` and where they came from.
+
+    Attributes:
+        weights: One weight per feature.
+        bias: The intercept.
+        detector: The typed-span detector they were fitted with (``rules`` or ``spacy:...``).
+        source: How they were fitted.
+    """
+
+    weights: tuple[float, ...]
+    bias: float
+    detector: str
+    source: str
+
+    def probability(self, features: Sequence[float]) -> float:
+        """The model's probability that the claim is on-question."""
+        z = self.bias + sum(w * f for w, f in zip(self.weights, features, strict=True))
+        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+_SEVERITY: dict[Route, int] = {"pass": 0, "review": 1, "fail": 2}
+
+
+_OPEN_WHAT = re.compile(
+    r"^\W*(?:what|which)\s+(?:are|were|would|should|could|can|will|might|do|does|is\s+the\s+(?:best|most|main))\b",
+    re.IGNORECASE,
+)
+
+
+def slot_applies(question: str) -> bool:
+    """Whether the slot check routes this question: a factoid question that asks for a slot.
+
+    A typed slot (place, date, person, organisation, quantity) within :data:`SLOT_MAX_WORDS` words; a named
+    thing only within :data:`NAMED_MAX_WORDS` and not an open "what are / what would / what is the best"
+    question. "Why" questions and open ones ask for an explanation, which the focus check measures (ExpertQA):
+    no typed span marks a reason.
+    """
+    words = len(question.split())
+    slot = question_slot(question)
+    if slot is None or slot == "reason" or words > SLOT_MAX_WORDS:
+        return False
+    return slot != "named" or (words <= NAMED_MAX_WORDS and _OPEN_WHAT.search(question) is None)
+
+
+@lru_cache(maxsize=8)
+def slot_routing(stakes: Stakes = "low", kind: str | None = None) -> RelevanceRouting:
+    """The shipped thresholds of the slot check for a surface's stakes (chosen on the calibration half).
+
+    High stakes: ``fail`` below the score that at most 3% of on-question sentences reach less, ``review`` below
+    the score at most 5% of near misses reach (an uncertain answer goes to review). Low stakes: ``fail`` below
+    the 1% point, no review band (it keeps under-flagging).
+    """
+    kind = kind or ("rules" if detector() == "rules" else "spacy")
+    data: dict[str, Any] = load_params("relevance_slot.v1")
+    found = data.get("models", {}).get(kind, {}).get("stakes", {}).get(stakes)
+    if not isinstance(found, dict):
+        raise RuntimeFailure(f"relevance_slot.v1.json: no {stakes!r} thresholds for the {kind!r} model")
+    return RelevanceRouting(
+        fail_below=float(found["fail_below"]),
+        review_below=float(found["review_below"]),
+        source=f"relevance_slot.v1.json ({kind}, {stakes} stakes): {data.get('source', '')}",
+    )
+
+
+def with_slot_route(
+    check: RelevanceCheck,
+    claims: Sequence[str],
+    passages: Sequence[str | None],
+    stakes: Stakes | None = None,
+    routing: RelevanceRouting | None = None,
+) -> RelevanceCheck:
+    """The check routed by the slot check too: the worse of its own route and the slot check's.
+
+    The slot check's route is its best claim's :func:`slot_score` at the stakes' thresholds; the focus check's
+    own route stands beside it, so it keeps flagging answers to another question.
+
+    Args:
+        check: The focus-coverage check of the same answer (its score is one of the slot model's features).
+        claims: The answer's factual claims (a quote's lead-in is dropped).
+        passages: Per claim, its cited passage as sent (None when it cites none in the prompt).
+        stakes: The surface's stakes (None: low).
+        routing: Thresholds to use instead of the shipped ones of ``stakes``.
+    """
+    scores = [
+        slot_score(check.question, quote_body(text), passage_sentences(passage) if passage else ())
+        for text, passage in zip(claims, passages, strict=True)
+    ]
+    best = max(scores, default=0.0)
+    slot = (routing or slot_routing(stakes or "low")).route(best)
+    route = max(check.route, slot, key=_SEVERITY.__getitem__)  # the focus check's far-miss flags stand
+    return check.model_copy(
+        update={"route": route, "slot": question_slot(check.question), "slot_score": round(best, 4), "slot_route": slot}
+    )
+
+
+@lru_cache(maxsize=4)
+def slot_model(kind: str | None = None) -> SlotModel:
+    """The shipped model for the detector in use (``kind`` ``"spacy"`` or ``"rules"`` picks one).
+
+    Raises:
+        RuntimeFailure: the params file lacks the model (a broken installation).
+    """
+    kind = kind or ("rules" if detector() == "rules" else "spacy")
+    data: dict[str, Any] = load_params("relevance_slot.v1")
+    model = data.get("models", {}).get(kind)
+    if not isinstance(model, dict) or len(model.get("weights", ())) != len(FEATURES):
+        raise RuntimeFailure(f"relevance_slot.v1.json: expected a {kind!r} model with {len(FEATURES)} weights")
+    return SlotModel(tuple(float(w) for w in model["weights"]), float(model["bias"]), kind, str(data["source"]))
+
+
+def passage_sentences(passage: str) -> tuple[str, ...]:
+    """A passage's sentences (the splitter the constraint and the guard use)."""
+    return tuple(s for s in (passage[a:b].strip() for a, b in split_sentences(passage)) if s) or (passage,)
+
+
+def _shares(question: str, text: str) -> tuple[float, float, float]:
+    """Shares of the question in ``text``: its focus terms, its terms outside its names, its lemmas outside them."""
+    focus = question_focus(question)
+    if not focus.terms:
+        return 1.0, 1.0, 1.0
+    present = set(content_terms(text))
+    named: set[str] = set()
+    for name in focus.names:
+        named.update(content_terms(name))
+    rest = [t for t in focus.terms if t not in named] or list(focus.terms)
+    coverage = sum(focus.weight(t) for t in focus.terms if t in present) / focus.total
+    q_lemmas = lemmas(question) - {w for name in focus.names for w in name.split()}
+    lemma_share = len(q_lemmas & lemmas(text)) / len(q_lemmas) if q_lemmas else 1.0
+    return coverage, sum(1 for t in rest if t in present) / len(rest), lemma_share
+
+
+_FILL_BONUS = 2.0
+"""What filling the slot adds to a sentence's own score when it is compared with its passage: more than all the
+question's words (a sentence restating the question beside the one that answers it is the near miss)."""
+
+
+def _base(question: str, text: str) -> tuple[float, float]:
+    """A sentence's own score before the passage is seen (what the margin compares), and its predicate share."""
+    coverage, predicate, lemma_share = _shares(question, text)
+    filled = slot_filled(question, text)
+    return coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0), predicate + lemma_share
+
+
+def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tuple[float, ...]:
+    """The features of one claim (see the module docstring), in :data:`FEATURES` order.
+
+    Args:
+        question: The question.
+        claim: The claim's text (a quote's body).
+        passage: The sentences of the passage it cites (the claim's own sentence among them or not); empty when
+            it cites none, and then the passage features are neutral.
+    """
+    coverage, predicate, lemma_share = _shares(question, claim)
+    filled = slot_filled(question, claim)
+    own = coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0)
+    own_pred = predicate + lemma_share
+    others = [_base(question, s) for s in passage if s.strip() and s.strip() not in claim]
+    best_other = max((o[0] for o in others), default=own)
+    best_pred = max((o[1] for o in others), default=own_pred)
+    best = 1.0 if own >= best_other and own_pred > 0 else 0.0
+    focus, _met, _i = answer_focus(question, [claim], [" ".join(passage)] if passage else None)
+    return (
+        coverage,
+        predicate,
+        lemma_share,
+        0.0 if filled is None else 1.0,
+        1.0 if filled else 0.0,
+        own - best_other,
+        own_pred - best_pred,
+        best,
+        best * own_pred,
+        (1.0 if filled else 0.0) * own_pred,
+        math.log1p(len(claim.split())),
+        slot_closeness(question, claim),
+        focus,
+    )
+
+
+def slot_score(question: str, claim: str, passage: Sequence[str] = (), model: SlotModel | None = None) -> float:
+    """The probability (0..1) that ``claim`` answers ``question``, given the passage it quotes."""
+    return (model or slot_model()).probability(slot_features(question, claim, passage))
+
+
+@dataclass(frozen=True)
+class RankedSentence:
+    """One sentence of a prompt chunk with its slot score.
+
+    Attributes:
+        chunk_id: The chunk it is in.
+        sentence: The sentence as split from the chunk.
+        score: Its :func:`slot_score` against its own chunk.
+    """
+
+    chunk_id: str
+    sentence: str
+    score: float
+
+
+def rank_sentences(
+    question: str,
+    chunks: Mapping[str, str | Sequence[str]],
+    model: SlotModel | None = None,
+    *,
+    across: bool = False,
+) -> list[RankedSentence]:
+    """Every sentence of ``chunks`` (id -> text, or its sentences already split), best first by :func:`slot_score`.
+
+    Each sentence is compared with the other sentences of its own chunk, or, with ``across``, with every sentence
+    of every chunk (a ranking over a whole prompt of short chunks: a one-sentence chunk is not "the best of its
+    passage" for free). Ties keep prompt order.
+    """
+    split = {k: passage_sentences(v) if isinstance(v, str) else tuple(v) for k, v in chunks.items()}
+    everything = tuple(s for spans in split.values() for s in spans)
+    ranked: list[tuple[float, int, RankedSentence]] = []
+    for chunk_id, sentences in split.items():
+        for sentence in sentences:
+            score = slot_score(question, sentence, everything if across else sentences, model)
+            ranked.append((-score, len(ranked), RankedSentence(chunk_id, sentence, score)))
+    return [r for _s, _i, r in sorted(ranked, key=lambda x: (x[0], x[1]))]
