@@ -75,8 +75,10 @@ def prepare(
     context = assemble(question, chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
     # the slot ranking hook (issue #35): chunks best first, the grammar admits only the top sentences
     ranked = rank_request(context, policy if constrains else None)
-    if ranked is not None:
-        context = assemble(question, ranked.chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
+    if ranked is not None and [c.id for c in ranked.chunks] != list(context.ids):
+        # the chunks that fit, best first; the chunks the first assembly left out stay recorded as dropped
+        reordered = assemble(question, ranked.chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
+        context = reordered.model_copy(update={"dropped": context.dropped + reordered.dropped})
     schema: CitationSchema | None = None
     build_ms: float | None = None
     if constrains:
