@@ -156,7 +156,10 @@ def test_ray_and_local_engines_write_identical_rows(tmp_path: Path, ray_address:
     reasons = {finding["reason"] for row in report for finding in row["findings"]}
     assert {"ID_NOT_IN_PROMPT", "NUMBER_MISMATCH", "UNCITED_CLAIM", "SPAN_TRUNCATED"} <= reasons
     by_row = {row["row"]: row for row in report}
-    assert by_row[5]["ok"] and by_row[13]["ok"]  # truncated chunks, cited inside what survived: they pass
+    for survived in (by_row[5], by_row[13]):  # truncated chunks, cited inside what survived: the span passes
+        # (their fixture answers a question about another figure of the same table: the slot check's near miss,
+        # OFF_QUESTION at high stakes, an answer-level finding and not the span's)
+        assert not survived["error"] and set(survived["counts"]) <= {"OFF_QUESTION"}
     for lost in (by_row[41], by_row[42]):  # ... and in what was lost: the span is diagnosed, nothing else of it
         # a claim about another topic's figure may also be OFF_QUESTION (an answer-level finding, not the span's)
         assert lost["counts"].get("SPAN_TRUNCATED") == 1 and set(lost["counts"]) <= {"SPAN_TRUNCATED", "OFF_QUESTION"}
