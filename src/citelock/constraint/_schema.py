@@ -78,12 +78,13 @@ GRAMMAR_DIALECTS: tuple[GrammarDialect, ...] = ("lark", "gbnf")
 """The grammar dialects a schema is spelled in: llguidance's Lark (:attr:`CitationSchema.grammar`) and GBNF
 (:attr:`CitationSchema.gbnf`: llama.cpp's ``grammar``; SGLang and vLLM read it as EBNF)."""
 POLICY_ORDER: tuple[SpanPolicy, ...] = ("quote", "quote_sentence", "substring", "sentence", "id")
-# The one default of the library and the command line: the mission's contract, for any caller's prompt and
-# wording. Each citation's id is one of this prompt's and its span verbatim text of that chunk; a backend without a
-# substring primitive gets ``sentence``, then ``id``, and the downgrade is recorded. ``quote`` (the claim's text is
-# itself a verbatim span: support by construction) is the stricter choice a high-stakes surface makes explicitly.
-DEFAULT_POLICY: SpanPolicy = "substring"
 """Every span policy, strongest first."""
+DEFAULT_POLICY: SpanPolicy = "substring"
+"""The one default of the library and the command line: the mission's contract, for any caller's prompt and wording.
+
+Each citation's id is one of this prompt's and its span verbatim text of that chunk; a backend without a substring
+primitive gets ``sentence``, then ``id``, and the downgrade is recorded. ``quote`` (the claim's text is itself a
+verbatim span: support by construction) is the stricter choice a high-stakes surface makes explicitly."""
 
 DOWNGRADES: dict[SpanPolicy, tuple[SpanPolicy, ...]] = {
     "quote": ("quote", "quote_sentence", "sentence", "id"),
