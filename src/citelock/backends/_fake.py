@@ -10,11 +10,12 @@ native (no worker thread): :meth:`FakeBackend.agenerate` and :meth:`FakeBackend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +127,11 @@ class FakeBackend:
             RuntimeFailure: the script is exhausted.
             UsageError: ``max_tokens`` is not positive.
         """
+        return self._deltas(record, schema, max_tokens)
+
+    def _deltas(
+        self, record: PromptRecord, schema: CitationSchema | None, max_tokens: int
+    ) -> Generator[str | Generation, None, None]:
         started = time.perf_counter()
         text = self._next(record, schema, max_tokens)
         for piece in self.deltas(text):
@@ -154,13 +160,10 @@ class FakeBackend:
             RuntimeFailure: the script is exhausted.
             UsageError: ``max_tokens`` is not positive.
         """
-        items = self.stream(record, schema, max_tokens=max_tokens)
-        try:
+        with contextlib.closing(self._deltas(record, schema, max_tokens)) as items:
             for item in items:
                 yield item
                 await asyncio.sleep(0)
-        finally:
-            items.close()
 
     def _next(self, record: PromptRecord, schema: CitationSchema | None, max_tokens: int) -> str:
         if max_tokens < 1:
