@@ -198,7 +198,8 @@ def _model(args: argparse.Namespace, kind: str, tune: Sequence[Item]) -> SlotMod
         weights, bias = fit(tune, args.seed)
         return SlotModel(weights, bias, kind, "fitted now")
     data = json.loads(PARAMS.read_text(encoding="utf-8"))["models"][kind]
-    return SlotModel(tuple(data["weights"]), float(data["bias"]), kind, "shipped")
+    names = tuple(data.get("features", FEATURES))
+    return SlotModel(tuple(data["weights"]), float(data["bias"]), kind, "shipped", names)
 
 
 def _thresholds(model: SlotModel, tune: Sequence[Item]) -> dict[str, dict[str, float]]:
@@ -338,6 +339,7 @@ def _write(model: SlotModel, kind: str, stakes: dict[str, Any], abstain: float, 
     )
     data["features"] = list(FEATURES)
     data.setdefault("models", {})[kind] = {
+        "features": list(model.features),
         "weights": list(model.weights),
         "bias": model.bias,
         "detector": _answer_slot.detector(),

@@ -11,6 +11,11 @@ champion ..."). Three things tell them apart, each a feature of one (question, c
   it asks about: "take place", "theme", "won") that the claim holds, beside the share of all its terms;
 - **the passage**: how the claim compares with the other sentences of the passage it quotes. The guard sees the
   prompt, so it can see that another sentence of the same chunk fills the slot and matches the predicate better.
+  The question's words are also weighed by how few of the passage's sentences hold them (a passage-local inverse
+  document frequency): the topic entity is in every sentence of its paragraph and tells them apart by nothing,
+  the predicate ("composed", "evacuated") is in one. A near miss shares the entity; the answer holds the rare term.
+
+Text is compared with its diacritics folded ("Beyonce" in a question meets "Beyoncé" in the passage).
 
 :func:`slot_score` combines them with a logistic model whose weights were fitted on the calibration half of the
 near-miss set (``scripts/near_miss_set.py --fit``, SQuAD 2.0 train articles) and ship in
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -73,29 +79,46 @@ FEATURES: tuple[str, ...] = (
     "words",
     "closeness",
     "focus",
+    "idf_coverage",
+    "idf_margin",
+    "rare_term",
 )
-"""The features of :func:`slot_features`, in the order of the model's weights."""
+"""The features of :func:`slot_features`, in order. A model names the ones it weighs (:attr:`SlotModel.features`)."""
 
 
 @dataclass(frozen=True)
 class SlotModel:
-    """Logistic weights over :data:`FEATURES` and where they came from.
+    """Logistic weights over features of :data:`FEATURES` and where they came from.
 
     Attributes:
-        weights: One weight per feature.
+        weights: One weight per feature of ``features``.
         bias: The intercept.
         detector: The typed-span detector they were fitted with (``rules`` or ``spacy:...``).
         source: How they were fitted.
+        features: The names of the features it weighs, a subset of :data:`FEATURES` (a model fitted before a
+            feature was added keeps weighing the ones it was fitted on).
     """
 
     weights: tuple[float, ...]
     bias: float
     detector: str
     source: str
+    features: tuple[str, ...] = FEATURES
+
+    def __post_init__(self) -> None:
+        unknown = [n for n in self.features if n not in FEATURES]
+        if unknown or len(self.weights) != len(self.features):
+            raise RuntimeFailure(
+                f"slot model: expected one weight per feature of {list(FEATURES)}, got {len(self.weights)} weights "
+                f"for {list(self.features)}"
+            )
 
     def probability(self, features: Sequence[float]) -> float:
-        """The model's probability that the claim is on-question."""
-        z = self.bias + sum(w * f for w, f in zip(self.weights, features, strict=True))
+        """The model's probability that the claim is on-question, from :func:`slot_features`' full vector."""
+        if len(features) != len(FEATURES):
+            raise RuntimeFailure(f"slot model: expected {len(FEATURES)} feature values, got {len(features)}")
+        picked = features if self.features == FEATURES else [features[FEATURES.index(n)] for n in self.features]
+        z = self.bias + sum(w * f for w, f in zip(self.weights, picked, strict=True))
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
@@ -184,9 +207,11 @@ def slot_model(kind: str | None = None) -> SlotModel:
     kind = kind or ("rules" if detector() == "rules" else "spacy")
     data: dict[str, Any] = load_params("relevance_slot.v1")
     model = data.get("models", {}).get(kind)
-    if not isinstance(model, dict) or len(model.get("weights", ())) != len(FEATURES):
-        raise RuntimeFailure(f"relevance_slot.v1.json: expected a {kind!r} model with {len(FEATURES)} weights")
-    return SlotModel(tuple(float(w) for w in model["weights"]), float(model["bias"]), kind, str(data["source"]))
+    if not isinstance(model, dict) or not isinstance(model.get("weights"), list):
+        raise RuntimeFailure(f"relevance_slot.v1.json: no {kind!r} model with weights")
+    names = tuple(str(n) for n in model.get("features", FEATURES))
+    weights = tuple(float(w) for w in model["weights"])
+    return SlotModel(weights, float(model["bias"]), kind, str(data["source"]), names)
 
 
 def passage_sentences(passage: str) -> tuple[str, ...]:
@@ -215,6 +240,42 @@ _FILL_BONUS = 2.0
 question's words (a sentence restating the question beside the one that answers it is the near miss)."""
 
 
+def _fold(text: str) -> str:
+    """``text`` with its diacritics dropped (NFKD, combining marks removed): "Beyoncé" -> "Beyonce"."""
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def _passage_terms(question: str, claim: str, passage: Sequence[str]) -> tuple[float, float, float]:
+    """The passage features of a claim (see the module docstring).
+
+    Its passage-local IDF-weighted share of the question's terms, its margin over the passage's other sentences,
+    and whether it holds the question's term that the fewest of the passage's sentences hold.
+    """
+    terms = list(dict.fromkeys(content_terms(question)))
+    if not terms:
+        return 1.0, 0.0, 1.0
+    own = set(content_terms(claim))
+    others = [set(content_terms(s)) for s in passage if s.strip() and s.strip() not in claim]
+    sets = [own, *others]
+    n = len(sets)
+    df = {t: sum(1 for st in sets if t in st) for t in terms}
+    # no other sentence to tell terms apart by: every term weighs the same (the plain share)
+    weight = {t: math.log((n + 1) / (df[t] + 0.5)) if others else 1.0 for t in terms}
+    total = sum(weight.values())
+
+    def share(st: set[str]) -> float:
+        return sum(weight[t] for t in terms if t in st) / total
+
+    mine = share(own)
+    margin = mine - max((share(st) for st in others), default=mine)
+    present = [t for t in terms if df[t] > 0]
+    rarest = min((df[t] for t in present), default=0)
+    rare = 1.0 if any(t in own for t in present if df[t] == rarest) else 0.0
+    return mine, margin, rare
+
+
 def _base(question: str, text: str) -> tuple[float, float]:
     """A sentence's own score before the passage is seen (what the margin compares), and its predicate share."""
     coverage, predicate, lemma_share = _shares(question, text)
@@ -231,6 +292,7 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
         passage: The sentences of the passage it cites (the claim's own sentence among them or not); empty when
             it cites none, and then the passage features are neutral.
     """
+    question, claim, passage = _fold(question), _fold(claim), tuple(_fold(s) for s in passage)
     coverage, predicate, lemma_share = _shares(question, claim)
     filled = slot_filled(question, claim)
     own = coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0)
@@ -254,6 +316,7 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
         math.log1p(len(claim.split())),
         slot_closeness(question, claim),
         focus,
+        *_passage_terms(question, claim, passage),
     )
 
 
