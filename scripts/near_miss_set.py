@@ -290,9 +290,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     rows["free check as shipped (fail only)"] = rates(held, lambda it: free_flags(it, "fail"))
     for name, band in (("high", high), ("low", low)):
-        rows[f"the guard, {name} stakes (free check, or slot check on factoid questions)"] = rates(
+        where = "factoid or short questions" if name == "high" else "factoid questions"
+        rows[f"the guard, {name} stakes (free check, or slot check on {where})"] = rates(
             held,
-            lambda it, band=band: free_flags(it) or (slot_applies(it.q.question) and p[id(it)] < band["review_below"]),
+            lambda it, band=band, name=name: (
+                free_flags(it) or (slot_applies(it.q.question, name) and p[id(it)] < band["review_below"])
+            ),
         )
     held_q = [q for q in questions if q.split == "heldout"]
     abstain_t = threshold_for(

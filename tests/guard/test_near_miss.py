@@ -142,6 +142,24 @@ def test_a_model_needs_one_weight_per_named_feature() -> None:
         model.probability([1.0])
 
 
+def test_high_stakes_routes_every_short_question_through_the_slot_check() -> None:
+    from citelock.guard._near_miss import SHORT_MAX_WORDS
+
+    short_open = "What was the theme of the final?"  # asks for a named thing, but is it factoid? any short one is
+    yes_no = "Is the bridge open?"
+    assert not slot_applies(yes_no) and not slot_applies(yes_no, "low")
+    assert slot_applies(yes_no, "high") and slot_applies(short_open, "high")
+    long_open = "What are " + "the " * (SHORT_MAX_WORDS - 2) + "effects?"  # one word over the cut
+    assert len(long_open.split()) == SHORT_MAX_WORDS + 1
+    assert not slot_applies(long_open, "high") and not slot_applies(long_open)
+    assert not slot_applies("Is it?", "high")  # no content word: nothing to route
+    record = serialize(assemble(yes_no, [{"id": "c-1", "text": PARAGRAPH}]))
+    high = Guard(SurfacePolicy(name="docs", stakes="high")).run(record, _answer_quoting(NEAR))
+    low = Guard(SurfacePolicy(name="docs", stakes="low")).run(record, _answer_quoting(NEAR))
+    assert high.relevance is not None and high.relevance.slot_score is not None  # the slot check routed it
+    assert low.relevance is not None and low.relevance.slot_score is None  # low stakes: the focus check alone
+
+
 def test_unknown_detector_is_a_usage_error_naming_the_choices() -> None:
     with pytest.raises(UsageError, match="'rules' or 'spacy'"):
         use_detector("bert")  # type: ignore[arg-type]
