@@ -70,7 +70,7 @@ SHORT_MAX_WORDS = 12
 """On a high-stakes surface the slot check also routes every question up to this many words, factoid or not
 ("What was the theme of the anniversary?", "What happened to the office buildings?"): a near miss there would
 otherwise pass on the focus check alone. Chosen on the calibration halves: the longest cut that leaves
-ExpertQA's off-question flag rate on relevant answers unchanged on its calibration half (13 to 16 words raise it)."""
+ExpertQA's off-question flag rate on relevant answers unchanged on its calibration half (14 and 16 words raise it)."""
 
 FEATURES: tuple[str, ...] = (
     "coverage",
@@ -219,7 +219,7 @@ def slot_model(kind: str | None = None) -> SlotModel:
     model = data.get("models", {}).get(kind)
     if not isinstance(model, dict) or not isinstance(model.get("weights"), list):
         raise RuntimeFailure(f"relevance_slot.v1.json: no {kind!r} model with weights")
-    names = tuple(str(n) for n in model.get("features", FEATURES))
+    names = tuple(str(n) for n in model.get("features", data.get("features", FEATURES)))
     weights = tuple(float(w) for w in model["weights"])
     return SlotModel(weights, float(model["bias"]), kind, str(data["source"]), names)
 
