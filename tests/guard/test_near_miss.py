@@ -157,6 +157,8 @@ def test_high_stakes_routes_every_short_question_through_the_slot_check() -> Non
     high = Guard(SurfacePolicy(name="docs", stakes="high")).run(record, _answer_quoting(NEAR))
     low = Guard(SurfacePolicy(name="docs", stakes="low")).run(record, _answer_quoting(NEAR))
     assert high.relevance is not None and high.relevance.slot_score is not None  # the slot check routed it
+    assert high.relevance.slot_score < slot_routing("high").fail_below  # a football sentence for a bridge question
+    assert high.relevance.slot_route == "review"  # not factoid: review at worst, never fail
     assert low.relevance is not None and low.relevance.slot_score is None  # low stakes: the focus check alone
 
 

@@ -69,8 +69,9 @@ NAMED_MAX_WORDS = 10
 SHORT_MAX_WORDS = 12
 """On a high-stakes surface the slot check also routes every question up to this many words, factoid or not
 ("What was the theme of the anniversary?", "What happened to the office buildings?"): a near miss there would
-otherwise pass on the focus check alone. Chosen on the calibration halves: the longest cut that leaves
-ExpertQA's off-question flag rate on relevant answers unchanged on its calibration half (14 and 16 words raise it)."""
+otherwise pass on the focus check alone. It sends such an answer to review at worst, never fails it. Chosen on
+the calibration halves: the longest cut that leaves ExpertQA's off-question flag rate on relevant answers
+unchanged on its calibration half (14 and 16 words raise it)."""
 
 FEATURES: tuple[str, ...] = (
     "coverage",
@@ -186,7 +187,9 @@ def with_slot_route(
     """The check routed by the slot check too: the worse of its own route and the slot check's.
 
     The slot check's route is its best claim's :func:`slot_score` at the stakes' thresholds; the focus check's
-    own route stands beside it, so it keeps flagging answers to another question.
+    own route stands beside it, so it keeps flagging answers to another question. A question the slot check
+    routes only because it is short on a high-stakes surface (not factoid, see :func:`slot_applies`) is sent to
+    review at worst by it, never failed: the model was fitted on factoid questions.
 
     Args:
         check: The focus-coverage check of the same answer (its score is one of the slot model's features).
@@ -201,6 +204,8 @@ def with_slot_route(
     ]
     best = max(scores, default=0.0)
     slot = (routing or slot_routing(stakes or "low")).route(best)
+    if slot == "fail" and not slot_applies(check.question):
+        slot = "review"
     route = max(check.route, slot, key=_SEVERITY.__getitem__)  # the focus check's far-miss flags stand
     return check.model_copy(
         update={"route": route, "slot": question_slot(check.question), "slot_score": round(best, 4), "slot_route": slot}
