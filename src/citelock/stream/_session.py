@@ -151,14 +151,19 @@ class Session:
     _marked: set[int] = field(default_factory=set)
     _held: list[int] = field(default_factory=list)
     _pending: dict[int, Future[ClaimSupport]] = field(default_factory=dict)
+    _ready: list[Future[ClaimSupport]] = field(default_factory=list)  # judges finished, appended by their thread
+    _seen: int = 0  # how many of them the last poll saw
     _background: list[Future[ClaimSupport]] = field(default_factory=list)
     _pool: ThreadPoolExecutor | None = None
     fold: GuardFold = field(init=False)
+    _text_checked: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self._reader = FreeTextReader() if self.free_text else JsonReader()
         self.fold = self.guard.fold(self.record, known_ids=self.known_ids)
         self._prefix = PrefixChecker(self.record, self.known_ids, index=self.fold.index)
+        # a claim's text as it grows matters to the quote check and to a screen showing it; else only when done
+        self._text_checked = self.quoting or self.show == "immediately"
 
     @property
     def text(self) -> str:
@@ -170,11 +175,22 @@ class Session:
         return self.span_policy in ("quote", "quote_sentence")
 
     def step(self, delta: str) -> list[Event]:
-        """Take one delta (one token or step): text events, a divergence, checks of claims it completed."""
+        """Take one delta (one token or step): text events, a divergence, checks of claims it completed.
+
+        The work is bounded by the delta and the claim it extends (the reader scans only the new characters,
+        the prefix checks look only at fields that changed), never by the answer so far.
+        """
         self.tokens += 1
-        claims = self._reader.feed(delta)
+        reader = self._reader
+        claims = reader.feed(delta)
+        bounds = self.bounds
+        if bounds is not None and (len(claims) > bounds[0] or reader.length > bounds[1]):
+            self.over = self._beyond(claims)
+        else:
+            touched = reader.touched
+            if not touched or (touched == 1 and not self._text_checked):
+                return []  # no claim changed (a quote, a colon), or only a text no check or screen reads
         out: list[Event] = []
-        self.over = self._beyond(claims)
         for n in range(len(self.checked), min(len(claims), self._max_claims)):
             claim = claims[n]
             if n not in self._dropped:
@@ -202,8 +218,8 @@ class Session:
         max_claims, max_chars = self.bounds
         if len(claims) > max_claims:
             got, limit, bound = len(claims), max_claims, "claims"
-        elif len(self.text) > max_chars:
-            got, limit, bound = len(self.text), max_chars, "chars"
+        elif self._reader.length > max_chars:
+            got, limit, bound = self._reader.length, max_chars, "chars"
         else:
             return None
         return OutputBoundsError(
@@ -227,9 +243,17 @@ class Session:
             out += self._complete(claims, n)
         return out
 
+    @property
+    def judged(self) -> bool:
+        """A judge finished since the last :meth:`poll` (a cheap test, made on every delta)."""
+        return len(self._ready) != self._seen
+
     def poll(self) -> list[Event]:
         """Events of judges that finished since the last poll."""
         out: list[Event] = []
+        if not self._pending:
+            return out
+        self._seen = len(self._ready)
         for n in sorted(self._pending):
             if self._pending[n].done():
                 out += self._judged(n, self._pending.pop(n).result())
@@ -391,6 +415,7 @@ class Session:
         future = self._pool.submit(self.fold.support, n)
         if judging:
             self._pending[n] = future
+            future.add_done_callback(self._ready.append)  # list.append is atomic: the worker may call it
         else:
             self._background.append(future)
         return out
