@@ -146,7 +146,7 @@ class PrefixChecker:
                 checked = cite.checked
                 if checked is not None and checked[1] == span and checked[2] == claim.done and checked[0] == chunk_id:
                     continue  # unchanged since it held
-                diverged = self._span(chunk_id, span, claim_index, k, whole=claim.done)
+                diverged = self._span(cite, chunk_id, span, claim_index, k, whole=claim.done)
                 if diverged is not None:
                     return diverged
                 cite.checked = (chunk_id, span, claim.done)
@@ -165,13 +165,30 @@ class PrefixChecker:
             return Divergence(None, "chunk_id", last, ReasonCode.ID_NOT_IN_PROMPT)
         return None
 
-    def _span(self, chunk_id: str, span: str, claim_index: int, k: int, *, whole: bool) -> Divergence | None:
-        probe = span if whole else _settled(span)
-        needle = normalize(probe)
+    def _span(
+        self, cite: PartialCitation, chunk_id: str, span: str, claim_index: int, k: int, *, whole: bool
+    ) -> Divergence | None:
+        if span.isascii() and span.isprintable() and "&" not in span and "  " not in span:
+            # plain text (the usual span): normalizing only trims spaces, and nothing but a last letter is unsettled
+            probe = span if whole or not (span[-1].isalpha() or span[-1] in "=<>") else span[:-1]
+            needle = probe.strip(" ")
+        else:
+            probe = span if whole else _settled(span)
+            needle = normalize(probe)
         if not needle.strip():
             return None
         placed = self.index.by_id[chunk_id]
-        if self.index.find_in_body(placed, needle) >= 0:
+        p = placed.placement
+        at = cite.found_at
+        if (
+            p is not None
+            and at >= p.norm_start
+            and self.index.record.normalized[p.message].startswith(needle, at, p.norm_end)
+        ):
+            return None  # it grew where it was found: only the new characters were compared
+        at = self.index.find_in_body(placed, needle)
+        if at >= 0:
+            cite.found_at = at
             return None
         checked = check_citation(self.index, Citation(chunk_id=chunk_id, span=probe), claim_index, k, self.known_ids)
         if checked.passed:

@@ -32,6 +32,7 @@ class PartialCitation:
     span: str | None = None
     chunk_id_done: bool = False
     checked: tuple[str, str, bool] | None = None  # (chunk_id, span, whole) the per-delta check last passed
+    found_at: int = -1  # where in its prompt message that span was found (normalized offset)
 
 
 @dataclass(eq=False)
@@ -227,12 +228,12 @@ class ClaimScanner:
                     return _ARR_FIRST
         elif parent == _CITE and cite is not None:
             if key == "chunk_id":
-                cite.chunk_id, cite.chunk_id_done = "", False
+                cite.chunk_id, cite.chunk_id_done, cite.found_at = "", False, -1
                 if c == '"':
                     self._target = _ID
                     return _STRING
             elif key == "span":
-                cite.span = None
+                cite.span, cite.found_at = None, -1
                 if c == '"':
                     cite.span = ""
                     self._target = _SPAN
@@ -314,6 +315,7 @@ class ClaimScanner:
         elif target == _ID and self._cite is not None:
             self.touched = 2
             self._cite.chunk_id += piece
+            self._cite.found_at = -1
         elif target == _SPAN and self._cite is not None:
             self.touched = 2
             self._cite.span = (self._cite.span or "") + piece

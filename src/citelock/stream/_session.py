@@ -2,8 +2,8 @@
 
 A :class:`Session` reads the answer as it grows (:mod:`citelock.stream._incremental`), runs the prefix checks on
 every delta, and feeds each claim, the moment it completes, to the request's guard fold
-(:class:`~citelock.guard._fold.GuardFold`): its free checks at once, its support judge in one worker thread
-while generation goes on (one worker, so the judge sees the claims in answer order, as a whole-answer run does).
+(:class:`~citelock.guard._fold.GuardFold`): its free checks at once, its support judge on a worker thread
+while generation goes on (one call at a time, so the judge sees the claims in answer order, as a whole-answer run does).
 Every claim is checked once; the final result is assembled from the fold (``Guard.run(..., fold=)``), never
 re-guarded. The judges are memoized as well (:class:`MemoJudge`): a fold that cannot be used (its claims are
 not the final parse's) falls back to a whole run that asks no judge twice.
@@ -12,7 +12,7 @@ not the final parse's) falls back to a whole run that asks no judge twice.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from threading import Lock
 from typing import Any, Literal
@@ -38,6 +38,7 @@ from citelock.stream._events import (
     Show,
 )
 from citelock.stream._incremental import FreeTextReader, JsonReader, PartialClaim, PrefixChecker
+from citelock.stream._serial import SerialLane
 
 __all__ = [
     "MemoJudge",
@@ -154,9 +155,10 @@ class Session:
     _ready: list[Future[ClaimSupport]] = field(default_factory=list)  # judges finished, appended by their thread
     _seen: int = 0  # how many of them the last poll saw
     _background: list[Future[ClaimSupport]] = field(default_factory=list)
-    _pool: ThreadPoolExecutor | None = None
+    _lane: SerialLane | None = None
     fold: GuardFold = field(init=False)
     _text_checked: bool = field(init=False)
+    _limit: int = field(init=False)
 
     def __post_init__(self) -> None:
         self._reader = FreeTextReader() if self.free_text else JsonReader()
@@ -164,6 +166,7 @@ class Session:
         self._prefix = PrefixChecker(self.record, self.known_ids, index=self.fold.index)
         # a claim's text as it grows matters to the quote check and to a screen showing it; else only when done
         self._text_checked = self.quoting or self.show == "immediately"
+        self._limit = self._max_claims
 
     @property
     def text(self) -> str:
@@ -191,7 +194,7 @@ class Session:
             if not touched or (touched == 1 and not self._text_checked):
                 return []  # no claim changed (a quote, a colon), or only a text no check or screen reads
         out: list[Event] = []
-        for n in range(len(self.checked), min(len(claims), self._max_claims)):
+        for n in range(len(self.checked), min(len(claims), self._limit)):
             claim = claims[n]
             if n not in self._dropped:
                 diverged = self._diverged(claim, n)
@@ -273,8 +276,8 @@ class Session:
             future.cancel()
         self._pending.clear()
         self._background.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._lane is not None:
+            self._lane.close()
 
     def settle(self, result: GuardResult) -> list[Event]:
         """Bring the screen in line with the answer's final result, before ``done`` (or before an error is raised).
@@ -410,9 +413,10 @@ class Session:
         if self.fold.judging is None:  # no judge can be called: the claim's support selection, at once
             self.fold.support(n)
             return out
-        if self._pool is None:  # one worker: the judge sees the claims in answer order, as a whole run does
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="citelock-judge")
-        future = self._pool.submit(self.fold.support, n)
+        if self._lane is None:  # one call at a time: the judge sees the claims in answer order, as a whole run does
+            self._lane = SerialLane()
+        fold = self.fold
+        future = self._lane.submit(lambda: fold.support(n))
         if judging:
             self._pending[n] = future
             future.add_done_callback(self._ready.append)  # list.append is atomic: the worker may call it
