@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from citelock.constraint._grammar import QUOTE_LEAD_INS, quote_body
 from citelock.errors import ParseError
 from citelock.prompt._index import PromptIndex, check_citation
-from citelock.prompt._parse import parse_answer
-from citelock.records import Citation, PromptRecord, ReasonCode
+from citelock.prompt._parse import DEFAULT_MARKERS, parse_answer
+from citelock.records import Citation, Claim, PromptRecord, ReasonCode
 from citelock.stream._scan import ClaimScanner, PartialCitation, PartialClaim
 from citelock.text._normalize import normalize
 
@@ -31,6 +31,9 @@ __all__ = ["Divergence", "FreeTextReader", "JsonReader", "PartialCitation", "Par
 _OPEN_MARKER = re.compile(r"\[\s*([^\[\]]*)$")
 _MARKER_IDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#/-]*")
 _PARTIAL_ENTITY = re.compile(r"&[#A-Za-z0-9]*$")
+_BRACKET_MARKER = DEFAULT_MARKERS[1].regex
+_WORDS = re.compile(r"[A-Za-z0-9 ]+")
+_WORDS_AFTER_BREAK = 3
 
 
 class JsonReader(ClaimScanner):
@@ -42,14 +45,27 @@ class JsonReader(ClaimScanner):
 
 
 class FreeTextReader:
-    """The claims of a free-text answer (``[id]`` markers) as it streams: segmented again at every delta."""
+    """The claims of a free-text answer (``[id]`` markers) as it streams, segmented over its open tail only.
+
+    Every claim but the last two is committed: it is final, and the text before the start of the second-to-last
+    claim (with the markers that belong to the claims before it) is never segmented again. Each delta re-reads
+    the tail from there (the last two claims and what follows), so the work per delta is bounded by a couple of
+    sentences, not by the answer so far. A cut is made only where reading the text after it gives the same
+    claims as reading the tail did; the final parse of the whole text stays the answer's (and a stream whose
+    claims differ from it is guarded again as a whole).
+    """
 
     touched = 2  # every delta may change any claim
 
-    def __init__(self) -> None:
+    def __init__(self, *, live: bool = True) -> None:
         self.text = ""
         self.claims: list[PartialClaim] = []
         self.complete = False
+        self.live = live
+        self._quiet = 0  # word deltas since the last one that could end a sentence or a marker
+        self._base = 0  # raw offset where the tail begins
+        self._plain_base = 0  # the same place in the marker-free text (claims' start / end offsets)
+        self._committed: list[PartialClaim] = []
 
     @property
     def length(self) -> int:
@@ -59,28 +75,82 @@ class FreeTextReader:
     def feed(self, delta: str) -> list[PartialClaim]:
         """Add ``delta``; return the claims so far (every one but the last is complete)."""
         self.text += delta
+        if not self.live and delta:
+            # Without a screen showing the open claim, only a boundary matters: one can appear only at a
+            # character that may end a sentence or a marker, or at the first words after it.
+            self._quiet = 0 if _WORDS.fullmatch(delta) is None else self._quiet + 1
+            if self._quiet > _WORDS_AFTER_BREAK:
+                return self.claims
+        tail = self._tail_claims(self.text[self._base :])
+        if tail is None:
+            return self.claims
+        shift = self._plain_base  # the tail's offsets count from where it began (before any commit below)
+        if len(tail) >= 3:
+            self._commit(tail)
+            tail = tail[len(tail) - 2 :]
+        self.claims = [
+            *self._committed,
+            *(
+                PartialClaim(
+                    text=c.text,
+                    citations=[PartialCitation(x.chunk_id, x.span, chunk_id_done=True) for x in c.citations],
+                    done=n < len(tail) - 1,
+                    start=None if c.start is None else c.start + shift,
+                    end=None if c.end is None else c.end + shift,
+                )
+                for n, c in enumerate(tail)
+            ),
+        ]
+        return self.claims
+
+    def _tail_claims(self, tail: str) -> list[Claim] | None:
+        """The claims of the open tail as ``parse_answer`` reads them (None: nothing to read yet)."""
         try:
-            parsed = parse_answer(self.text) if self.text.strip() else None
+            parsed = parse_answer(tail) if tail.strip() else None
         except ParseError:  # an unclosed <cite> tag half-way: wait for more
-            return self.claims
+            return None
         if parsed is None:
-            return self.claims
-        claims = parsed.claims
+            return None
+        claims = list(parsed.claims)
         if len(claims) > 1 and claims[-1].text.lstrip().startswith("[") and self.open_marker() is not None:
             # A marker being typed after a sentence ("... in 1932. [c-"): once closed it belongs to the claim
             # before (as parse_answer assigns it), so that claim is not complete yet, and the marker is no claim.
             claims = claims[:-1]
-        self.claims = [
-            PartialClaim(
-                text=c.text,
-                citations=[PartialCitation(x.chunk_id, x.span, chunk_id_done=True) for x in c.citations],
-                done=n < len(claims) - 1,
-                start=c.start,
-                end=c.end,
-            )
-            for n, c in enumerate(claims)
+        return claims
+
+    def _commit(self, tail: list[Claim]) -> None:
+        """Freeze every tail claim but the last two, if the text after them reads as the same last two."""
+        keep = tail[len(tail) - 2 :]
+        start = keep[0].start
+        tail_text = self.text[self._base :]
+        if start is None or "<cite" in tail_text:
+            return
+        cut = start  # the raw offset of that plain offset: add every marker removed up to it
+        for match in _BRACKET_MARKER.finditer(tail_text):
+            if match.start() > cut:
+                break
+            cut += match.end() - match.start()
+        again = self._tail_claims(tail_text[cut:])
+        shifted = [
+            c.model_copy(update={"start": c.start - start, "end": c.end - start})
+            for c in keep
+            if c.start is not None and c.end is not None
         ]
-        return self.claims
+        if again is None or again != shifted:
+            return  # the cut would read differently: keep the longer tail
+        shift = self._plain_base
+        for c in tail[: len(tail) - 2]:
+            self._committed.append(
+                PartialClaim(
+                    text=c.text,
+                    citations=[PartialCitation(x.chunk_id, x.span, chunk_id_done=True) for x in c.citations],
+                    done=True,
+                    start=None if c.start is None else c.start + shift,
+                    end=None if c.end is None else c.end + shift,
+                )
+            )
+        self._base += cut
+        self._plain_base += start
 
     def open_marker(self) -> str | None:
         """The ids typed so far inside a ``[`` not yet closed at the end of the text (None outside one)."""

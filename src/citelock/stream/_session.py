@@ -161,7 +161,7 @@ class Session:
     _limit: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self._reader = FreeTextReader() if self.free_text else JsonReader()
+        self._reader = FreeTextReader(live=self.show == "immediately") if self.free_text else JsonReader()
         self.fold = self.guard.fold(self.record, known_ids=self.known_ids)
         self._prefix = PrefixChecker(self.record, self.known_ids, index=self.fold.index)
         # a claim's text as it grows matters to the quote check and to a screen showing it; else only when done
