@@ -162,6 +162,7 @@ class StreamRun(Generic[A]):
         self.first: float | None = None
         self.generation: Generation | None = None
         self.settled = False
+        self.halted = False  # stop reading the backend: its generation arrived, or the session cut the stream
 
     @property
     def stopped(self) -> bool:
@@ -172,6 +173,7 @@ class StreamRun(Generic[A]):
         """One item from the backend: a text delta's events; the final generation is kept (no events)."""
         if isinstance(item, Generation):
             self.generation = item
+            self.halted = True
             return []
         if self.first is None:
             self.first = time.perf_counter() - self.started
@@ -179,6 +181,8 @@ class StreamRun(Generic[A]):
         events = session.step(item)
         if session.judged:
             events += session.poll()
+        if events or session.over is not None:  # a cut comes with its event; the bounds with none
+            self.halted = self.stopped
         return events
 
     def failed(self, exc: CitelockError) -> list[Event]:
@@ -258,7 +262,7 @@ def stream_events(job: StreamJob[A], observer: StreamObserver | None = None) -> 
         try:
             for item in source:
                 yield from run.feed(item)
-                if run.generation is not None or run.stopped:
+                if run.halted:
                     break
         except CitelockError as exc:
             yield from run.failed(exc)
@@ -289,7 +293,7 @@ async def astream_events(job: StreamJob[A], observer: StreamObserver | None = No
             async for item in source:
                 for event in run.feed(item):
                     yield event
-                if run.generation is not None or run.stopped:
+                if run.halted:
                     break
         except CitelockError as exc:
             for event in await asyncio.to_thread(run.failed, exc):

@@ -159,6 +159,7 @@ class Session:
     fold: GuardFold = field(init=False)
     _text_checked: bool = field(init=False)
     _limit: int = field(init=False)
+    _inline: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self._reader = FreeTextReader(live=self.show == "immediately") if self.free_text else JsonReader()
@@ -167,6 +168,8 @@ class Session:
         # a claim's text as it grows matters to the quote check and to a screen showing it; else only when done
         self._text_checked = self.quoting or self.show == "immediately"
         self._limit = self._max_claims
+        judges = [j for j in (self.guard.judge, self.guard.escalate) if j is not None]
+        self._inline = all(getattr(getattr(j, "inner", j), "inline", False) is True for j in judges)
 
     @property
     def text(self) -> str:
@@ -413,6 +416,9 @@ class Session:
         if self.fold.judging is None:  # no judge can be called: the claim's support selection, at once
             self.fold.support(n)
             return out
+        if self._inline:  # a judge of microseconds: no thread could run it sooner (the GIL), a hand-off costs more
+            support = self.fold.support(n)
+            return [*out, *self._judged(n, support)] if judging else out
         if self._lane is None:  # one call at a time: the judge sees the claims in answer order, as a whole run does
             self._lane = SerialLane()
         fold = self.fold
