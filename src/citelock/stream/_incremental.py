@@ -32,8 +32,8 @@ _OPEN_MARKER = re.compile(r"\[\s*([^\[\]]*)$")
 _MARKER_IDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#/-]*")
 _PARTIAL_ENTITY = re.compile(r"&[#A-Za-z0-9]*$")
 _BRACKET_MARKER = DEFAULT_MARKERS[1].regex
-_WORDS = re.compile(r"[A-Za-z0-9 ]+")
-_WORDS_AFTER_BREAK = 3
+_BREAKS = re.compile(r"[.!?\n\r\u2026\]>]")  # what can end a sentence, a line or a marker
+_WORDS_AFTER_BREAK = 2
 
 
 class JsonReader(ClaimScanner):
@@ -77,8 +77,14 @@ class FreeTextReader:
         self.text += delta
         if not self.live and delta:
             # Without a screen showing the open claim, only a boundary matters: one can appear only at a
-            # character that may end a sentence or a marker, or at the first words after it.
-            self._quiet = 0 if _WORDS.fullmatch(delta) is None else self._quiet + 1
+            # character that may end a sentence, a line or a marker, or in the few deltas after it (a claim
+            # read complete a few deltas late is still the final parse's claim).
+            breaks = _BREAKS.split(delta)
+            if len(breaks) > 1:  # a break: a boundary after it shows once the next word arrives
+                self._quiet = 0
+            if not breaks[-1].strip():
+                return self.claims  # nothing but the break or spaces after it: no new claim can have begun
+            self._quiet += 1
             if self._quiet > _WORDS_AFTER_BREAK:
                 return self.claims
         tail = self._tail_claims(self.text[self._base :])
