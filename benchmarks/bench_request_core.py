@@ -8,8 +8,9 @@ of the process (the CPU figure is the one a busy machine disturbs least), and, p
 index was built (goal: 1 on every path) and how many claim checks ran (goal: one per claim), counted by wrapping
 ``PromptIndex.build`` and the guard's per-claim check. ``FakeBackend`` streams one delta per run of word
 characters and per other character; the last columns give the deltas and the stream's extra CPU time per delta
-(stream minus answer, over the deltas). The ``free text`` rows run the naive baseline's path (no schema, ``[id]``
-markers parsed from prose).
+(stream minus answer, over the deltas) and the floor: the CPU time of only pulling those deltas from the backend
+through a generator that does nothing with them. The ``free text`` rows run the naive baseline's path (no
+schema, ``[id]`` markers parsed from prose).
 
 Usage::
 
@@ -24,7 +25,7 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
@@ -32,6 +33,7 @@ from rich.table import Table
 
 import citelock.guard._fold as fold_module
 from citelock import BackendLimits, Citelock, FakeBackend, Guard, SchemaOptions, SurfacePolicy
+from citelock.backends import Generation
 from citelock.judges import LexicalJudge
 from citelock.prompt import PromptIndex
 
@@ -97,6 +99,25 @@ def _timed(run: Callable[[], Any]) -> tuple[float, float, Any, int, int]:
     return elapsed, used, out, counts.builds, counts.checks
 
 
+def _floor(output: str, rounds: int) -> float:
+    """CPU ms to pull the output's deltas from ``FakeBackend.stream`` through a generator that does nothing else."""
+    fake = FakeBackend([output] * rounds)
+
+    def relay() -> Iterator[Any]:
+        for item in fake.stream(None, None, max_tokens=1):  # type: ignore[arg-type]
+            yield from ()
+            if isinstance(item, Generation):
+                break
+
+    used: list[float] = []
+    for _ in range(rounds):
+        cpu = time.process_time()
+        for _ in relay():
+            pass
+        used.append(time.process_time() - cpu)
+    return statistics.median(used) * 1000
+
+
 def measure(n: int, rounds: int, free_text: bool = False) -> dict[str, Any]:
     """Medians of ``answer`` and ``stream`` (consumed to the end) at ``n`` claims, and the per-request counts."""
     chunks = _chunks(n)
@@ -130,6 +151,7 @@ def measure(n: int, rounds: int, free_text: bool = False) -> dict[str, Any]:
         "answer_cpu_ms": median["answer_cpu"],
         "stream_cpu_ms": median["stream_cpu"],
         "deltas": len(FakeBackend.deltas(output)),
+        "floor_cpu_ms": _floor(output, rounds),
         "counts": counts,
         "same": same,
         "judge_calls": whole.result.accounting.judge_calls,
@@ -158,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         "same result",
         "deltas",
         "extra CPU µs / delta",
+        "floor CPU ms",
     ):
         table.add_column(column, justify="right")
     sizes = [int(x) for x in args.claims.split(",")]
@@ -181,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             "yes" if row["same"] else "NO",
             str(row["deltas"]),
             f"{extra:.1f}",
+            f"{row['floor_cpu_ms']:.2f}",
         )
     Console(width=220).print(table)
     return 0
