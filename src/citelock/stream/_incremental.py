@@ -1,10 +1,8 @@
 """Reading an answer while it is generated, and the prefix-closed checks that run on every delta.
 
-Structured answers (JSON) are parsed incrementally by jiter's partial mode (``trailing-strings``: the string
-being generated is included as far as it has arrived), the parser pydantic uses for partial validation. A
-claim is complete when the next claim has begun, or when the claims array would close right after it (probed by
-parsing the text with ``]}`` appended, strictly). Free text is segmented into claims as it grows
-(:func:`citelock.parse_answer`); every claim but the last is complete.
+Structured answers (JSON) are read by :class:`~citelock.stream._scan.ClaimScanner`, a resumable scanner over
+each delta's new characters: a claim is complete when its object closes. Free text is segmented into claims
+(:func:`citelock.parse_answer`) over its open tail only; every claim but the last is complete.
 
 The checks are prefix-closed, so they can run at every delta: every prefix of a verbatim span is itself a
 substring of the cited chunk, and every prefix of an assembled id is a prefix of an assembled id. The delta at
