@@ -9,7 +9,6 @@ same worker, without another hand-off.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +19,7 @@ __all__ = ["SerialLane"]
 
 T = TypeVar("T")
 
+_MAX_WORKERS = 256
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = Lock()
 
@@ -28,9 +28,9 @@ def _shared_pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(
-                max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="citelock-judge"
-            )
+            # threads start only when no idle one is left; the cap is high because a lane holds its worker while
+            # a slow judge (an LLM over HTTP) answers, and concurrent streams must not wait for each other's
+            _POOL = ThreadPoolExecutor(max_workers=_MAX_WORKERS, thread_name_prefix="citelock-judge")
         return _POOL
 
 
