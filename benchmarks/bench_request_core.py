@@ -3,14 +3,20 @@
 ``FakeBackend`` (no model: what is measured is citelock's own work), a high-stakes surface (free checks, the
 lexical judge on every citation, the free relevance check), answers of ``--claims`` claims each citing its own
 sentence. One run: per size, ``--rounds`` rounds alternate the two paths on the same scripted output; the table
-gives the median of each and their ratio side by side (goal: stream at most 1.3x answer), and, per request, how
-often the prompt's index was built (goal: 1 on every path) and how many claim checks ran (goal: one per claim),
-counted by wrapping ``PromptIndex.build`` and the guard's per-claim check.
+gives the median of each and their ratio side by side (goal: stream at most 1.3x answer), wall-clock and CPU time
+of the process (the CPU figure is the one a busy machine disturbs least), and, per request, how often the prompt's
+index was built (goal: 1 on every path) and how many claim checks ran (goal: one per claim), counted by wrapping
+``PromptIndex.build`` and the guard's per-claim check. ``FakeBackend`` streams one delta per run of word
+characters and per other character; the last columns give the deltas and the stream's extra CPU time per delta
+(stream minus answer, over the deltas) and the floor: the CPU time of only pulling those deltas from the backend
+through a generator that does nothing with them. The ``free text`` rows run the naive baseline's path (no
+schema, ``[id]`` markers parsed from prose).
 
 Usage::
 
     python benchmarks/bench_request_core.py                      # 10 and 40 claims, 7 rounds
     python benchmarks/bench_request_core.py --claims 10 --rounds 1
+    python benchmarks/bench_request_core.py --no-free-text      # structured answers only
 """
 
 from __future__ import annotations
@@ -19,14 +25,15 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 import citelock.guard._fold as fold_module
-from citelock import Citelock, FakeBackend, Guard, SchemaOptions, SurfacePolicy
+from citelock import BackendLimits, Citelock, FakeBackend, Guard, SchemaOptions, SurfacePolicy
+from citelock.backends import Generation
 from citelock.judges import LexicalJudge
 from citelock.prompt import PromptIndex
 
@@ -50,6 +57,10 @@ def _output(n: int) -> str:
         for k in range(n)
     ]
     return json.dumps({"claims": claims}, separators=(",", ":"))
+
+
+def _free_text(n: int) -> str:
+    return " ".join(f"Harbour tunnel section {k} is {100 + k} meters long. [c-{k}]" for k in range(n))
 
 
 class _Counts:
@@ -80,40 +91,67 @@ class _Counts:
         fold_module.check_claim = self._check
 
 
-def _timed(run: Callable[[], Any]) -> tuple[float, Any, int, int]:
+def _timed(run: Callable[[], Any]) -> tuple[float, float, Any, int, int]:
     with _Counts() as counts:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         out = run()
-        elapsed = time.perf_counter() - started
-    return elapsed, out, counts.builds, counts.checks
+        elapsed, used = time.perf_counter() - started, time.process_time() - cpu
+    return elapsed, used, out, counts.builds, counts.checks
 
 
-def measure(n: int, rounds: int) -> dict[str, Any]:
+def _floor(output: str, rounds: int) -> float:
+    """CPU ms to pull the output's deltas from ``FakeBackend.stream`` through a generator that does nothing else."""
+    fake = FakeBackend([output] * rounds)
+
+    def relay() -> Iterator[Any]:
+        for item in fake.stream(None, None, max_tokens=1):  # type: ignore[arg-type]
+            yield from ()
+            if isinstance(item, Generation):
+                break
+
+    used: list[float] = []
+    for _ in range(rounds):
+        cpu = time.process_time()
+        for _ in relay():
+            pass
+        used.append(time.process_time() - cpu)
+    return statistics.median(used) * 1000
+
+
+def measure(n: int, rounds: int, free_text: bool = False) -> dict[str, Any]:
     """Medians of ``answer`` and ``stream`` (consumed to the end) at ``n`` claims, and the per-request counts."""
-    chunks, output = _chunks(n), _output(n)
-    client = Citelock(
-        FakeBackend([output] * (2 * rounds + 2)),
-        guard=Guard(SURFACE, LexicalJudge()),
-        options=SchemaOptions(max_claims=n, max_citations=1, max_text_chars=80, max_span_chars=80),
-    )
+    chunks = _chunks(n)
+    output = _free_text(n) if free_text else _output(n)
+    fake = FakeBackend([output] * (2 * rounds + 2), limits=BackendLimits(policies=()) if free_text else None)
+    options = SchemaOptions(max_claims=n, max_citations=1, max_text_chars=80, max_span_chars=80)
+    client = Citelock(fake, guard=Guard(SURFACE, LexicalJudge()), options=None if free_text else options)
     client.answer(QUESTION, chunks)  # warm-up: imports, the constraint cache
     list(client.stream(QUESTION, chunks))
-    answer_s: list[float] = []
-    stream_s: list[float] = []
+    times: dict[str, list[float]] = {"answer": [], "stream": [], "answer_cpu": [], "stream_cpu": []}
     counts: dict[str, tuple[int, int]] = {}
     same = True
     for _ in range(rounds):
-        t_answer, whole, builds, checks = _timed(lambda: client.answer(QUESTION, chunks, request_id="r"))
-        t_stream, events, s_builds, s_checks = _timed(lambda: list(client.stream(QUESTION, chunks, request_id="r")))
-        answer_s.append(t_answer)
-        stream_s.append(t_stream)
+        t_answer, c_answer, whole, builds, checks = _timed(lambda: client.answer(QUESTION, chunks, request_id="r"))
+        t_stream, c_stream, events, s_builds, s_checks = _timed(
+            lambda: list(client.stream(QUESTION, chunks, request_id="r"))
+        )
+        times["answer"].append(t_answer)
+        times["stream"].append(t_stream)
+        times["answer_cpu"].append(c_answer)
+        times["stream_cpu"].append(c_stream)
         counts = {"answer": (builds, checks), "stream": (s_builds, s_checks)}
         streamed = events[-1].answer
         same = same and streamed.result == whole.result and streamed.decision == whole.decision
+    median = {key: statistics.median(values) * 1000 for key, values in times.items()}
     return {
         "claims": n,
-        "answer_ms": statistics.median(answer_s) * 1000,
-        "stream_ms": statistics.median(stream_s) * 1000,
+        "format": "free text" if free_text else "JSON",
+        "answer_ms": median["answer"],
+        "stream_ms": median["stream"],
+        "answer_cpu_ms": median["answer_cpu"],
+        "stream_cpu_ms": median["stream_cpu"],
+        "deltas": len(FakeBackend.deltas(output)),
+        "floor_cpu_ms": _floor(output, rounds),
         "counts": counts,
         "same": same,
         "judge_calls": whole.result.accounting.judge_calls,
@@ -124,33 +162,51 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--claims", default="10,40", help="answer sizes, comma-separated (default: 10,40)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds per size (default: 7)")
+    parser.add_argument("--no-free-text", action="store_true", help="skip the free-text rows")
     args = parser.parse_args(argv)
     table = Table(title="stream consumed to the end vs answer (FakeBackend, high stakes, lexical judge; one run)")
     for column in (
+        "answer",
         "claims",
         "answer ms",
         "stream ms",
         "stream / answer",
+        "answer CPU ms",
+        "stream CPU ms",
+        "CPU stream / answer",
         "index builds (answer, stream)",
         "claim checks (answer, stream)",
         "judge calls",
         "same result",
+        "deltas",
+        "extra CPU µs / delta",
+        "floor CPU ms",
     ):
         table.add_column(column, justify="right")
-    for n in (int(x) for x in args.claims.split(",")):
-        row = measure(n, args.rounds)
+    sizes = [int(x) for x in args.claims.split(",")]
+    runs = [(n, False) for n in sizes] + ([] if args.no_free_text else [(n, True) for n in sizes])
+    for n, free_text in runs:
+        row = measure(n, args.rounds, free_text)
         (a_builds, a_checks), (s_builds, s_checks) = row["counts"]["answer"], row["counts"]["stream"]
+        extra = (row["stream_cpu_ms"] - row["answer_cpu_ms"]) * 1000 / row["deltas"]
         table.add_row(
+            row["format"],
             str(n),
             f"{row['answer_ms']:.2f}",
             f"{row['stream_ms']:.2f}",
             f"{row['stream_ms'] / row['answer_ms']:.2f}x",
+            f"{row['answer_cpu_ms']:.2f}",
+            f"{row['stream_cpu_ms']:.2f}",
+            f"{row['stream_cpu_ms'] / row['answer_cpu_ms']:.2f}x",
             f"{a_builds}, {s_builds}",
             f"{a_checks}, {s_checks}",
             str(row["judge_calls"]),
             "yes" if row["same"] else "NO",
+            str(row["deltas"]),
+            f"{extra:.1f}",
+            f"{row['floor_cpu_ms']:.2f}",
         )
-    Console(width=160).print(table)
+    Console(width=220).print(table)
     return 0
 
 

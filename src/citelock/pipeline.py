@@ -319,8 +319,9 @@ class Citelock:
 
         Every event has a ``type``; the last is ``done`` and its ``.answer`` is the :class:`GuardedAnswer`
         :meth:`answer` returns for the same generation (and persists the same way). Judges run in worker threads
-        while generation goes on. Stop iterating (or ``close()``) to cancel: generation stops, the prompt log
-        entry stays, and the claims checked so far reach the sinks with an ``ANSWER_TRUNCATED`` finding.
+        while generation goes on (one declaring ``inline = True``, pure Python of microseconds, on this thread).
+        Stop iterating (or ``close()``) to cancel: generation stops, the prompt log entry stays, and the claims
+        checked so far reach the sinks with an ``ANSWER_TRUNCATED`` finding.
 
         Args:
             question: As for :meth:`answer` (so are ``chunks``, ``request_id``, ``metadata``, ``policy``,

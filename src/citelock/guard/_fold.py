@@ -41,6 +41,8 @@ class _Guard(Protocol):
     def _assemble(self, fold: GuardFold, parsed: Answer) -> GuardResult: ...
 
 
+_QUOTING = ("quote", "quote_sentence")
+
 ClaimSupport = tuple[tuple[SupportCheck, ...], tuple[Finding, ...]]
 """One claim's support layer: a :class:`SupportCheck` per citation and the claim's support findings."""
 
@@ -159,7 +161,10 @@ class GuardFold:
         """True when this fold's claims so far are ``parsed``'s first claims, for the same prompt and store ids."""
         if record is not self.record or known_ids is not self.known_ids or len(self.claims) > len(parsed.claims):
             return False
-        if self.claims and (self.format, self.span_policy) != (parsed.format, parsed.span_policy):
+        # the per-claim checks read the format and whether the policy quotes (a quote claim's text is its span),
+        # nothing else of the policy: an unenforced output that held "id" or "none" keeps a fold checked under "span"
+        quoting = self.span_policy in _QUOTING, parsed.span_policy in _QUOTING
+        if self.claims and (self.format != parsed.format or quoting[0] != quoting[1]):
             return False
         return all(a == b for a, b in zip(self.claims, parsed.claims, strict=False))
 

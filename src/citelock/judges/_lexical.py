@@ -35,6 +35,8 @@ class LexicalJudge:
     """
 
     name = "lexical"
+    inline = True
+    """Microseconds of pure Python per call: a stream runs it on its own thread (a worker could not run it sooner)."""
 
     def __init__(self, yes_threshold: float | None = None, partial_threshold: float | None = None) -> None:
         params = load_params("lexical.v1")

@@ -52,6 +52,8 @@ class OfflineJudge:
     """
 
     name = "offline"
+    inline = True
+    """Microseconds of pure Python per call: a stream runs it on its own thread (a worker could not run it sooner)."""
 
     def __init__(self, yes_threshold: float | None = None) -> None:
         params: dict[str, Any] = load_params("offline.v1")

@@ -46,6 +46,8 @@ from citelock.stream._session import Event, Session
 
 __all__ = ["StreamJob", "StreamObserver", "StreamRun", "astream_events", "stream_events"]
 
+_DONE: Any = Done[Any]  # parametrized once: pydantic builds a generic model class on each subscript it has not kept
+
 
 class StreamObserver(Protocol):
     """What watches a stream from outside (telemetry): it is told when the finishing step runs, never runs it."""
@@ -160,6 +162,7 @@ class StreamRun(Generic[A]):
         self.first: float | None = None
         self.generation: Generation | None = None
         self.settled = False
+        self.halted = False  # stop reading the backend: its generation arrived, or the session cut the stream
 
     @property
     def stopped(self) -> bool:
@@ -170,10 +173,17 @@ class StreamRun(Generic[A]):
         """One item from the backend: a text delta's events; the final generation is kept (no events)."""
         if isinstance(item, Generation):
             self.generation = item
+            self.halted = True
             return []
         if self.first is None:
             self.first = time.perf_counter() - self.started
-        return [*self.session.step(item), *self.session.poll()]
+        session = self.session
+        events = session.step(item)
+        if session.judged:
+            events += session.poll()
+        if events or session.over is not None:  # a cut comes with its event; the bounds with none
+            self.halted = self.stopped
+        return events
 
     def failed(self, exc: CitelockError) -> list[Event]:
         """The backend raised while streaming: persist what was checked; the retractions (then re-raise)."""
@@ -192,7 +202,7 @@ class StreamRun(Generic[A]):
             out = list(session.drain())
             why = f"a citation diverged ({session.cut.reason})"
             answer = self._persist("diverged", why)
-            return [*out, *session.settle(answer.result), Done[Any](answer=answer, cut=True)], None
+            return [*out, *session.settle(answer.result), _DONE(answer=answer, cut=True)], None
         if session.over is not None:
             out = list(session.drain())
             over = session.over
@@ -215,7 +225,7 @@ class StreamRun(Generic[A]):
             return [*out, *self._stop("length", "generation stopped at max_tokens")], exc
         except ModelOutputError as exc:  # the whole output does not parse (or breaks the schema)
             return [*out, *self._stop("failed", f"the output is not a usable answer ({type(exc).__name__})")], exc
-        return [*out, *session.settle(whole.result), Done[Any](answer=whole)], None
+        return [*out, *session.settle(whole.result), _DONE(answer=whole)], None
 
     def cancel(self) -> None:
         """The consumer stopped reading (or the stream raised something else): persist what was checked, once."""
@@ -252,7 +262,7 @@ def stream_events(job: StreamJob[A], observer: StreamObserver | None = None) -> 
         try:
             for item in source:
                 yield from run.feed(item)
-                if run.generation is not None or run.stopped:
+                if run.halted:
                     break
         except CitelockError as exc:
             yield from run.failed(exc)
@@ -283,7 +293,7 @@ async def astream_events(job: StreamJob[A], observer: StreamObserver | None = No
             async for item in source:
                 for event in run.feed(item):
                     yield event
-                if run.generation is not None or run.stopped:
+                if run.halted:
                     break
         except CitelockError as exc:
             for event in await asyncio.to_thread(run.failed, exc):

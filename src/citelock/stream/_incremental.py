@@ -1,10 +1,8 @@
 """Reading an answer while it is generated, and the prefix-closed checks that run on every delta.
 
-Structured answers (JSON) are parsed incrementally by jiter's partial mode (``trailing-strings``: the string
-being generated is included as far as it has arrived), the parser pydantic uses for partial validation. A
-claim is complete when the next claim has begun, or when the claims array would close right after it (probed by
-parsing the text with ``]}`` appended, strictly). Free text is segmented into claims as it grows
-(:func:`citelock.parse_answer`); every claim but the last is complete.
+Structured answers (JSON) are read by :class:`~citelock.stream._scan.ClaimScanner`, a resumable scanner over
+each delta's new characters: a claim is complete when its object closes. Free text is segmented into claims
+(:func:`citelock.parse_answer`) over its open tail only; every claim but the last is complete.
 
 The checks are prefix-closed, so they can run at every delta: every prefix of a verbatim span is itself a
 substring of the cited chunk, and every prefix of an assembled id is a prefix of an assembled id. The delta at
@@ -14,15 +12,16 @@ which one stops holding is where an unconstrained backend left the prompt.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Collection
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from citelock.constraint._grammar import QUOTE_LEAD_INS, quote_body
 from citelock.errors import ParseError
 from citelock.prompt._index import PromptIndex, check_citation
-from citelock.prompt._parse import parse_answer
+from citelock.prompt._parse import DEFAULT_MARKERS, parse_answer
 from citelock.records import Citation, Claim, PromptRecord, ReasonCode
+from citelock.stream._scan import ClaimScanner, PartialCitation, PartialClaim
 from citelock.text._normalize import normalize
 
 __all__ = ["Divergence", "FreeTextReader", "JsonReader", "PartialCitation", "PartialClaim", "PrefixChecker"]
@@ -30,222 +29,132 @@ __all__ = ["Divergence", "FreeTextReader", "JsonReader", "PartialCitation", "Par
 _OPEN_MARKER = re.compile(r"\[\s*([^\[\]]*)$")
 _MARKER_IDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#/-]*")
 _PARTIAL_ENTITY = re.compile(r"&[#A-Za-z0-9]*$")
+_BRACKET_MARKER = DEFAULT_MARKERS[1].regex
+_BREAKS = re.compile(r"[.!?\n\r\u2026\]>]")  # what can end a sentence, a line or a marker
+_WORDS_AFTER_BREAK = 2
 
 
-@dataclass
-class PartialCitation:
-    """A citation as far as it has arrived."""
+class JsonReader(ClaimScanner):
+    """The claims of a structured (JSON) answer as it streams, read by a resumable scanner.
 
-    chunk_id: str = ""
-    span: str | None = None
-    chunk_id_done: bool = False
-
-
-@dataclass
-class PartialClaim:
-    """A claim as far as it has arrived; ``done`` once it is complete."""
-
-    text: str = ""
-    citations: list[PartialCitation] = field(default_factory=list)
-    done: bool = False
-    start: int | None = None
-    end: int | None = None
-
-    def claim(self, quoting: bool) -> Claim:
-        """The complete claim, its citations as :meth:`CitationSchema.parse_output` builds them."""
-        cites = tuple(
-            Citation(chunk_id=c.chunk_id, span=quote_body(self.text) if quoting else (c.span or None))
-            for c in self.citations
-        )
-        return Claim(text=self.text, citations=cites, start=self.start, end=self.end)
-
-
-_CLAIMS_OPEN = re.compile(r'\s*\{\s*"claims"\s*:\s*\[')
-
-
-class JsonReader:
-    """The claims of a structured (JSON) answer as it streams, parsed by jiter's partial mode.
-
-    Incremental: a scanner follows the JSON's strings and nesting over each delta's new characters only, so a
-    claim's object is parsed while it grows and frozen once it closes; the work per delta is bounded by the claim
-    being generated, not by the answer so far. An output not shaped ``{"claims": [...`` (a server that ignored
-    the constraint) is read by re-parsing the whole text at every delta, as before.
+    Incremental: :class:`~citelock.stream._scan.ClaimScanner` reads each delta's new characters once (no re-parse
+    of the prefix), the claim being generated is updated in place and frozen once its object closes.
     """
-
-    def __init__(self) -> None:
-        import jiter
-
-        self._jiter = jiter
-        self.text = ""
-        self.claims: list[PartialClaim] = []
-        self.complete = False
-        self._shaped: bool | None = None  # None: too short to tell whether it opens with {"claims": [
-        self._depth = 0
-        self._in_string = self._escaped = False
-        self._claim_start: int | None = None  # where the claim object being generated begins in ``text``
-        self._frozen: list[PartialClaim] = []
-        self._closed = False  # the root object closed
-
-    def feed(self, delta: str) -> list[PartialClaim]:
-        """Add ``delta``; return the claims so far (the same list, updated)."""
-        at = len(self.text)
-        self.text += delta
-        if self._shaped is None:
-            stripped = self.text.lstrip()
-            if _CLAIMS_OPEN.match(self.text):
-                self._shaped = True
-                at = 0
-            elif stripped and not ('{"claims":['.startswith(re.sub(r"\s+", "", stripped)[:11])):
-                self._shaped = False
-        if self._shaped is False:
-            return self._feed_whole()
-        if self._shaped is None:
-            return self.claims
-        self._scan(at)
-        current: list[PartialClaim] = []
-        if self._claim_start is not None:
-            parsed = self._partial(self._claim_start)
-            if parsed is not None:
-                current = [parsed]
-        self.claims = [*self._frozen, *current]
-        return self.claims
-
-    def _scan(self, at: int) -> None:
-        """Follow strings and nesting over ``text[at:]``; freeze each claim object as it closes."""
-        text = self.text
-        for pos in range(at, len(text)):
-            c = text[pos]
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                elif c == "\\":
-                    self._escaped = True
-                elif c == '"':
-                    self._in_string = False
-            elif c == '"':
-                self._in_string = True
-            elif c in "{[":
-                self._depth += 1
-                if self._depth == 3 and c == "{":
-                    self._claim_start = pos
-            elif c in "}]":
-                self._depth -= 1
-                if self._depth == 2 and c == "}" and self._claim_start is not None:
-                    frozen = self._partial(self._claim_start, end=pos + 1)
-                    if frozen is not None:
-                        frozen.done = True
-                        self._frozen.append(frozen)
-                    self._claim_start = None
-                elif self._depth == 0:
-                    self._closed = True
-        self.complete = self._closed and self._parses(text.encode("utf-8"))
-
-    def _partial(self, start: int, end: int | None = None) -> PartialClaim | None:
-        """The claim object at ``text[start:end]`` as far as it has arrived (None: not a claim object yet)."""
-        raw = self.text[start:end].encode("utf-8")
-        try:
-            item = self._jiter.from_json(raw, partial_mode="trailing-strings")
-            ids = self._jiter.from_json(raw, partial_mode="on")
-        except ValueError:  # e.g. a lone surrogate escape half-way: wait for the next delta
-            return self.claims[len(self._frozen)] if len(self.claims) > len(self._frozen) else None
-        if not isinstance(item, dict):
-            return None
-        done_cites = _citations_of([ids], 0)
-        return _claim(item, done_cites, done=end is not None)
-
-    def _feed_whole(self) -> list[PartialClaim]:
-        raw = self.text.encode("utf-8")
-        try:
-            data = self._jiter.from_json(raw, partial_mode="trailing-strings")
-            ids_done = self._jiter.from_json(raw, partial_mode="on")
-        except ValueError:  # e.g. a lone surrogate escape half-way: wait for the next delta
-            return self.claims
-        claims = data.get("claims") if isinstance(data, dict) else None
-        if not isinstance(claims, list):
-            return self.claims
-        closed = _claims_of(ids_done)
-        self.complete = self._parses(raw)
-        last_closed = self.complete or self._parses(raw + b"]}")
-        out: list[PartialClaim] = []
-        for n, item in enumerate(claims):
-            if not isinstance(item, dict):
-                continue
-            done = n < len(claims) - 1 or last_closed
-            out.append(_claim(item, _citations_of(closed, n), done=done))
-        self.claims = out
-        return out
-
-    def _parses(self, raw: bytes) -> bool:
-        try:
-            self._jiter.from_json(raw, partial_mode="off")
-        except ValueError:
-            return False
-        return True
-
-
-def _claim(item: dict[str, Any], done_cites: list[dict[str, Any]], *, done: bool) -> PartialClaim:
-    cites = []
-    raw_cites = item.get("citations")
-    for k, c in enumerate(raw_cites if isinstance(raw_cites, list) else []):
-        if isinstance(c, dict):
-            chunk_id = c.get("chunk_id")
-            span = c.get("span")
-            cites.append(
-                PartialCitation(
-                    chunk_id=chunk_id if isinstance(chunk_id, str) else "",
-                    span=span if isinstance(span, str) else None,
-                    chunk_id_done=k < len(done_cites) and isinstance(done_cites[k].get("chunk_id"), str),
-                )
-            )
-    text = item.get("text")
-    return PartialClaim(text=text if isinstance(text, str) else "", citations=cites, done=done)
-
-
-def _claims_of(data: Any) -> list[Any]:
-    claims = data.get("claims") if isinstance(data, dict) else None
-    return claims if isinstance(claims, list) else []
-
-
-def _citations_of(claims: list[Any], n: int) -> list[dict[str, Any]]:
-    if n >= len(claims) or not isinstance(claims[n], dict):
-        return []
-    cites = claims[n].get("citations")
-    return [c for c in cites if isinstance(c, dict)] if isinstance(cites, list) else []
 
 
 class FreeTextReader:
-    """The claims of a free-text answer (``[id]`` markers) as it streams: segmented again at every delta."""
+    """The claims of a free-text answer (``[id]`` markers) as it streams, segmented over its open tail only.
 
-    def __init__(self) -> None:
+    Every claim but the last two is committed: it is final, and the text before the start of the second-to-last
+    claim (with the markers that belong to the claims before it) is never segmented again. Each delta re-reads
+    the tail from there (the last two claims and what follows), so the work per delta is bounded by a couple of
+    sentences, not by the answer so far. A cut is made only where reading the text after it gives the same
+    claims as reading the tail did; the final parse of the whole text stays the answer's (and a stream whose
+    claims differ from it is guarded again as a whole).
+    """
+
+    touched = 2  # every delta may change any claim
+
+    def __init__(self, *, live: bool = True) -> None:
         self.text = ""
         self.claims: list[PartialClaim] = []
         self.complete = False
+        self.live = live
+        self._quiet = 0  # word deltas since the last one that could end a sentence or a marker
+        self._base = 0  # raw offset where the tail begins
+        self._plain_base = 0  # the same place in the marker-free text (claims' start / end offsets)
+        self._committed: list[PartialClaim] = []
+
+    @property
+    def length(self) -> int:
+        """Characters received so far."""
+        return len(self.text)
 
     def feed(self, delta: str) -> list[PartialClaim]:
         """Add ``delta``; return the claims so far (every one but the last is complete)."""
         self.text += delta
+        if not self.live and delta:
+            # Without a screen showing the open claim, only a boundary matters: one can appear only at a
+            # character that may end a sentence, a line or a marker, or in the few deltas after it (a claim
+            # read complete a few deltas late is still the final parse's claim).
+            breaks = _BREAKS.split(delta)
+            if len(breaks) > 1:  # a break: a boundary after it shows once the next word arrives
+                self._quiet = 0
+            if not breaks[-1].strip():
+                return self.claims  # nothing but the break or spaces after it: no new claim can have begun
+            self._quiet += 1
+            if self._quiet > _WORDS_AFTER_BREAK:
+                return self.claims
+        tail = self._tail_claims(self.text[self._base :])
+        if tail is None:
+            return self.claims
+        shift = self._plain_base  # the tail's offsets count from where it began (before any commit below)
+        if len(tail) >= 3:
+            self._commit(tail)
+            tail = tail[len(tail) - 2 :]
+        self.claims = [
+            *self._committed,
+            *(
+                PartialClaim(
+                    text=c.text,
+                    citations=[PartialCitation(x.chunk_id, x.span, chunk_id_done=True) for x in c.citations],
+                    done=n < len(tail) - 1,
+                    start=None if c.start is None else c.start + shift,
+                    end=None if c.end is None else c.end + shift,
+                )
+                for n, c in enumerate(tail)
+            ),
+        ]
+        return self.claims
+
+    def _tail_claims(self, tail: str) -> list[Claim] | None:
+        """The claims of the open tail as ``parse_answer`` reads them (None: nothing to read yet)."""
         try:
-            parsed = parse_answer(self.text) if self.text.strip() else None
+            parsed = parse_answer(tail) if tail.strip() else None
         except ParseError:  # an unclosed <cite> tag half-way: wait for more
-            return self.claims
+            return None
         if parsed is None:
-            return self.claims
-        claims = parsed.claims
+            return None
+        claims = list(parsed.claims)
         if len(claims) > 1 and claims[-1].text.lstrip().startswith("[") and self.open_marker() is not None:
             # A marker being typed after a sentence ("... in 1932. [c-"): once closed it belongs to the claim
             # before (as parse_answer assigns it), so that claim is not complete yet, and the marker is no claim.
             claims = claims[:-1]
-        self.claims = [
-            PartialClaim(
-                text=c.text,
-                citations=[PartialCitation(x.chunk_id, x.span, chunk_id_done=True) for x in c.citations],
-                done=n < len(claims) - 1,
-                start=c.start,
-                end=c.end,
-            )
-            for n, c in enumerate(claims)
+        return claims
+
+    def _commit(self, tail: list[Claim]) -> None:
+        """Freeze every tail claim but the last two, if the text after them reads as the same last two."""
+        keep = tail[len(tail) - 2 :]
+        start = keep[0].start
+        tail_text = self.text[self._base :]
+        if start is None or "<cite" in tail_text:
+            return
+        cut = start  # the raw offset of that plain offset: add every marker removed up to it
+        for match in _BRACKET_MARKER.finditer(tail_text):
+            if match.start() > cut:
+                break
+            cut += match.end() - match.start()
+        again = self._tail_claims(tail_text[cut:])
+        shifted = [
+            c.model_copy(update={"start": c.start - start, "end": c.end - start})
+            for c in keep
+            if c.start is not None and c.end is not None
         ]
-        return self.claims
+        if again is None or again != shifted:
+            return  # the cut would read differently: keep the longer tail
+        shift = self._plain_base
+        for c in tail[: len(tail) - 2]:
+            self._committed.append(
+                PartialClaim(
+                    text=c.text,
+                    citations=[PartialCitation(x.chunk_id, x.span, chunk_id_done=True) for x in c.citations],
+                    done=True,
+                    start=None if c.start is None else c.start + shift,
+                    end=None if c.end is None else c.end + shift,
+                )
+            )
+        self._base += cut
+        self._plain_base += start
 
     def open_marker(self) -> str | None:
         """The ids typed so far inside a ``[`` not yet closed at the end of the text (None outside one)."""
@@ -267,7 +176,9 @@ class PrefixChecker:
     """The per-delta checks.
 
     A partial id must be a prefix of an assembled id, a partial span a substring of its chunk as sent (both
-    normalized as the guard normalizes them).
+    normalized as the guard normalizes them). Incremental: a field is checked again only when it changed since
+    it last held (the result is remembered on the partial claim), a partial id is looked up among the sorted
+    ids (a binary search), and a growing quote is searched only in the chunks that held it so far.
     """
 
     def __init__(
@@ -276,28 +187,43 @@ class PrefixChecker:
         self.index = index if index is not None and index.record is record else PromptIndex.build(record)
         self.ids = tuple(self.index.by_id)
         self.known_ids = known_ids
+        self._sorted = sorted(self.ids)
+        self._prefixes: dict[str, bool] = {}
         self._bodies = [self.index.body(p) for p in self.index.by_id.values()]
+
+    def is_prefix(self, partial: str) -> bool:
+        """True when ``partial`` begins some assembled id."""
+        known = self._prefixes.get(partial)
+        if known is None:
+            at = bisect_left(self._sorted, partial)
+            known = self._prefixes[partial] = at < len(self._sorted) and self._sorted[at].startswith(partial)
+        return known
 
     def claim(self, claim: PartialClaim, claim_index: int, quoting: bool) -> Divergence | None:
         """The first divergence of a (partial) structured claim, or None while every prefix still holds."""
         if quoting:
-            quoted = self._quote(claim.text)
+            quoted = self._quote(claim)
             if quoted is not None:
                 return quoted
+        by_id = self.index.by_id
         for k, cite in enumerate(claim.citations):
-            if cite.chunk_id:
+            chunk_id = cite.chunk_id
+            if chunk_id:
                 if cite.chunk_id_done or claim.done:
-                    if cite.chunk_id not in self.index.by_id:
-                        reason = check_citation(
-                            self.index, Citation(chunk_id=cite.chunk_id), claim_index, k, self.known_ids
-                        )
-                        return Divergence(k, "chunk_id", cite.chunk_id, reason.reason or ReasonCode.ID_NOT_IN_PROMPT)
-                elif not any(i.startswith(cite.chunk_id) for i in self.ids):
-                    return Divergence(k, "chunk_id", cite.chunk_id, ReasonCode.ID_NOT_IN_PROMPT)
-            if not quoting and cite.span and cite.chunk_id in self.index.by_id:
-                diverged = self._span(cite.chunk_id, cite.span, claim_index, k, whole=claim.done)
+                    if chunk_id not in by_id:
+                        reason = check_citation(self.index, Citation(chunk_id=chunk_id), claim_index, k, self.known_ids)
+                        return Divergence(k, "chunk_id", chunk_id, reason.reason or ReasonCode.ID_NOT_IN_PROMPT)
+                elif not self.is_prefix(chunk_id):
+                    return Divergence(k, "chunk_id", chunk_id, ReasonCode.ID_NOT_IN_PROMPT)
+            span = cite.span
+            if not quoting and span and chunk_id in by_id:
+                checked = cite.checked
+                if checked is not None and checked[1] == span and checked[2] == claim.done and checked[0] == chunk_id:
+                    continue  # unchanged since it held
+                diverged = self._span(cite, chunk_id, span, claim_index, k, whole=claim.done)
                 if diverged is not None:
                     return diverged
+                cite.checked = (chunk_id, span, claim.done)
         return None
 
     def marker(self, typed: str) -> Divergence | None:
@@ -309,30 +235,57 @@ class PrefixChecker:
         for p in finished:
             if p and p not in self.index.by_id:
                 return Divergence(None, "chunk_id", p, ReasonCode.ID_NOT_IN_PROMPT)
-        if last and not any(i.startswith(last) for i in self.ids):
+        if last and not self.is_prefix(last):
             return Divergence(None, "chunk_id", last, ReasonCode.ID_NOT_IN_PROMPT)
         return None
 
-    def _span(self, chunk_id: str, span: str, claim_index: int, k: int, *, whole: bool) -> Divergence | None:
-        probe = span if whole else _settled(span)
-        needle = normalize(probe)
+    def _span(
+        self, cite: PartialCitation, chunk_id: str, span: str, claim_index: int, k: int, *, whole: bool
+    ) -> Divergence | None:
+        if span.isascii() and span.isprintable() and "&" not in span and "  " not in span:
+            # plain text (the usual span): normalizing only trims spaces, and nothing but a last letter is unsettled
+            probe = span if whole or not (span[-1].isalpha() or span[-1] in "=<>") else span[:-1]
+            needle = probe.strip(" ")
+        else:
+            probe = span if whole else _settled(span)
+            needle = normalize(probe)
         if not needle.strip():
             return None
         placed = self.index.by_id[chunk_id]
-        if self.index.find_in_body(placed, needle) >= 0:
+        p = placed.placement
+        at = cite.found_at
+        if (
+            p is not None
+            and at >= p.norm_start
+            and self.index.record.normalized[p.message].startswith(needle, at, p.norm_end)
+        ):
+            return None  # it grew where it was found: only the new characters were compared
+        at = self.index.find_in_body(placed, needle)
+        if at >= 0:
+            cite.found_at = at
             return None
         checked = check_citation(self.index, Citation(chunk_id=chunk_id, span=probe), claim_index, k, self.known_ids)
         if checked.passed:
             return None
         return Divergence(k, "span", span, checked.reason or ReasonCode.SPAN_NOT_IN_CHUNK)
 
-    def _quote(self, text: str) -> Divergence | None:
+    def _quote(self, claim: PartialClaim) -> Divergence | None:
+        text = claim.text
         if not text or any(lead.startswith(text) for lead in QUOTE_LEAD_INS):
             return None
         needle = normalize(_settled(quote_body(text)))
-        if not needle.strip() or any(needle in body for body in self._bodies):
+        if not needle.strip():
             return None
-        return Divergence(None, "text", text, ReasonCode.SPAN_NOT_IN_CHUNK)
+        before = claim.quoted
+        if before is not None and needle == before:
+            return None
+        # a body holding this quote holds every substring of it: look only where the last quote was found
+        bodies = claim.quoted_in if before is not None and claim.quoted_in and before in needle else self._bodies
+        found = [body for body in bodies if needle in body]
+        if not found:
+            return Divergence(None, "text", text, ReasonCode.SPAN_NOT_IN_CHUNK)
+        claim.quoted, claim.quoted_in = needle, found
+        return None
 
 
 def _settled(partial: str) -> str:

@@ -2,8 +2,8 @@
 
 A :class:`Session` reads the answer as it grows (:mod:`citelock.stream._incremental`), runs the prefix checks on
 every delta, and feeds each claim, the moment it completes, to the request's guard fold
-(:class:`~citelock.guard._fold.GuardFold`): its free checks at once, its support judge in one worker thread
-while generation goes on (one worker, so the judge sees the claims in answer order, as a whole-answer run does).
+(:class:`~citelock.guard._fold.GuardFold`): its free checks at once, its support judge on a worker thread
+while generation goes on (one call at a time, so the judge sees the claims in answer order, as a whole-answer run does).
 Every claim is checked once; the final result is assembled from the fold (``Guard.run(..., fold=)``), never
 re-guarded. The judges are memoized as well (:class:`MemoJudge`): a fold that cannot be used (its claims are
 not the final parse's) falls back to a whole run that asks no judge twice.
@@ -12,7 +12,7 @@ not the final parse's) falls back to a whole run that asks no judge twice.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from threading import Lock
 from typing import Any, Literal
@@ -38,6 +38,7 @@ from citelock.stream._events import (
     Show,
 )
 from citelock.stream._incremental import FreeTextReader, JsonReader, PartialClaim, PrefixChecker
+from citelock.stream._serial import SerialLane
 
 __all__ = [
     "MemoJudge",
@@ -151,14 +152,24 @@ class Session:
     _marked: set[int] = field(default_factory=set)
     _held: list[int] = field(default_factory=list)
     _pending: dict[int, Future[ClaimSupport]] = field(default_factory=dict)
+    _ready: list[Future[ClaimSupport]] = field(default_factory=list)  # judges finished, appended by their thread
+    _seen: int = 0  # how many of them the last poll saw
     _background: list[Future[ClaimSupport]] = field(default_factory=list)
-    _pool: ThreadPoolExecutor | None = None
+    _lane: SerialLane | None = None
     fold: GuardFold = field(init=False)
+    _text_checked: bool = field(init=False)
+    _limit: int = field(init=False)
+    _inline: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self._reader = FreeTextReader() if self.free_text else JsonReader()
+        self._reader = FreeTextReader(live=self.show == "immediately") if self.free_text else JsonReader()
         self.fold = self.guard.fold(self.record, known_ids=self.known_ids)
         self._prefix = PrefixChecker(self.record, self.known_ids, index=self.fold.index)
+        # a claim's text as it grows matters to the quote check and to a screen showing it; else only when done
+        self._text_checked = self.quoting or self.show == "immediately"
+        self._limit = self._max_claims
+        judges = [j for j in (self.guard.judge, self.guard.escalate) if j is not None]
+        self._inline = all(getattr(getattr(j, "inner", j), "inline", False) is True for j in judges)
 
     @property
     def text(self) -> str:
@@ -170,12 +181,23 @@ class Session:
         return self.span_policy in ("quote", "quote_sentence")
 
     def step(self, delta: str) -> list[Event]:
-        """Take one delta (one token or step): text events, a divergence, checks of claims it completed."""
+        """Take one delta (one token or step): text events, a divergence, checks of claims it completed.
+
+        The work is bounded by the delta and the claim it extends (the reader scans only the new characters,
+        the prefix checks look only at fields that changed), never by the answer so far.
+        """
         self.tokens += 1
-        claims = self._reader.feed(delta)
+        reader = self._reader
+        claims = reader.feed(delta)
+        bounds = self.bounds
+        if bounds is not None and (len(claims) > bounds[0] or reader.length > bounds[1]):
+            self.over = self._beyond(claims)
+        else:
+            touched = reader.touched
+            if not touched or (touched == 1 and not self._text_checked):
+                return []  # no claim changed (a quote, a colon), or only a text no check or screen reads
         out: list[Event] = []
-        self.over = self._beyond(claims)
-        for n in range(len(self.checked), min(len(claims), self._max_claims)):
+        for n in range(len(self.checked), min(len(claims), self._limit)):
             claim = claims[n]
             if n not in self._dropped:
                 diverged = self._diverged(claim, n)
@@ -202,8 +224,8 @@ class Session:
         max_claims, max_chars = self.bounds
         if len(claims) > max_claims:
             got, limit, bound = len(claims), max_claims, "claims"
-        elif len(self.text) > max_chars:
-            got, limit, bound = len(self.text), max_chars, "chars"
+        elif self._reader.length > max_chars:
+            got, limit, bound = self._reader.length, max_chars, "chars"
         else:
             return None
         return OutputBoundsError(
@@ -227,9 +249,17 @@ class Session:
             out += self._complete(claims, n)
         return out
 
+    @property
+    def judged(self) -> bool:
+        """A judge finished since the last :meth:`poll` (a cheap test, made on every delta)."""
+        return len(self._ready) != self._seen
+
     def poll(self) -> list[Event]:
         """Events of judges that finished since the last poll."""
         out: list[Event] = []
+        if not self._pending:
+            return out
+        self._seen = len(self._ready)
         for n in sorted(self._pending):
             if self._pending[n].done():
                 out += self._judged(n, self._pending.pop(n).result())
@@ -249,8 +279,8 @@ class Session:
             future.cancel()
         self._pending.clear()
         self._background.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._lane is not None:
+            self._lane.close()
 
     def settle(self, result: GuardResult) -> list[Event]:
         """Bring the screen in line with the answer's final result, before ``done`` (or before an error is raised).
@@ -386,11 +416,16 @@ class Session:
         if self.fold.judging is None:  # no judge can be called: the claim's support selection, at once
             self.fold.support(n)
             return out
-        if self._pool is None:  # one worker: the judge sees the claims in answer order, as a whole run does
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="citelock-judge")
-        future = self._pool.submit(self.fold.support, n)
+        if self._inline:  # a judge of microseconds: no thread could run it sooner (the GIL), a hand-off costs more
+            support = self.fold.support(n)
+            return [*out, *self._judged(n, support)] if judging else out
+        if self._lane is None:  # one call at a time: the judge sees the claims in answer order, as a whole run does
+            self._lane = SerialLane()
+        fold = self.fold
+        future = self._lane.submit(lambda: fold.support(n))
         if judging:
             self._pending[n] = future
+            future.add_done_callback(self._ready.append)  # list.append is atomic: the worker may call it
         else:
             self._background.append(future)
         return out
