@@ -15,7 +15,7 @@ from citelock.constraint import quote_body
 from citelock.guard._coverage import check_coverage
 from citelock.guard._numbers import missing_numbers, uncited_missing_numbers
 from citelock.guard._relevance import add_relevance
-from citelock.prompt import PromptIndex, check_citation, describe, parse_answer
+from citelock.prompt import PromptIndex, check_citation, describe, parse_for_record
 from citelock.reasons import REASONS
 from citelock.records import (
     Answer,
@@ -46,7 +46,9 @@ def check(
     Args:
         record: The prompt exactly as sent (from :func:`citelock.serialize`, :func:`citelock.record_from_messages`
             or the prompt log).
-        answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts.
+        answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts; unparsed, it is
+            parsed under the rule the record's call applied (:func:`citelock.prompt.parse_for_record`: a
+            constrained call's record takes the schema's JSON only, never free text).
         known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         numbers: Also run the ``NUMBER_MISMATCH`` pre-check.
         relevance: Also run the free relevance check (``OFF_QUESTION``) when the record knows the question.
@@ -54,7 +56,7 @@ def check(
     Returns:
         A :class:`GuardReport`; ``ok`` is True when there are no findings.
     """
-    index, parsed = PromptIndex.build(record), parse_answer(answer)
+    index, parsed = PromptIndex.build(record), parse_for_record(answer, record)
     report = run_checks(index, parsed, known_ids=known_ids, numbers=numbers)
     return add_relevance(index, parsed, report)[0] if relevance else report
 
