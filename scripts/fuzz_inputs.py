@@ -430,6 +430,28 @@ def forged_record(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
     return data, data != original
 
 
+_SWAPPED_FACTS = [
+    ("Revenue grew 15% in 2023", "c-1"),
+    ("Revenue grew 12% in 2021", "c-1"),
+    ("The depot shipped 1,500 crates", "c-10"),
+]
+
+
+@st.composite
+def swapped_question(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(a logged record whose question was replaced by one never sent, an answer stating that question's number).
+
+    The question is input, not derived, so the record loads; but a question the messages do not hold excuses no
+    number: the false number (cited or not) must be a finding, never a pass.
+    """
+    fact, chunk_id = draw(st.sampled_from(_SWAPPED_FACTS))
+    data = logged_prompt()
+    data["question"] = draw(st.sampled_from([f"Is it true that {fact.lower()}?", f"{fact}?", f"Why: {fact}."]))
+    data["question_placement"] = None
+    citations = [{"chunk_id": chunk_id}] if draw(st.booleans()) else []
+    return data, {"claims": [{"text": f"{fact}.", "citations": citations}]}
+
+
 STRIPS = st.sets(
     st.sampled_from(
         [

@@ -29,6 +29,7 @@ from citelock.records import (
     PromptRecord,
     ReasonCode,
 )
+from citelock.text import normalize
 
 __all__ = ["ClaimChecks", "check", "check_claim", "combine_checks", "run_checks"]
 
@@ -221,7 +222,7 @@ def _number_findings(
     if not good:
         return []
     bodies = [index.body(index.by_id[c.chunk_id]) for c in good]
-    question = (index.record.question,) if index.record.question else ()
+    question = _sent_question(index)
     missing = missing_numbers(claim.text, bodies, context=question)
     if not missing:
         return []
@@ -241,10 +242,25 @@ def _number_findings(
     ]
 
 
+def _sent_question(index: PromptIndex) -> tuple[str, ...]:
+    """The record's question when the prompt as sent holds it (placed, or found in the messages), else nothing.
+
+    Its numbers count as known: a claim restating the question's premise did not make them up. A record's
+    ``question`` is input, not derived from the messages, so a question the messages do not hold (a logged record
+    whose question was replaced, its placement dropped) excuses no number.
+    """
+    record = index.record
+    if not record.question:
+        return ()
+    if record.question_placement is not None or index.occurrences(normalize(record.question)):
+        return (record.question,)
+    return ()
+
+
 def _uncited_number_findings(claim: Claim, claim_index: int, index: PromptIndex, finding: Any) -> list[Finding]:
     """An uncited claim's numbers are checked against every chunk of the prompt: one in none of them is a finding."""
     bodies = [index.body(placed) for placed in index.by_id.values()]
-    question = (index.record.question,) if index.record.question else ()
+    question = _sent_question(index)
     missing = uncited_missing_numbers(claim.text, bodies, context=question)
     if not missing:
         return []
