@@ -302,8 +302,10 @@ DRESSING_PREFIXES = [
     "Here's the thing: ", "Here is the answer: ", "Based on the sources, ", "According to the context, ",
     "From the documents, ", "I can confirm that ", "I can tell you ", "I'd say ", "I'm happy to say that ",
     "The answer is that ", "The short answer is: ",
+    "Key point: ", "Bottom line: ", "Takeaway: ", "Fact: ", "Summary: ", "TL;DR: ", "Heads up: ", "Update: ",
+    "**Key point:** ", "Important: ", "Key Finding: ",
 ]  # fmt: skip
-"""Talk before a claim: greetings, hedges, lead-ins (each ends where the claim begins)."""
+"""Talk before a claim: greetings, hedges, lead-ins, labels ending in a colon (each ends where the claim begins)."""
 DRESSING_SUFFIXES = [
     "", ".", ":", "?", "!", "...", "?!", " :", ", right?", ", isn't it?", ", didn't it?", ", wasn't it?",
     ", you know?", ", correct?", ", no?", ". I hope this helps!", " - hope this helps.", "! Cheers",
@@ -360,12 +362,22 @@ FUZZ_FALSE_FACTS = [
     "Revenue grew 15% in 2023", "Revenue grew 12% in 2021", "Revenue fell 12% in 2023",
     "The depot shipped 1,500 crates", "Freight is paid by the seller", "The seller pays freight",
     "Revenue never grew",
+    # verbs in no closed list (no -s, no -ed): a heading or a label must not make them talk
+    "Sellers pay freight", "The seller bore the freight", "Revenue sank", "The depot lost its crates",
 ]  # fmt: skip
 """False statements about :data:`PROMPT`'s chunks (it says 12% in 2023, 1,200 crates, freight paid by the buyer)."""
-DRESSED_ANSWER = st.tuples(dressed(FUZZ_FALSE_FACTS), st.booleans()).map(
-    lambda pair: {"claims": [{"text": pair[0], "citations": []}]} if pair[1] else {"text": pair[0]}
-)
-"""An answer to :data:`PROMPT` whose one claim is a dressed false fact, uncited (structured, or free text)."""
+_TRUE_CLAIM = {"text": "Revenue grew 12% in 2023.", "citations": [{"chunk_id": "c-1", "span": "Revenue grew 12%"}]}
+
+
+def _dressed_answer(line: str, structured: bool, beside: bool) -> dict[str, Any]:
+    if structured:
+        return {"claims": [{"text": line, "citations": []}, *([_TRUE_CLAIM] if beside else [])]}
+    return {"text": line + ("\nRevenue grew 12% in 2023 [c-1]." if beside else "")}
+
+
+DRESSED_ANSWER = st.builds(_dressed_answer, dressed(FUZZ_FALSE_FACTS), st.booleans(), st.booleans())
+"""An answer to :data:`PROMPT` with a dressed false fact, uncited (structured or free text), alone or as the line
+above a true cited claim (where a heading reads as a heading, not as the whole answer)."""
 # --- strategies: forged derived fields, stripped keyed logs, over-long integers (issue 34) -----------------
 
 

@@ -169,6 +169,11 @@ _INTRODUCES = re.compile(
     r"(?: (?:are|include|is|were|to consider|to know|of note|as follows|involved))?(?: as follows)?$",
     re.IGNORECASE,
 )
+_WORD = re.compile(r"[^\W\d_][\w'\u2019&-]*")
+_SMALL_WORDS = frozenset(
+    "a an the and or nor but of for to in on at by with from into onto over under vs versus via per as about"
+    " between among without within against during after before than how what why when where who which".split()
+)
 _OPENERS = frozenset(".!?:;\"'(\u201c\u2018*_#>-")
 _ENTITY_MATTERS = frozenset({"pleasantry", "conversational", "organising", "heading"})
 """Kinds whose pattern is a prefix a real claim can follow: a named entity in the rest makes it factual."""
@@ -199,10 +204,12 @@ def classify_claim(text: str, *, standalone_line: bool = False) -> ClaimKind:
     """
     stripped = text.strip()
     marked = bool(_HEADING_MARK.match(stripped) or _EMPHASIS.match(stripped))
+    standalone = standalone_line and not _TERMINAL.search(stripped)
     parts = [p for p in _CLAUSE.split(stripped) if _HAS_WORD.search(p)] or [stripped]
+    # Only the first part can be a heading: what follows a label's colon or dash ("Key point: the seller bore
+    # the freight") is content, classified as any sentence is.
     kinds = [
-        _classify_part(part, marked=marked, standalone=standalone_line and not _TERMINAL.search(stripped))
-        for part in parts
+        _classify_part(part, marked=marked and n == 0, standalone=standalone and n == 0) for n, part in enumerate(parts)
     ]
     return next((k for k in kinds if k.factual), kinds[0])
 
@@ -216,7 +223,8 @@ def _classify_part(part: str, *, marked: bool, standalone: bool) -> ClaimKind:
     if _DIGIT.search(_NOT_NUMBERS.sub(" ", core)) or _MONTH.search(core):
         return _FACTUAL
     short = len(core.split()) <= (12 if marked else 8)
-    if (marked or standalone) and short and not (_VERB_CUE.search(core) or _VERB_FORM.search(core)):
+    verb = _VERB_CUE.search(core) or _VERB_FORM.search(core)
+    if (marked or standalone) and short and _heading_shaped(core) and not verb:
         kind: str | None = "heading"
     elif undressed.question and _INTERROGATIVE.match(core):
         return ClaimKind(False, "question")
@@ -225,6 +233,19 @@ def _classify_part(part: str, *, marked: bool, standalone: bool) -> ClaimKind:
     if kind is None or (kind in _ENTITY_MATTERS and kind != "heading" and _names_entity(core)):
         return _FACTUAL
     return ClaimKind(False, kind)
+
+
+def _heading_shaped(core: str) -> bool:
+    """A topic's name, not a sentence: one word, or Title Case ("Key Benefits", "Side Effects of Aspirin").
+
+    Every word after the first is capitalized, small words (articles, prepositions, conjunctions) aside. A
+    sentence-case line ("Sellers pay freight", "The Aurora Bridge sank") states something whatever its verb is:
+    no closed list of verbs decides it (the verb cues only add to this, they never make a line a heading).
+    """
+    words = _WORD.findall(core)
+    if len(words) <= 1:
+        return True
+    return all(word[0].isupper() for word in words[1:] if word.lower() not in _SMALL_WORDS)
 
 
 def _kind(core: str, *, introduces: bool) -> str | None:
