@@ -141,7 +141,8 @@ _INTERROGATIVE = re.compile(
 )
 _VERB_CUE = re.compile(
     # A finite verb of a closed class, a negation, or a past-tense "-ed" word after the first: a heading names a
-    # topic; "The Aurora Bridge never opened" is a statement.
+    # topic; "The Aurora Bridge never opened" is a statement. A cue only makes a line a statement; its absence
+    # makes nothing a heading (that takes a heading's shape: see _heading_shaped).
     r"\b(?:is|are|was|were|am|be|been|being|has|have|had|do|does|did|can|cannot|could|will|would|shall|should|may"
     r"|might|must|never|not|no longer|isn't|aren't|wasn't|weren't|hasn't|haven't|hadn't|doesn't|don't|didn't"
     r"|can't|couldn't|won't|wouldn't|shouldn't|became|began|built|made|went|came|took|gave|got|fell|rose|won"
@@ -191,12 +192,14 @@ def classify_claim(text: str, *, standalone_line: bool = False) -> ClaimKind:
     or a date (other than list numbering and source references) is factual, whatever else it says; a heading,
     a question (in question word order), a pleasantry, an abstention, a conversational, meta, advice or
     organising line is non-factual only when what is left after its dressing is one of those, and (for the
-    kinds a real claim can hide behind) names no entity.
+    kinds a real claim can hide behind) names no entity. A heading is a topic's name: only a line's first part
+    (what follows a label's colon is content), short, one word or Title Case, with no verb cue; no closed list
+    of verbs makes a sentence-case line ("Sellers pay freight") a heading.
 
     Args:
         text: The claim or sentence, citation markers already removed.
-        standalone_line: The text was a whole line of a free-text answer among others (so a short line
-            without terminal punctuation and without a verb reads as a heading).
+        standalone_line: The text was a whole line of a free-text answer among others (so a short Title Case
+            line without terminal punctuation reads as a heading).
 
     Returns:
         ``ClaimKind(factual, kind)`` with kind one of ``factual``, ``empty``, ``heading``, ``question``,
