@@ -20,7 +20,7 @@ from citelock.constraint._model import build_model
 from citelock.constraint._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock.errors import InputError
 from citelock.prompt._assemble import coerce_chunks
-from citelock.prompt._parse import parse_answer
+from citelock.prompt._parse import parse_constrained
 from citelock.prompt._serialize import record_from_messages
 from citelock.records import Answer, Chunk, Context, Message, PromptRecord, TemplateRef
 from citelock.runtime._profiles import ServerProfile, get_profile
@@ -89,6 +89,9 @@ class AnswerModel:
     def answer(self, parsed: BaseModel | Mapping[str, Any] | str) -> Answer:
         """The :class:`~citelock.Answer` a parsed object (an instance of :attr:`model`), a dict or JSON holds.
 
+        A string is the constrained call's output: the schema's JSON, or refused (prose and ``{"text": ...}`` are
+        never read as free text, as for every call that declared a constraint).
+
         Raises:
             InputError: ``parsed`` is not a cited answer (a :class:`~citelock.ParseError`).
         """
@@ -99,7 +102,7 @@ class AnswerModel:
                     "(the object instructor or parse() returned for response_model=/response_format=model)"
                 )
             parsed = parsed.model_dump(mode="json")
-        return parse_answer(parsed)
+        return parse_constrained(parsed, self.schema.policy)  # the constrained call's output: its JSON or nothing
 
     def checkable(
         self,
