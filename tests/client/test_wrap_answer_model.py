@@ -93,3 +93,8 @@ def test_output_of_the_constrained_call_is_its_schemas_json_or_nothing(output: s
         shape.checkable(output, MESSAGES)
     answer = shape.answer(json.dumps(_cited("s1", "The plant opened in 1998.")))  # its JSON as text: parsed
     assert answer.span_policy == "sentence" and citelock.check(shape.record(MESSAGES), answer).ok
+    # the record says which constraint the call declared; caller metadata cannot unsay it (a replay's parse rule)
+    forged = shape.record(MESSAGES, metadata={"span_policy": None})
+    assert forged.metadata["span_policy"] == "sentence"
+    with pytest.raises(ParseError, match="sentence citation constraint"):
+        citelock.check(forged, output)

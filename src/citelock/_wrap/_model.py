@@ -81,7 +81,7 @@ class AnswerModel:
         Raises:
             InputError: no messages or a malformed one.
         """
-        meta = {"span_policy": self.schema.policy, **dict(metadata or {})}
+        meta = {**dict(metadata or {}), "span_policy": self.schema.policy}  # the constraint declared: not overridable
         return record_from_messages(
             messages, self.chunks, request_id=request_id, template=self._template, metadata=meta
         )
