@@ -28,7 +28,9 @@ Families (``--families``, default all):
   ``answer`` family places its files, on a high-stakes surface. A stricter contract: every case whose file was
   read must exit 1 (findings, the answer blocked), never 0.
 - ``forged``: ``check --prompt`` a logged record with one to three derived fields edited (normalized copy, offset
-  maps, placements, status, chunk text, sha256): exit 2 whenever anything changed, and nothing appended to --db.
+  maps, placements, status, chunk text, sha256): exit 2 whenever anything changed, and nothing appended to --db;
+  and, in every case, a record whose question was replaced by one never sent (``fuzz_inputs.swapped_question``),
+  checked with an answer stating that question's false number: exit 1 (a finding), never 0.
 - ``keyed_logs``: a keyed log stripped by someone without the key (triggers dropped, chain columns NULLed, a record
   rewritten with its plain hashes, a link made plain): ``log verify --key-file`` exits 3, and so does
   ``check --request-id`` on the record touched.
@@ -89,6 +91,7 @@ from fuzz_inputs import (
     logged_prompt,
     long_integer_document,
     mutated_prompt,
+    swapped_question,
 )
 
 PROMPT_CHUNKS = PROMPT["chunks"]
@@ -502,8 +505,13 @@ def fam_dressed(campaign: Campaign) -> Callable[..., None]:
 
 
 def fam_forged(campaign: Campaign) -> Callable[..., None]:
-    @given(forged_record(), st.booleans())
-    def case(forged: tuple[dict[str, Any], bool], with_db: bool) -> None:
+    @given(forged_record(), st.booleans(), swapped_question())
+    def case(forged: tuple[dict[str, Any], bool], with_db: bool, swap: tuple[dict[str, Any], Any]) -> None:
+        record, answer = swap  # a question never sent: the record loads, its number is a finding (exit 1), never 0
+        args = ["check", "--prompt", str(campaign.file(json.dumps(record).encode()))]
+        args += ["--answer", str(campaign.file(json.dumps(answer).encode()))]
+        code = campaign.invoke("forged", args)
+        assert code == 1, f"a number only a question never sent states exited {code}: {json.dumps(answer)}"
         data, changed = forged
         prompt = campaign.file(json.dumps(data).encode())
         db = campaign.work / f"forged-{campaign.cases}.db"

@@ -302,8 +302,10 @@ DRESSING_PREFIXES = [
     "Here's the thing: ", "Here is the answer: ", "Based on the sources, ", "According to the context, ",
     "From the documents, ", "I can confirm that ", "I can tell you ", "I'd say ", "I'm happy to say that ",
     "The answer is that ", "The short answer is: ",
+    "Key point: ", "Bottom line: ", "Takeaway: ", "Fact: ", "Summary: ", "TL;DR: ", "Heads up: ", "Update: ",
+    "**Key point:** ", "Important: ", "Key Finding: ",
 ]  # fmt: skip
-"""Talk before a claim: greetings, hedges, lead-ins (each ends where the claim begins)."""
+"""Talk before a claim: greetings, hedges, lead-ins, labels ending in a colon (each ends where the claim begins)."""
 DRESSING_SUFFIXES = [
     "", ".", ":", "?", "!", "...", "?!", " :", ", right?", ", isn't it?", ", didn't it?", ", wasn't it?",
     ", you know?", ", correct?", ", no?", ". I hope this helps!", " - hope this helps.", "! Cheers",
@@ -360,12 +362,22 @@ FUZZ_FALSE_FACTS = [
     "Revenue grew 15% in 2023", "Revenue grew 12% in 2021", "Revenue fell 12% in 2023",
     "The depot shipped 1,500 crates", "Freight is paid by the seller", "The seller pays freight",
     "Revenue never grew",
+    # verbs in no closed list (no -s, no -ed): a heading or a label must not make them talk
+    "Sellers pay freight", "The seller bore the freight", "Revenue sank", "The depot lost its crates",
 ]  # fmt: skip
 """False statements about :data:`PROMPT`'s chunks (it says 12% in 2023, 1,200 crates, freight paid by the buyer)."""
-DRESSED_ANSWER = st.tuples(dressed(FUZZ_FALSE_FACTS), st.booleans()).map(
-    lambda pair: {"claims": [{"text": pair[0], "citations": []}]} if pair[1] else {"text": pair[0]}
-)
-"""An answer to :data:`PROMPT` whose one claim is a dressed false fact, uncited (structured, or free text)."""
+_TRUE_CLAIM = {"text": "Revenue grew 12% in 2023.", "citations": [{"chunk_id": "c-1", "span": "Revenue grew 12%"}]}
+
+
+def _dressed_answer(line: str, structured: bool, beside: bool) -> dict[str, Any]:
+    if structured:
+        return {"claims": [{"text": line, "citations": []}, *([_TRUE_CLAIM] if beside else [])]}
+    return {"text": line + ("\nRevenue grew 12% in 2023 [c-1]." if beside else "")}
+
+
+DRESSED_ANSWER = st.builds(_dressed_answer, dressed(FUZZ_FALSE_FACTS), st.booleans(), st.booleans())
+"""An answer to :data:`PROMPT` with a dressed false fact, uncited (structured or free text), alone or as the line
+above a true cited claim (where a heading reads as a heading, not as the whole answer)."""
 # --- strategies: forged derived fields, stripped keyed logs, over-long integers (issue 34) -----------------
 
 
@@ -428,6 +440,28 @@ def forged_record(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
     for where, value in draw(st.lists(FORGERIES, min_size=1, max_size=3)):
         _forge(data, where, value)
     return data, data != original
+
+
+_SWAPPED_FACTS = [
+    ("Revenue grew 15% in 2023", "c-1"),
+    ("Revenue grew 12% in 2021", "c-1"),
+    ("The depot shipped 1,500 crates", "c-10"),
+]
+
+
+@st.composite
+def swapped_question(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(a logged record whose question was replaced by one never sent, an answer stating that question's number).
+
+    The question is input, not derived, so the record loads; but a question the messages do not hold excuses no
+    number: the false number (cited or not) must be a finding, never a pass.
+    """
+    fact, chunk_id = draw(st.sampled_from(_SWAPPED_FACTS))
+    data = logged_prompt()
+    data["question"] = draw(st.sampled_from([f"Is it true that {fact.lower()}?", f"{fact}?", f"Why: {fact}."]))
+    data["question_placement"] = None
+    citations = [{"chunk_id": chunk_id}] if draw(st.booleans()) else []
+    return data, {"claims": [{"text": f"{fact}.", "citations": citations}]}
 
 
 STRIPS = st.sets(

@@ -170,7 +170,8 @@ REASONS: Mapping[ReasonCode, ReasonInfo] = MappingProxyType(
         ReasonCode.NUMBER_MISMATCH: _info(
             Layer.NUMBERS,
             "number",
-            "a number in the claim occurs in none of its cited passages",
+            "a number in none of the claim's verified cited passages (an uncited claim: in no chunk, "
+            "nor in the question)",
             "correct the number from the passage, or cite the passage that states it",
         ),
         ReasonCode.UNSUPPORTED: _info(

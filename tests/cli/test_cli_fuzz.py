@@ -32,7 +32,8 @@ SLICE = {
     "keyed_logs": 10,
     "long_ints": 15,
 }
-INVOCATIONS = {"keyed_logs": 2}  # commands run per case (log verify, then check --request-id)
+INVOCATIONS = {"keyed_logs": 2, "forged": 2}  # commands run per case (keyed_logs: log verify, then check --request-id;
+# forged: the swapped question's check, then the forged record's)
 REACHES = {"keyed_logs": 3}  # the exit code a family is built to reach (2, unusable input, for the others)
 
 

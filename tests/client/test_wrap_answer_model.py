@@ -79,3 +79,22 @@ def test_response_format_is_the_one_the_server_takes() -> None:
     llama = citelock.answer_model(CHUNKS, server="llama-cpp-python", options=OPTS)
     assert llama.response_format["type"] == "json_object"  # llama-cpp-python refuses json_schema
     assert llama.response_format["schema"] == llama.json_schema
+
+
+@pytest.mark.parametrize("output", ["It opened in 1998 [s1].", "The plant never opened", '{"text": "It opened [s1]."}'])
+def test_output_of_the_constrained_call_is_its_schemas_json_or_nothing(output: str) -> None:
+    """A string handed to answer() is the constrained call's output: prose or {"text"} is refused, never free text."""
+    from citelock.errors import ParseError
+
+    shape = citelock.answer_model(CHUNKS, policy="sentence", options=OPTS)
+    with pytest.raises(ParseError, match="sentence citation constraint"):
+        shape.answer(output)
+    with pytest.raises(ParseError, match="sentence citation constraint"):
+        shape.checkable(output, MESSAGES)
+    answer = shape.answer(json.dumps(_cited("s1", "The plant opened in 1998.")))  # its JSON as text: parsed
+    assert answer.span_policy == "sentence" and citelock.check(shape.record(MESSAGES), answer).ok
+    # the record says which constraint the call declared; caller metadata cannot unsay it (a replay's parse rule)
+    forged = shape.record(MESSAGES, metadata={"span_policy": None})
+    assert forged.metadata["span_policy"] == "sentence"
+    with pytest.raises(ParseError, match="sentence citation constraint"):
+        citelock.check(forged, output)

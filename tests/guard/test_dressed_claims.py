@@ -26,6 +26,7 @@ import citelock
 from citelock import ReasonCode, record_from_messages
 from citelock._wrap import BLOCKED_TEXT
 from citelock.cli import app
+from citelock.guard import check_coverage
 from citelock.judges import LexicalJudge
 from citelock.text import classify_claim
 from support.scripts_loader import load_script
@@ -44,6 +45,8 @@ FALSE_FACTS = [
     "The Aurora Bridge never opened",
     "The Aurora Bridge is made of wood",
     "the bridge was never built",
+    "The Aurora Bridge sank",  # a verb in no closed list, dressed as a heading or behind a label
+    "Engineers rebuilt the Aurora Bridge in wood",
 ]
 TRUE_CLAIM = {
     "text": "The Aurora Bridge opened to traffic in 1932.",
@@ -85,6 +88,18 @@ def test_a_dressed_false_fact_beside_a_true_claim_is_never_served(line: str) -> 
 
 
 @FAST
+@given(DRESSED)
+def test_a_dressed_false_fact_above_a_true_claim_is_factual_in_context(line: str) -> None:
+    """Coverage of the whole answer, where a marked or standalone line can read as a heading over the rest."""
+    true_line = "The Aurora Bridge opened to traffic in 1932 [c-1]."
+    structured = citelock.parse_answer({"claims": [{"text": line, "citations": []}, TRUE_CLAIM]})
+    assert check_coverage(structured)[0].factual, (line, check_coverage(structured)[0])
+    free = citelock.parse_answer(f"{line}\n{true_line}")  # the line may be more than one sentence ("Sure! It ...")
+    kinds = [k for k, claim in zip(check_coverage(free), free.claims, strict=True) if (claim.start or 0) < len(line)]
+    assert any(k.factual for k in kinds), (line, kinds)
+
+
+@FAST
 @given(inputs.dressed_non_factual())
 def test_lines_with_nothing_to_check_stay_non_factual(line: str) -> None:
     assert not classify_claim(line).factual, (line, classify_claim(line))
@@ -109,6 +124,41 @@ def test_the_issues_examples_are_blocked(line: str) -> None:
     result = citelock.Guard(HIGH, LexicalJudge()).run(RECORD, {"claims": [{"text": line, "citations": []}]})
     assert result.decision == "block"
     assert {ReasonCode.UNCITED_CLAIM, ReasonCode.NUMBER_MISMATCH} <= {f.reason for f in result.report.findings}
+
+
+# A heading or a label is no hiding place: whether a line is a heading does not depend on a closed list of verbs.
+# "sank", "rebuilt", "broke", "bore" are in no such list; a sentence-case line states what it says.
+HEADINGS_WITH_A_FACT = [
+    "## The Aurora Bridge sank",
+    "**The Aurora Bridge sank**",
+    "### Engineers rebuilt the Aurora Bridge in wood",
+    "## Acme bought the Aurora Bridge",
+    "Key point: the Aurora Bridge sank",
+    "**Key point:** the bridge deck broke",
+    "Bottom line: the steel deck bore no traffic",
+    "Key point: the dose is 5 mg",
+]
+TOPIC_HEADINGS = ["## Key Benefits", "### Side Effects of Aspirin", "## Overview", "**Side effects:**", "# History"]
+
+
+@pytest.mark.parametrize("structured", [True, False])
+@pytest.mark.parametrize("line", HEADINGS_WITH_A_FACT)
+def test_a_heading_or_label_hides_no_fact_whatever_its_verb(line: str, structured: bool) -> None:
+    """Beside a true cited claim (a heading over an answer, not a one-line answer), structured or free text."""
+    assert classify_claim(line).factual and classify_claim(line, standalone_line=True).factual, line
+    true_line = "The Aurora Bridge opened to traffic in 1932 [c-1]."
+    answer: Any = {"claims": [{"text": line, "citations": []}, TRUE_CLAIM]} if structured else f"{line}\n{true_line}"
+    result = citelock.Guard(DROP, LexicalJudge()).run(RECORD, answer)
+    outcome = result.claims[0]
+    assert outcome.action == "drop" and ReasonCode.UNCITED_CLAIM in outcome.reasons, (line, outcome)
+
+
+@pytest.mark.parametrize("line", TOPIC_HEADINGS)
+def test_a_topic_heading_stays_non_factual(line: str) -> None:
+    """A heading over an answer (coverage of the whole answer; the guard checks each claim alone, as it streams)."""
+    assert not classify_claim(line).factual and not classify_claim(line, standalone_line=True).factual, line
+    for answer in ({"claims": [{"text": line, "citations": []}, TRUE_CLAIM]}, f"{line}\nIt opened in 1932 [c-1]."):
+        assert not check_coverage(citelock.parse_answer(answer))[0].factual, (line, answer)
 
 
 def test_the_real_non_factual_lines_stay_non_factual() -> None:

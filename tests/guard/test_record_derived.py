@@ -123,3 +123,39 @@ def test_every_edit_of_a_derived_field_is_caught(edit: str) -> None:
         load_record(data)
     with pytest.raises(InputError):
         verified_record(PromptRecord.model_validate(data))
+
+
+# --- the question: input, not derived; its numbers count as known only when it was sent -----------------------
+
+_SENT = "Context:\n[c-1] The Aurora Bridge opened to traffic in 1932.\n\nQuestion: Did it open in 1931?"
+
+
+def _question_record(question: str, *, forged: bool = False) -> PromptRecord:
+    record = record_from_messages(
+        [{"role": "user", "content": _SENT}],
+        [{"id": "c-1", "text": "The Aurora Bridge opened to traffic in 1932."}],
+        question=question,
+    )
+    if forged:  # the logged record's question replaced by one never sent, its placement dropped (not derived)
+        data = json.loads(record.model_dump_json())
+        data.update(question="Did it open in 1999?", question_placement=None)
+        record = load_record(data)
+    return record
+
+
+@pytest.mark.parametrize("cited", [False, True])
+def test_a_question_never_sent_does_not_excuse_a_number(cited: bool) -> None:
+    from citelock import ReasonCode, check
+
+    citations = [{"chunk_id": "c-1"}] if cited else []
+    answer = {"claims": [{"text": "The Aurora Bridge opened to traffic in 1999.", "citations": citations}]}
+    forged = _question_record("Did it open in 1931?", forged=True)
+    assert forged.question is not None and "1999" in forged.question  # the forged record loads: input, not derived
+    assert ReasonCode.NUMBER_MISMATCH in {f.reason for f in check(forged, answer).findings}
+    # the question as sent still counts: a claim restating its premise did not make the number up
+    echoed = {"claims": [{"text": "The Aurora Bridge did not open in 1931.", "citations": citations}]}
+    sent = _question_record("Did it open in 1931?")
+    assert sent.question_placement is not None
+    assert ReasonCode.NUMBER_MISMATCH not in {f.reason for f in check(sent, echoed).findings}
+    unplaced = PromptRecord.model_validate({**json.loads(sent.model_dump_json()), "question_placement": None})
+    assert ReasonCode.NUMBER_MISMATCH not in {f.reason for f in check(unplaced, echoed).findings}  # wrap's records

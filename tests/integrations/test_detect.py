@@ -211,3 +211,22 @@ def test_no_out_of_range_marker_or_foreign_quote_is_ever_verified(numbers: list[
     verified = found.verified()
     assert list(verified) == sorted(set(verified))
     assert set(verified) <= {int(c.chunk_id) - 1 for c in checks if c.passed}
+
+
+@pytest.mark.parametrize("text", ["Revenue grew 12% in 2023 [1].", "Revenue grew 12% in 2023 [7].", "", "It grew []."])
+def test_one_verdict_for_every_framework_door_and_an_unreadable_reply_fails_closed(text: str) -> None:
+    """Haystack's component and LlamaIndex's query engine report the one verdict ``Detector.checked`` builds."""
+    from citelock.integrations._detect import unreadable, verdict
+
+    found, reply_verdict = Detector(Guard(relevance="off")).checked(text, SOURCES)
+    if found is None:  # empty or malformed: nothing verified
+        assert reply_verdict["passing"] is False and reply_verdict["verified_documents"] == []
+        assert reply_verdict["error"] is not None and set(reply_verdict) == set(unreadable(ParseError("x")))
+        return
+    assert reply_verdict == verdict(found) and reply_verdict["error"] is None
+    assert reply_verdict["passing"] == found.passing and reply_verdict["verified_documents"] == list(found.verified())
+    assert reply_verdict["reasons"] == [f.reason.value for f in found.findings]
+    assert reply_verdict["passing"] is (text.endswith("[1]."))  # [7] names no source: ID_NOT_IN_PROMPT blocks
+    for module, name in (("_haystack", "verdict_of"), ("_llamaindex", "citelock_metadata")):
+        door = pytest.importorskip(f"citelock.integrations.{module}")
+        assert getattr(door, name) is verdict

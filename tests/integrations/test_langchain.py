@@ -176,3 +176,16 @@ def test_the_constrained_runnable_logs_queues_stores_and_streams(tmp_path: Any) 
     assert ResultStore(db).for_request(result.request_id, surface="docs") is not None
     assert PromptLog(db).get(result.request_id).sha256 == result.prompt_sha256
     assert seen and seen[0][0] is result
+
+
+@pytest.mark.parametrize("prose", ["Revenue grew 12% in 2023 [1].", "Revenue never grew", '{"text": "It grew [1]."}'])
+def test_prose_from_the_constrained_call_is_never_read_as_free_text(prose: str) -> None:
+    """Outside the answer model, the reply is still the constrained call's output: its schema's JSON or nothing."""
+    from citelock import ParseError
+
+    tool_llm = ToolCallingFake(messages=iter([AIMessage(content=prose)]))  # no tool call: prose content
+    with pytest.raises(ParseError, match="citation constraint"):
+        CitedAnswerRunnable(tool_llm).invoke({"question": QUESTION, "context": DOCS})
+    content_llm = FakeListChatModel(responses=[prose])
+    with pytest.raises(ParseError, match="citation constraint"):
+        CitedAnswerRunnable(content_llm, delivery="response_format").invoke({"question": QUESTION, "context": DOCS})

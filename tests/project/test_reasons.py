@@ -228,3 +228,20 @@ def test_queue_calibrates_exactly_the_judged_codes(code: ReasonCode) -> None:
         passage="Revenue grew 12% in 2024.",
     )
     assert QueueEntry.from_finding(finding, surface="s").calibratable is REASONS[code].judged
+
+
+def test_number_mismatch_description_says_what_the_check_does() -> None:
+    """Both cases the numbers check flags, cited and uncited, are in the one line the table gives the code."""
+    record = _record()
+    answer = {
+        "claims": [
+            {"text": "Revenue grew 15% in 2024.", "citations": [{"chunk_id": "c-1"}]},
+            {"text": "Sure, revenue grew 13% in 2024.", "citations": []},
+        ]
+    }
+    report = check(record, answer)  # type: ignore[arg-type]
+    numbers = [f for f in report.findings if f.reason is R.NUMBER_MISMATCH]
+    assert sorted(f.claim_index for f in numbers) == [0, 1]  # a cited and an uncited claim: both are checked
+    description = REASONS[R.NUMBER_MISMATCH].description
+    assert "uncited" in description and "no chunk" in description  # checked against every chunk of the prompt
+    assert "question" in description  # the question's own numbers count as known

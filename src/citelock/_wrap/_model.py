@@ -21,7 +21,7 @@ from citelock.constraint._policy import SpanPolicy
 from citelock.constraint._schema import CitationSchema, SchemaOptions, fit_schema
 from citelock.errors import InputError
 from citelock.prompt._assemble import coerce_chunks
-from citelock.prompt._parse import parse_answer
+from citelock.prompt._parse import parse_constrained
 from citelock.prompt._serialize import record_from_messages
 from citelock.records import Answer, Chunk, Context, Message, PromptRecord, TemplateRef
 from citelock.runtime._profiles import ServerProfile, get_profile
@@ -82,13 +82,16 @@ class AnswerModel:
         Raises:
             InputError: no messages or a malformed one.
         """
-        meta = {"span_policy": self.schema.policy, **dict(metadata or {})}
+        meta = {**dict(metadata or {}), "span_policy": self.schema.policy}  # the constraint declared: not overridable
         return record_from_messages(
             messages, self.chunks, request_id=request_id, template=self._template, metadata=meta
         )
 
     def answer(self, parsed: BaseModel | Mapping[str, Any] | str) -> Answer:
         """The :class:`~citelock.Answer` a parsed object (an instance of :attr:`model`), a dict or JSON holds.
+
+        A string is the constrained call's output: the schema's JSON, or refused (prose and ``{"text": ...}`` are
+        never read as free text, as for every call that declared a constraint).
 
         Raises:
             InputError: ``parsed`` is not a cited answer (a :class:`~citelock.ParseError`).
@@ -100,7 +103,7 @@ class AnswerModel:
                     "(the object instructor or parse() returned for response_model=/response_format=model)"
                 )
             parsed = parsed.model_dump(mode="json")
-        return parse_answer(parsed)
+        return parse_constrained(parsed, self.schema.policy)  # the constrained call's output: its JSON or nothing
 
     def checkable(
         self,

@@ -35,7 +35,7 @@ from citelock.audit._rows import AuditItem, row_problem
 from citelock.errors import BackendConnectionError, BackendTimeoutError, CitelockError, UsageError
 from citelock.guard import Guard, GuardResult, SurfacePolicy
 from citelock.judges import DEFAULT_JUDGE, Judge, OpenAICompleter, RelevanceJudge, make_judge
-from citelock.prompt import parse_answer, record_from_messages
+from citelock.prompt import parse_for_record, record_from_messages
 from citelock.records import Answer, PromptRecord, Verdict
 from citelock.store import CachedJudge
 
@@ -278,7 +278,7 @@ def prepare(item: AuditItem) -> Prepared:
                 record = record.model_copy(update={"created_at": datetime.fromisoformat(row["created_at"])})
             answer_value = row["answer"]
         where = "answer"
-        answer = parse_answer(answer_value)
+        answer = parse_for_record(answer_value, record)  # a constrained call's record: its schema's JSON only
     except (CitelockError, ValidationError, ValueError, RecursionError) as exc:
         return Prepared(key, source, row_number, error=f"{where}: {_message(exc)}", request_id=request_id)
     return Prepared(key, source, row_number, record=record, answer=answer, request_id=record.request_id)

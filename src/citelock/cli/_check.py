@@ -6,7 +6,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -26,28 +26,39 @@ from citelock.cli._report import ReportView, print_table, windowed_check, write_
 from citelock.cli._surface_options import NO_SURFACE, SurfaceOptions, SurfaceSetup, surface_options, surface_setup
 from citelock.errors import ParseError
 from citelock.guard import GuardResult
-from citelock.prompt import parse_answer
-from citelock.records import Answer
+from citelock.prompt import parse_answer, parse_for_record
+from citelock.records import Answer, PromptRecord
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
-__all__ = ["bulk_allocation", "check", "load_answer"]
+__all__ = ["bulk_allocation", "check", "load_answer", "parse_loaded", "read_answer"]
 
 
-def load_answer(path: Path) -> Answer:
+def load_answer(path: Path, record: PromptRecord | None = None) -> Answer:
     """Read and parse an answer file (or ``-``): JSON when it is ``.json`` or starts with ``{``/``[``, else text.
 
+    With ``record``, the answer is parsed under the rule the record's call applied (a constrained call's record
+    takes its schema's JSON only, never free text: :func:`citelock.prompt.parse_for_record`).
     Exit 2 with the file, the field and what was expected when it is unreadable or malformed.
     """
+    return parse_loaded(read_answer(path), path, record)
+
+
+def read_answer(path: Path) -> Any:
+    """An answer file's content, not yet parsed: its JSON value when it is JSON, else its text (exit 2: unreadable)."""
     text = read_text(path, "answer")
-    where = f"answer file {shown(path)}"
+    if path.suffix == ".json" or text.lstrip().startswith(("{", "[")):
+        data = loads_checked(text, f"answer file {shown(path)}")
+        del text  # the parsed answer keeps what it needs; drop the raw text before parsing
+        return data
+    return text
+
+
+def parse_loaded(content: Any, path: Path, record: PromptRecord | None) -> Answer:
+    """Parse what :func:`read_answer` read, for ``record`` when it is known (exit 2 naming the file if malformed)."""
     try:
-        if path.suffix == ".json" or text.lstrip().startswith(("{", "[")):
-            data = loads_checked(text, where)
-            del text  # the parsed answer keeps what it needs; drop the raw text before parsing
-            return parse_answer(data)
-        return parse_answer(text)
+        return parse_answer(content) if record is None else parse_for_record(content, record)
     except ParseError as exc:
-        fail(f"{where}: {exc}")
+        fail(f"answer file {shown(path)}: {exc}")
 
 
 @app.command()
@@ -139,15 +150,19 @@ def _check_and_print(
     as_json: bool,
     relevance: bool = True,
 ) -> bool:
-    """Read the inputs, then (only then) open the database, guard, print; True when the answer passes."""
-    parsed = load_answer(answer)
+    """Read the inputs, then (only then) open the database, guard, print; True when the answer passes.
+
+    The answer is parsed under the rule its record's call applied (a constrained call's record takes its schema's
+    JSON only): with --prompt before the database is opened, with --request-id once the record is read from the
+    log and before anything is written.
+    """
+    content = read_answer(answer)
     ids = load_store_ids(store) if store is not None else None
     record = load_prompt(prompt) if prompt is not None else None
+    parsed = parse_loaded(content, answer, record) if record is not None else None
     # Every input is read and valid: only now is the database opened (its tables created) and written.
     with using_database(db or "-"):
         log = PromptLog(db) if db is not None else None
-        queue = ReviewQueue(db) if db is not None and setup is not None else None
-        results = ResultStore(db) if db is not None and setup is not None else None
         if record is None:
             assert log is not None and request_id is not None
             try:
@@ -155,7 +170,13 @@ def _check_and_print(
             except KeyError:
                 fail(f"request id {request_id!r} is not in the prompt log {shown(db or '')}")
         elif log is not None:  # logged once: membership and append are one transaction (same record: no error)
+            assert parsed is not None
             record = log.append_if_absent(record)
+        if parsed is None:
+            parsed = parse_loaded(content, answer, record)
+        del content  # the parsed answer keeps what it needs
+        queue = ReviewQueue(db) if db is not None and setup is not None else None
+        results = ResultStore(db) if db is not None and setup is not None else None
         if setup is None:
             with windowed_check(record, parsed, known_ids=ids, relevance=relevance) as view:
                 del parsed  # each window keeps what it needs

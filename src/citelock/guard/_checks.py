@@ -15,7 +15,7 @@ from citelock.constraint import quote_body
 from citelock.guard._coverage import check_coverage
 from citelock.guard._numbers import missing_numbers, uncited_missing_numbers
 from citelock.guard._relevance import add_relevance
-from citelock.prompt import PromptIndex, check_citation, describe, parse_answer
+from citelock.prompt import PromptIndex, check_citation, describe, parse_for_record
 from citelock.reasons import REASONS
 from citelock.records import (
     Answer,
@@ -29,6 +29,7 @@ from citelock.records import (
     PromptRecord,
     ReasonCode,
 )
+from citelock.text import normalize
 
 __all__ = ["ClaimChecks", "check", "check_claim", "combine_checks", "run_checks"]
 
@@ -46,7 +47,9 @@ def check(
     Args:
         record: The prompt exactly as sent (from :func:`citelock.serialize`, :func:`citelock.record_from_messages`
             or the prompt log).
-        answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts.
+        answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts; unparsed, it is
+            parsed under the rule the record's call applied (:func:`citelock.prompt.parse_for_record`: a
+            constrained call's record takes the schema's JSON only, never free text).
         known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
         numbers: Also run the ``NUMBER_MISMATCH`` pre-check.
         relevance: Also run the free relevance check (``OFF_QUESTION``) when the record knows the question.
@@ -54,7 +57,7 @@ def check(
     Returns:
         A :class:`GuardReport`; ``ok`` is True when there are no findings.
     """
-    index, parsed = PromptIndex.build(record), parse_answer(answer)
+    index, parsed = PromptIndex.build(record), parse_for_record(answer, record)
     report = run_checks(index, parsed, known_ids=known_ids, numbers=numbers)
     return add_relevance(index, parsed, report)[0] if relevance else report
 
@@ -219,7 +222,7 @@ def _number_findings(
     if not good:
         return []
     bodies = [index.body(index.by_id[c.chunk_id]) for c in good]
-    question = (index.record.question,) if index.record.question else ()
+    question = _sent_question(index)
     missing = missing_numbers(claim.text, bodies, context=question)
     if not missing:
         return []
@@ -239,10 +242,25 @@ def _number_findings(
     ]
 
 
+def _sent_question(index: PromptIndex) -> tuple[str, ...]:
+    """The record's question when the prompt as sent holds it (placed, or found in the messages), else nothing.
+
+    Its numbers count as known: a claim restating the question's premise did not make them up. A record's
+    ``question`` is input, not derived from the messages, so a question the messages do not hold (a logged record
+    whose question was replaced, its placement dropped) excuses no number.
+    """
+    record = index.record
+    if not record.question:
+        return ()
+    if record.question_placement is not None or index.occurrences(normalize(record.question)):
+        return (record.question,)
+    return ()
+
+
 def _uncited_number_findings(claim: Claim, claim_index: int, index: PromptIndex, finding: Any) -> list[Finding]:
     """An uncited claim's numbers are checked against every chunk of the prompt: one in none of them is a finding."""
     bodies = [index.body(placed) for placed in index.by_id.values()]
-    question = (index.record.question,) if index.record.question else ()
+    question = _sent_question(index)
     missing = uncited_missing_numbers(claim.text, bodies, context=question)
     if not missing:
         return []

@@ -27,7 +27,7 @@ from citelock.guard._result import GuardResult, JudgeAccounting, SupportCheck, i
 from citelock.guard._support import SupportRun
 from citelock.judges import Judge, RelevanceJudge, default_judge
 from citelock.judges._routing import Routing, shipped_routing
-from citelock.prompt import PromptIndex, parse_answer
+from citelock.prompt import PromptIndex, parse_for_record
 from citelock.records import Answer, Finding, GuardReport, Layer, PromptRecord, ReasonCode
 from citelock.telemetry._hook import instrumented
 
@@ -202,7 +202,8 @@ class Guard:
         Args:
             record: The logged prompt (:func:`citelock.serialize`, :func:`citelock.record_from_messages` or the
                 prompt log).
-            answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts (parsed once).
+            answer: The answer, parsed or in any shape :func:`citelock.parse_answer` accepts (parsed once, under
+                the rule the record's call applied: :func:`citelock.prompt.parse_for_record`).
             known_ids: Ids of the whole chunk store, to tell ``STALE_ID`` from ``FABRICATED_ID``.
             fold: The request's :meth:`fold` that already checked the answer's first claims (a stream's): the
                 result is assembled from them, and only the claims it has not seen are checked. A fold whose
@@ -215,7 +216,7 @@ class Guard:
         Raises:
             ParseError: the answer cannot be parsed (unusable input, not a finding).
         """
-        parsed = parse_answer(answer)
+        parsed = parse_for_record(answer, record)
         if fold is None or not fold.matches(record, parsed, known_ids):
             fold = GuardFold(self, record, known_ids=known_ids, index=fold.index if fold is not None else None)
         return fold.result(parsed)

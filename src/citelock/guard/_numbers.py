@@ -1,4 +1,4 @@
-"""``NUMBER_MISMATCH``: a number in a claim that occurs in none of its cited passages (free, deterministic).
+"""``NUMBER_MISMATCH``: a number in a claim that occurs in none of its cited passages, or (uncited) in no chunk.
 
 Numbers compare by magnitude (see :mod:`citelock.text._numbers`, the rule the offline judge shares): ``1,200``
 matches ``1200``, ``12%`` matches ``12 percent``, ``3.50`` matches ``3.5``; digits inside identifiers (``c-10``,

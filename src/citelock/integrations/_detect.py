@@ -27,14 +27,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from citelock.errors import InputError, UsageError
+from citelock.errors import InputError, ParseError, UsageError
 from citelock.guard import Guard, GuardResult
 from citelock.prompt import parse_free_text, serialize
 from citelock.records import Answer, Chunk, Citation, Claim, Context, Finding, PromptRecord
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 from citelock.text import normalize
 
-__all__ = ["Detection", "DetectSink", "Detector", "Source", "jsonable", "numbered_chunks", "unreadable"]
+__all__ = ["Detection", "DetectSink", "Detector", "Source", "jsonable", "numbered_chunks", "unreadable", "verdict"]
 
 _QUOTE = re.compile(r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d")
 _DASHED_RANGE = re.compile(r"\[(\s*\d+\s*)[\u2013\u2014](\s*\d+\s*)\]")
@@ -85,6 +85,24 @@ def unreadable(error: Exception) -> dict[str, Any]:
         "verified_documents": [],
         "result": None,
         "error": f"{type(error).__name__}: {error}",
+    }
+
+
+def verdict(detection: Detection) -> dict[str, Any]:
+    """One reply's verdict as the framework doors report it (JSON values); :func:`unreadable` is the other kind.
+
+    The request id, ``passing``, the decision, the findings' reason codes, the positions of the verified
+    documents, the guard's result as JSON, and ``error`` None. Haystack's component outputs it per reply; a
+    LlamaIndex ``Response`` carries it under ``metadata["citelock"]``.
+    """
+    return {
+        "request_id": detection.record.request_id,
+        "passing": detection.passing,
+        "decision": detection.result.decision,
+        "reasons": [f.reason.value for f in detection.findings],
+        "verified_documents": list(detection.verified()),
+        "result": detection.result.model_dump(mode="json"),
+        "error": None,
     }
 
 
@@ -304,6 +322,20 @@ class Detector:
             if not isinstance(sink, ReviewQueue | ResultStore):
                 sink(detection)
         return detection
+
+    def checked(
+        self, text: str, sources: Sequence[Source | str], question: str | None = None
+    ) -> tuple[Detection | None, dict[str, Any]]:
+        """:meth:`run` on a free-text reply, failing closed: ``(detection, verdict(detection))``.
+
+        A reply that cannot be read (empty, malformed markers) is ``(None, unreadable(error))``: ``passing``
+        False, nothing verified. Bad sources still raise, as in :meth:`run`.
+        """
+        try:
+            found = self.run(text, sources, question)
+        except ParseError as exc:
+            return None, unreadable(exc)
+        return found, verdict(found)
 
     def deliver_result(self, result: GuardResult) -> None:
         """Hand the result to the queue and store sinks (the callable sinks are called by the door)."""

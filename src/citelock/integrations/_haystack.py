@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from citelock.errors import InputError, MissingExtraError, ParseError, UsageError
+from citelock.errors import InputError, MissingExtraError, UsageError
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
@@ -23,25 +23,15 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtraError("haystack", "haystack-ai") from exc
 
 from citelock.guard import Guard
-from citelock.integrations._detect import Detection, Detector, Source, jsonable, unreadable
+from citelock.integrations._detect import Detector, Source, jsonable, verdict
 from citelock.store import PromptLog
 
 __all__ = ["CitelockAnswerBuilder", "verdict_of"]
 
 _REFERENCE = r"\[(\d+)\]"
 
-
-def verdict_of(detection: Detection) -> dict[str, Any]:
-    """One reply's verdict as the component outputs it (JSON values)."""
-    return {
-        "request_id": detection.record.request_id,
-        "passing": detection.passing,
-        "decision": detection.result.decision,
-        "reasons": [f.reason.value for f in detection.findings],
-        "verified_documents": list(detection.verified()),
-        "result": detection.result.model_dump(mode="json"),
-        "error": None,
-    }
+verdict_of = verdict
+"""One reply's verdict as the component outputs it (:func:`citelock.integrations._detect.verdict`)."""
 
 
 @component
@@ -115,17 +105,14 @@ class CitelockAnswerBuilder:
         answers = []
         for reply, answer in zip(replies, built, strict=True):
             text = reply.text if isinstance(reply, ChatMessage) else str(reply)
-            try:
-                verdict = verdict_of(self.detector.run(text or "", sources, query))
-            except ParseError as exc:  # an empty or malformed reply fails closed: nothing verified
-                verdict = unreadable(exc)
-            verdicts.append(verdict)
+            _found, reply_verdict = self.detector.checked(text or "", sources, query)  # unreadable: fails closed
+            verdicts.append(reply_verdict)
             answers.append(
                 GeneratedAnswer(
                     data=answer.data,
                     query=answer.query,
                     documents=answer.documents,
-                    meta={**answer.meta, "citelock": verdict},
+                    meta={**answer.meta, "citelock": reply_verdict},
                 )
             )
         return {"answers": answers, "verdicts": verdicts}

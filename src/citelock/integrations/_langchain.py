@@ -38,7 +38,7 @@ from citelock._wrap import answer_model
 from citelock.constraint import SpanPolicy
 from citelock.guard import Guard, GuardResult
 from citelock.integrations._detect import Detection, Detector, DetectSink, Source, jsonable, numbered_chunks
-from citelock.prompt import parse_answer, serialize
+from citelock.prompt import serialize
 from citelock.records import Answer, Context, PromptRecord
 from citelock.render import RenderStyle, render_answer, require_style
 from citelock.store import PromptLog, ResultStore, ReviewQueue
@@ -203,7 +203,11 @@ class CitedAnswerRunnable(Runnable[dict[str, Any], GuardedAnswer]):
 
 
 def _read_output(shape: Any, output: Any) -> tuple[Answer, tuple[str, ...]]:
-    """The answer the model returned, parsed by the answer model, else read leniently (never trusted)."""
+    """The answer the model returned, parsed by the answer model, else read as returned (never trusted).
+
+    Read as returned is still under the constraint the call declared: the schema's JSON (a tool call's arguments
+    or the content), never prose read as free text (a :class:`~citelock.ParseError` otherwise).
+    """
     if isinstance(output, Mapping) and "raw" in output:  # with_structured_output(include_raw=True)
         if output.get("parsed") is not None:
             return shape.answer(output["parsed"]), ("parsed by the answer model",)
@@ -211,7 +215,7 @@ def _read_output(shape: Any, output: Any) -> tuple[Answer, tuple[str, ...]]:
         calls = getattr(raw, "tool_calls", None) or []
         payload = calls[0].get("args") if calls else getattr(raw, "content", "")
         note = f"outside the answer model ({type(output.get('parsing_error')).__name__}): read as returned"
-        return parse_answer(payload), (note,)
+        return shape.answer(payload), (note,)
     if isinstance(output, BaseMessage):
         text = output.content if isinstance(output.content, str) else str(output.content)
         return shape.answer(text), ("response_format content",)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from citelock.errors import InputError, MissingExtraError, ParseError
+from citelock.errors import InputError, MissingExtraError
 
 try:
     from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -32,25 +32,15 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtraError("llamaindex", "llama-index-core") from exc
 
 from citelock.guard import Guard
-from citelock.integrations._detect import Detection, Detector, DetectSink, Source, jsonable, unreadable
+from citelock.integrations._detect import Detection, Detector, DetectSink, Source, jsonable, unreadable, verdict
 from citelock.store import PromptLog
 
 __all__ = ["CitelockEvaluator", "CitelockQueryEngine", "citelock_metadata"]
 
 _SOURCE_HEADER = re.compile(r"\ASource \d+:\s*\n?")
 
-
-def citelock_metadata(detection: Detection) -> dict[str, Any]:
-    """What a response carries under ``metadata["citelock"]``: the request id, the verdict and the guard's result."""
-    return {
-        "request_id": detection.record.request_id,
-        "passing": detection.passing,
-        "decision": detection.result.decision,
-        "reasons": [f.reason.value for f in detection.findings],
-        "verified_documents": list(detection.verified()),
-        "result": detection.result.model_dump(mode="json"),
-        "error": None,
-    }
+citelock_metadata = verdict
+"""What a response carries under ``metadata["citelock"]`` (:func:`citelock.integrations._detect.verdict`)."""
 
 
 def _context_text(context: str) -> str:
@@ -202,12 +192,9 @@ class CitelockQueryEngine(BaseQueryEngine):
         if not nodes:
             verdict = unreadable(InputError("the retriever returned no nodes: there is nothing the answer can cite"))
             return Response(response=text, source_nodes=[], metadata={"citelock": verdict})
-        try:
-            found = self.detector.run(text, self._prompt(query, nodes)[1], query.query_str)
-        except ParseError as exc:  # an empty or malformed reply fails closed
-            return Response(response=text, source_nodes=[], metadata={"citelock": unreadable(exc)})
-        kept = [nodes[i] for i in found.verified()]
-        return Response(response=text, source_nodes=kept, metadata={"citelock": citelock_metadata(found)})
+        found, reply_verdict = self.detector.checked(text, self._prompt(query, nodes)[1], query.query_str)
+        kept = [nodes[i] for i in found.verified()] if found is not None else []  # unreadable: fails closed
+        return Response(response=text, source_nodes=kept, metadata={"citelock": reply_verdict})
 
     def _query(self, query_bundle: QueryBundle) -> Response:
         nodes = self.retriever.retrieve(query_bundle)

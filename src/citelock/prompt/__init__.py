@@ -6,7 +6,15 @@ validates its own output asks exactly the question the guard asks.
 
 from citelock.prompt._assemble import assemble, coerce_chunks, render_messages
 from citelock.prompt._index import PromptIndex, check_citation, describe
-from citelock.prompt._parse import ABSTENTION_SENTENCE, DEFAULT_MARKERS, MarkerPattern, parse_answer, parse_free_text
+from citelock.prompt._parse import (
+    ABSTENTION_SENTENCE,
+    DEFAULT_MARKERS,
+    MarkerPattern,
+    declared_policy,
+    parse_answer,
+    parse_for_record,
+    parse_free_text,
+)
 from citelock.prompt._retrieve import lexical_top_k
 from citelock.prompt._serialize import (
     MIN_TRUNCATED_PREFIX,
@@ -29,6 +37,7 @@ __all__ = [
     "assemble",
     "check_citation",
     "coerce_chunks",
+    "declared_policy",
     "derived_problem",
     "describe",
     "lexical_top_k",
@@ -36,6 +45,7 @@ __all__ = [
     "load_template",
     "messages_sha256",
     "parse_answer",
+    "parse_for_record",
     "parse_free_text",
     "prompts_dir",
     "record_from_messages",

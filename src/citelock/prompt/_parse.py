@@ -22,16 +22,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from citelock.errors import ParseError
-from citelock.records import Answer, Citation, Claim
+from citelock.records import Answer, Citation, Claim, PromptRecord
 from citelock.text import split_sentences
 
 __all__ = [
     "ABSTENTION_SENTENCE",
     "DEFAULT_MARKERS",
     "MarkerPattern",
+    "declared_policy",
     "held_policy",
     "parse_answer",
     "parse_constrained",
+    "parse_for_record",
     "parse_free_text",
 ]
 
@@ -312,36 +314,88 @@ def _abstention(data: Mapping[str, Any]) -> Answer:
 _QUOTE_POLICIES = ("quote", "quote_sentence")
 
 
-def parse_constrained(text: str, policy: str) -> Answer:
+def parse_constrained(output: str | bytes | Mapping[str, Any], policy: str) -> Answer:
     """Parse the output of a call that declared a constraint it did not enforce: the schema's JSON or nothing.
 
     The answer's ``span_policy`` is what the output held (:func:`held_policy`), not what the schema asked.
 
     Args:
-        text: The output as it arrived.
+        output: The output as it arrived (text or bytes), or its JSON already loaded (a mapping).
         policy: The span policy of the schema the call declared.
 
     Raises:
         ParseError: the output is not a JSON object of the citation schema's shape (``{"claims": [...]}``): prose,
             a free-text ``{"text": ...}`` object, a JSON list or scalar.
     """
-    stripped = text.strip()
     expected = (
         f"the call declared the {policy} citation constraint, so its output must be the schema's JSON "
         '{"claims": [{"text": ..., "citations": [{"chunk_id": ..., "span": ...}]}]}'
     )
-    if not stripped.startswith("{"):
-        raise ParseError(f"{expected}; got text that is not a JSON object: {stripped[:80]!r}", where="output")
-    try:
-        data = json.loads(stripped)
-    except (json.JSONDecodeError, RecursionError, ValueError) as exc:
-        why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
-        raise ParseError(f"{expected}; got invalid JSON ({why}): {stripped[:80]!r}", where="output") from None
-    if not isinstance(data, dict) or "claims" not in data:
-        keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+    data: Any = output
+    if isinstance(output, bytes):
+        try:
+            output = output.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError(f"{expected}; got bytes that are not UTF-8 ({exc.reason})", where="output") from None
+    if isinstance(output, str):
+        stripped = output.strip()
+        if not stripped.startswith("{"):
+            raise ParseError(f"{expected}; got text that is not a JSON object: {stripped[:80]!r}", where="output")
+        try:
+            data = json.loads(stripped)
+        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            raise ParseError(f"{expected}; got invalid JSON ({why}): {stripped[:80]!r}", where="output") from None
+    if not isinstance(data, Mapping) or "claims" not in data:
+        keys = sorted(data) if isinstance(data, Mapping) else type(data).__name__
         raise ParseError(f"{expected}; got a JSON object with fields {keys}", where="output")
     answer = _parse_structured(data)
     return answer.model_copy(update={"span_policy": held_policy(answer, policy)})
+
+
+def declared_policy(record: PromptRecord) -> str | None:
+    """The span policy the call that made ``record`` declared as its constraint, or None for a free-text call.
+
+    Every door that sends a constrained call records its schema's policy as ``metadata["span_policy"]`` (the
+    request core, ``wrap``, the framework doors); a call that declared no constraint records None or nothing.
+
+    Raises:
+        ParseError: ``metadata["span_policy"]`` is neither None nor a non-empty string (the record is malformed).
+    """
+    policy = record.metadata.get("span_policy")
+    if policy is None:
+        return None
+    if not isinstance(policy, str) or not policy.strip():
+        raise ParseError(
+            f"prompt record {record.request_id!r}: metadata.span_policy must be the declared span policy (a string) "
+            f"or null, got {policy!r}",
+            where="metadata.span_policy",
+        )
+    return policy
+
+
+def parse_for_record(
+    answer: str | bytes | Mapping[str, Any] | Answer,
+    record: PromptRecord,
+    *,
+    markers: Sequence[MarkerPattern] = DEFAULT_MARKERS,
+    ids_by_number: Sequence[str] | None = None,
+) -> Answer:
+    """Parse an answer to ``record`` under the rule the live call applied to its output.
+
+    A record whose call declared a constraint (:func:`declared_policy`) gets :func:`parse_constrained`: the
+    schema's JSON or a :class:`ParseError`, never free text, exactly as the live call parsed it. A record of a
+    call that declared none gets :func:`parse_answer`. An :class:`Answer` already parsed is returned as it is.
+
+    Raises:
+        ParseError: the answer is not of a shape the record's call accepts.
+    """
+    if isinstance(answer, Answer):
+        return answer
+    policy = declared_policy(record)
+    if policy is not None:
+        return parse_constrained(answer, policy)
+    return parse_answer(answer, markers=markers, ids_by_number=ids_by_number)
 
 
 def held_policy(answer: Answer, policy: str) -> str:

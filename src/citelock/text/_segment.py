@@ -141,7 +141,8 @@ _INTERROGATIVE = re.compile(
 )
 _VERB_CUE = re.compile(
     # A finite verb of a closed class, a negation, or a past-tense "-ed" word after the first: a heading names a
-    # topic; "The Aurora Bridge never opened" is a statement.
+    # topic; "The Aurora Bridge never opened" is a statement. A cue only makes a line a statement; its absence
+    # makes nothing a heading (that takes a heading's shape: see _heading_shaped).
     r"\b(?:is|are|was|were|am|be|been|being|has|have|had|do|does|did|can|cannot|could|will|would|shall|should|may"
     r"|might|must|never|not|no longer|isn't|aren't|wasn't|weren't|hasn't|haven't|hadn't|doesn't|don't|didn't"
     r"|can't|couldn't|won't|wouldn't|shouldn't|became|began|built|made|went|came|took|gave|got|fell|rose|won"
@@ -169,6 +170,11 @@ _INTRODUCES = re.compile(
     r"(?: (?:are|include|is|were|to consider|to know|of note|as follows|involved))?(?: as follows)?$",
     re.IGNORECASE,
 )
+_WORD = re.compile(r"[^\W\d_][\w'\u2019&-]*")
+_SMALL_WORDS = frozenset(
+    "a an the and or nor but of for to in on at by with from into onto over under vs versus via per as about"
+    " between among without within against during after before than how what why when where who which".split()
+)
 _OPENERS = frozenset(".!?:;\"'(\u201c\u2018*_#>-")
 _ENTITY_MATTERS = frozenset({"pleasantry", "conversational", "organising", "heading"})
 """Kinds whose pattern is a prefix a real claim can follow: a named entity in the rest makes it factual."""
@@ -186,12 +192,14 @@ def classify_claim(text: str, *, standalone_line: bool = False) -> ClaimKind:
     or a date (other than list numbering and source references) is factual, whatever else it says; a heading,
     a question (in question word order), a pleasantry, an abstention, a conversational, meta, advice or
     organising line is non-factual only when what is left after its dressing is one of those, and (for the
-    kinds a real claim can hide behind) names no entity.
+    kinds a real claim can hide behind) names no entity. A heading is a topic's name: only a line's first part
+    (what follows a label's colon is content), short, one word or Title Case, with no verb cue; no closed list
+    of verbs makes a sentence-case line ("Sellers pay freight") a heading.
 
     Args:
         text: The claim or sentence, citation markers already removed.
-        standalone_line: The text was a whole line of a free-text answer among others (so a short line
-            without terminal punctuation and without a verb reads as a heading).
+        standalone_line: The text was a whole line of a free-text answer among others (so a short Title Case
+            line without terminal punctuation reads as a heading).
 
     Returns:
         ``ClaimKind(factual, kind)`` with kind one of ``factual``, ``empty``, ``heading``, ``question``,
@@ -199,10 +207,12 @@ def classify_claim(text: str, *, standalone_line: bool = False) -> ClaimKind:
     """
     stripped = text.strip()
     marked = bool(_HEADING_MARK.match(stripped) or _EMPHASIS.match(stripped))
+    standalone = standalone_line and not _TERMINAL.search(stripped)
     parts = [p for p in _CLAUSE.split(stripped) if _HAS_WORD.search(p)] or [stripped]
+    # Only the first part can be a heading: what follows a label's colon or dash ("Key point: the seller bore
+    # the freight") is content, classified as any sentence is.
     kinds = [
-        _classify_part(part, marked=marked, standalone=standalone_line and not _TERMINAL.search(stripped))
-        for part in parts
+        _classify_part(part, marked=marked and n == 0, standalone=standalone and n == 0) for n, part in enumerate(parts)
     ]
     return next((k for k in kinds if k.factual), kinds[0])
 
@@ -216,7 +226,8 @@ def _classify_part(part: str, *, marked: bool, standalone: bool) -> ClaimKind:
     if _DIGIT.search(_NOT_NUMBERS.sub(" ", core)) or _MONTH.search(core):
         return _FACTUAL
     short = len(core.split()) <= (12 if marked else 8)
-    if (marked or standalone) and short and not (_VERB_CUE.search(core) or _VERB_FORM.search(core)):
+    verb = _VERB_CUE.search(core) or _VERB_FORM.search(core)
+    if (marked or standalone) and short and _heading_shaped(core) and not verb:
         kind: str | None = "heading"
     elif undressed.question and _INTERROGATIVE.match(core):
         return ClaimKind(False, "question")
@@ -225,6 +236,19 @@ def _classify_part(part: str, *, marked: bool, standalone: bool) -> ClaimKind:
     if kind is None or (kind in _ENTITY_MATTERS and kind != "heading" and _names_entity(core)):
         return _FACTUAL
     return ClaimKind(False, kind)
+
+
+def _heading_shaped(core: str) -> bool:
+    """A topic's name, not a sentence: one word, or Title Case ("Key Benefits", "Side Effects of Aspirin").
+
+    Every word after the first is capitalized, small words (articles, prepositions, conjunctions) aside. A
+    sentence-case line ("Sellers pay freight", "The Aurora Bridge sank") states something whatever its verb is:
+    no closed list of verbs decides it (the verb cues only add to this, they never make a line a heading).
+    """
+    words = _WORD.findall(core)
+    if len(words) <= 1:
+        return True
+    return all(word[0].isupper() for word in words[1:] if word.lower() not in _SMALL_WORDS)
 
 
 def _kind(core: str, *, introduces: bool) -> str | None:
