@@ -25,14 +25,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.server
 import json
-import multiprocessing
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +40,12 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the fake upstream and the gateway process the gateway tests use
+
+from support.fake_upstream import upstream_process  # noqa: E402
+from support.gateway_server import gateway_process  # noqa: E402
+
+MODEL = "bench"
 QUESTION = {"role": "user", "content": "When did the Aurora Bridge open to traffic?"}
 
 
@@ -62,101 +62,13 @@ def _reply(chunks: list[dict[str, str]]) -> str:
     return json.dumps({"claims": [{"text": span, "citations": [{"chunk_id": first["id"], "span": span}]}]})
 
 
-def _handler(latency_s: float, reply: str) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
-
-        def _send(self, payload: Any) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            self._send({"object": "list", "data": [{"id": "fake", "object": "model"}]})
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["content-length"]))
-            time.sleep(latency_s)
-            message = {"role": "assistant", "content": reply}
-            self._send(
-                {
-                    "id": "c",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": "fake",
-                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                }
-            )
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    return Handler
-
-
-def _serve_upstream(latency_s: float, reply: str, ports: Any) -> None:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(latency_s, reply))
-    server.daemon_threads = True
-    server.request_queue_size = 256
-    ports.put(server.server_address[1])
-    server.serve_forever()
-
-
-@contextmanager
-def upstream(latency_s: float, reply: str) -> Iterator[str]:
-    """The fake upstream in a process of its own (it shares no GIL with the load generator): every POST sleeps
-    ``latency_s`` and answers ``reply``; GET lists one model."""
-    ports: Any = multiprocessing.Queue()
-    process = multiprocessing.Process(target=_serve_upstream, args=(latency_s, reply, ports), daemon=True)
-    process.start()
-    try:
-        yield f"http://127.0.0.1:{ports.get(timeout=30)}/v1"
-    finally:
-        process.terminate()
-        process.join(10)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def gateway(upstream_url: str, workers: int, db: Path) -> Iterator[str]:
     """``citelock gateway --workers N`` in front of the upstream, free checks only, until ``/readyz`` is 200."""
-    port = _free_port()
-    args = ["--port", str(port), "--workers", str(workers), "--db", str(db), "--upstream", upstream_url]
-    args += ["--server", "llama.cpp", "--surface", "bench", "--stakes", "low", "--sample-rate", "0"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "citelock", "gateway", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"citelock gateway exited with {process.returncode}")
-            try:
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("citelock gateway did not become ready")
-            time.sleep(0.2)
+    args = ["--workers", str(workers), "--db", str(db), "--upstream", upstream_url, "--server", "llama.cpp"]
+    args += ["--surface", "bench", "--stakes", "low", "--sample-rate", "0"]
+    with gateway_process(*args, ready_s=120) as url:
         yield url
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(30)
 
 
 async def _round(url: str, body: dict[str, Any], requests: int, concurrency: int) -> tuple[list[float], float, int]:
@@ -233,7 +145,7 @@ def breakdown(up: str, chunks: list[dict[str, str]], requests: int, db: Path) ->
     _timed(ResultStore, "append", "results", parts)
     policy = citelock.SurfacePolicy(name="bench", stakes="low", sample_rate=0.0)
     settings = GatewaySettings.of({"bench": policy}, "bench", db=str(db), upstream=up, server="llama.cpp")
-    raw = json.dumps({"model": "fake", "messages": [QUESTION], "citelock": {"chunks": chunks}}).encode()
+    raw = json.dumps({"model": MODEL, "messages": [QUESTION], "citelock": {"chunks": chunks}}).encode()
 
     async def run() -> None:
         doors = Doors(settings)
@@ -279,10 +191,11 @@ def main() -> None:
         table.add_column(column, justify="right")
     for column in ("added p50", "added p95", "direct rps", "gateway rps", "failed"):
         table.add_column(column, justify="right")
-    with upstream(args.latency_ms / 1000, _reply(chunks)) as up, tempfile.TemporaryDirectory() as tmp:
+    replies = {MODEL: _reply(chunks)}
+    with upstream_process(args.latency_ms / 1000, replies) as up, tempfile.TemporaryDirectory() as tmp:
         # the same prompt: the direct call carries the passages in a system message, the gateway adds its own
-        direct_body = {"model": "fake", "messages": [{"role": "system", "content": passages}, QUESTION]}
-        gateway_body = {"model": "fake", "messages": [QUESTION], "citelock": {"chunks": chunks}}
+        direct_body = {"model": MODEL, "messages": [{"role": "system", "content": passages}, QUESTION]}
+        gateway_body = {"model": MODEL, "messages": [QUESTION], "citelock": {"chunks": chunks}}
         for workers in args.workers:
             with gateway(up, workers, Path(tmp) / f"gw{workers}.db") as gw:
                 for conc in args.concurrency:

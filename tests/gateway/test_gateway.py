@@ -324,7 +324,7 @@ def test_an_unexpected_failure_is_a_json_500_that_names_no_internals(tmp_path: P
     from citelock.gateway._door import Doors
 
     class Broken(Doors):
-        async def answer(self, request: Any) -> Any:
+        async def answer(self, request: Any, timeout_s: float | None = None) -> Any:
             raise RuntimeError("secret internal state /etc/passwd")
 
     settings = _settings("http://127.0.0.1:9/v1", tmp_path / "gw.db", model="good")

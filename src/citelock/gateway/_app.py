@@ -26,6 +26,7 @@ try:
     from starlette.responses import JSONResponse, Response, StreamingResponse
 except ImportError:  # pragma: no cover - the gateway extra is missing
     raise MissingExtraError("gateway", "fastapi") from None
+from citelock.gateway._deadline import deadline_error
 from citelock.gateway._door import Doors, relay
 from citelock.gateway._envelope import (
     GatewayError,
@@ -110,20 +111,16 @@ async def _completions(request: Request) -> Response:
     parsed = read_request(raw, settings)
     _allow(key, parsed.surface.name)
     doors: Doors = state.doors
+    limit = settings.limits.timeout_s
     try:
-        async with asyncio.timeout(settings.limits.timeout_s):
+        if parsed.chunks is not None and not parsed.stream:
+            return await _whole(doors, parsed, limit)  # its door keeps the limit (and the record of a timeout)
+        async with asyncio.timeout(limit):
             if parsed.chunks is None:
                 return await _passthrough(doors, parsed)
-            if parsed.stream:
-                return await _streamed(doors, parsed, settings.limits.timeout_s)
-            return await _whole(doors, parsed)
+            return await _streamed(doors, parsed, limit)
     except TimeoutError:
-        raise GatewayError(
-            504,
-            f"the request did not complete within the gateway's {settings.limits.timeout_s:g} s limit",
-            type="timeout",
-            code="request_timeout",
-        ) from None
+        raise deadline_error(limit) from None
     except Exception as exc:
         raise failure(exc) from exc
 
@@ -156,8 +153,8 @@ async def _passthrough(doors: Doors, request: GatewayRequest) -> Response:
     return JSONResponse(answered.model_dump(mode="json", exclude_unset=True), headers=headers)
 
 
-async def _whole(doors: Doors, request: GatewayRequest) -> Response:
-    answered = await doors.answer(request)
+async def _whole(doors: Doors, request: GatewayRequest, timeout_s: float) -> Response:
+    answered = await doors.answer(request, timeout_s)
     guarded = answered.guarded
     surface = request.surface
     headers = answer_headers(guarded, surface.name)
