@@ -24,6 +24,7 @@ try:
     from fastapi import FastAPI, Request
     from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
 except ImportError:  # pragma: no cover - the gateway extra is missing
     raise MissingExtraError("gateway", "fastapi") from None
 from citelock.gateway._deadline import deadline_error
@@ -32,7 +33,7 @@ from citelock.gateway._envelope import (
     GatewayError,
     answer_headers,
     blocked_error,
-    completion,
+    completion_json,
     failure,
 )
 from citelock.gateway._keys import GatewayKey, GatewayKeys
@@ -164,11 +165,11 @@ async def _whole(doors: Doors, request: GatewayRequest, timeout_s: float) -> Res
         content, finish = surface.refusal, "content_filter"
     else:
         raise blocked_error(guarded, surface.name)
-    body = completion(
+    body = completion_json(
         guarded, content, model=answered.model, finish_reason=finish, completion_id=answered.completion_id,
         usage=answered.usage,
     )  # fmt: skip
-    return JSONResponse(body, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 async def _streamed(doors: Doors, request: GatewayRequest, timeout_s: float) -> Response:
@@ -228,7 +229,9 @@ def create_app(settings: GatewaySettings, *, doors: Doors | None = None) -> Fast
     app.state.keys = None
     app.state.ready = False
     _install_handlers(app)
-    app.add_api_route("/v1/chat/completions", _completions, methods=["POST"])
+    # a plain Starlette route: the body is read and checked here, so FastAPI's per-request parameter solving
+    # would only add cost to the hot path
+    app.router.routes.append(Route("/v1/chat/completions", _completions, methods=["POST"]))
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
