@@ -64,13 +64,14 @@ DEADLINE: ContextVar[Deadline | None] = ContextVar("citelock_gateway_deadline", 
 """The deadline of the request the current task (and the worker threads it starts) runs for."""
 
 
-def deadline_error(timeout_s: float) -> GatewayError:
-    """The 504 of a request past the gateway's time limit."""
+def deadline_error(timeout_s: float, request_id: str | None = None) -> GatewayError:
+    """The 504 of a request past the gateway's time limit (``x-citelock-request-id``: its timeout record's)."""
     return GatewayError(
         504,
         f"the request did not complete within the gateway's {timeout_s:g} s limit",
         type="timeout",
         code="request_timeout",
+        headers={"x-citelock-request-id": request_id} if request_id is not None else None,
     )
 
 

@@ -38,10 +38,11 @@ from citelock.backends._protocol import Backend
 from citelock.errors import BackendError, BackendTimeoutError, MissingExtraError, UsageError
 from citelock.gateway._deadline import DEADLINE, Deadline, GatedSinks, deadline_error, timed_out
 from citelock.gateway._envelope import GatewayError, dumps
-from citelock.gateway._request import GatewayRequest, local_turns
+from citelock.gateway._request import GatewayRequest, local_turns, with_system
 from citelock.gateway._settings import GatewaySettings, GatewaySurface
 from citelock.guard import Guard
 from citelock.pipeline import Citelock, GuardedAnswer, Sink
+from citelock.prompt import PromptTemplate
 from citelock.records import Answer
 from citelock.store import PromptLog, ResultStore, ReviewQueue, make_engine
 from citelock.telemetry._hook import answer_trace, stream_trace
@@ -167,18 +168,35 @@ class Doors:
         token = DEADLINE.set(deadline)  # this request's task, and the worker threads it starts, see it
         try:
             if self.client is None:
-                return await self._local(request, deadline)
+                return await self._local_answer(request, deadline)
             return await self._upstream_answer(request, deadline)
         finally:
             DEADLINE.reset(token)
 
-    async def _local(self, request: GatewayRequest, deadline: Deadline) -> Answered:
-        question, history = local_turns(request)
-        config = self._local[request.surface.name]
-        work = asyncio.ensure_future(config.aanswer(question, request.evidence, policy=request.policy, history=history))
-        return Answered(await self._within(work, deadline, deadline.timeout_s), LOCAL_MODEL)
+    async def _local_answer(self, request: GatewayRequest, deadline: Deadline) -> Answered:
+        question, history, system = local_turns(request)
+        config = self._local_config(request.surface.name, system)
+        request_id = uuid.uuid4().hex
+        work = asyncio.ensure_future(
+            config.aanswer(question, request.evidence, policy=request.policy, history=history, request_id=request_id)
+        )
+        return Answered(await self._within(work, deadline, deadline.timeout_s, request_id), LOCAL_MODEL)
 
-    async def _within(self, work: asyncio.Future[_T], deadline: Deadline, remaining: float) -> _T:
+    def _local_config(self, surface: str, system: str | None) -> Citelock:
+        """The surface's bundled-model client; with the caller's system prompt, a copy whose template carries it."""
+        config = self._local[surface]
+        if system is None:
+            return config
+        from citelock.prompt import load_template
+
+        base = config.template if isinstance(config.template, PromptTemplate) else None
+        template = with_system(base or load_template(config.template or "answer_structured"), system)
+        return Citelock(
+            config.backend, log=config.log, guard=config.guard, sinks=config.sinks, policy=config.policy,
+            template=template,
+        )  # fmt: skip
+
+    async def _within(self, work: asyncio.Future[_T], deadline: Deadline, remaining: float, request_id: str) -> _T:
         """``work``'s result if it claims its delivery within ``remaining`` seconds, else the 504.
 
         Past the limit ``work`` runs on, and its sink writes the request's timeout record instead of its result.
@@ -190,7 +208,7 @@ class Doors:
                 return await work  # its result was complete and is being written: answer it
             self._pending.add(work)
             work.add_done_callback(self._settled)
-            raise deadline_error(deadline.timeout_s) from None
+            raise deadline_error(deadline.timeout_s, request_id) from None
 
     def _settled(self, work: asyncio.Future[Any]) -> None:
         self._pending.discard(work)
@@ -217,7 +235,7 @@ class Doors:
             except TimeoutError:
                 deadline.expire()
                 await _step(inline, self._record_timeout, wrapped, prepared, deadline)
-                raise deadline_error(deadline.timeout_s) from None
+                raise deadline_error(deadline.timeout_s, prepared.record.request_id) from None
             except BackendTimeoutError:  # the SDK's own timeout: the upstream did not answer in time either
                 deadline.expire()
                 await _step(inline, self._record_timeout, wrapped, prepared, deadline)
@@ -227,7 +245,7 @@ class Doors:
                 response = wrapped._finish(prepared, response, choice, latency)
             else:
                 work = asyncio.ensure_future(asyncio.to_thread(wrapped._finish, prepared, response, choice, latency))
-                response = await self._within(work, deadline, end - loop.time())
+                response = await self._within(work, deadline, end - loop.time(), prepared.record.request_id)
         usage = response.usage.model_dump() if getattr(response, "usage", None) is not None else None
         return Answered(response.citelock, str(response.model), response.id, choice.finish_reason or "stop", usage)
 
@@ -298,8 +316,8 @@ class Doors:
         """
         surface = request.surface
         if self.client is None:
-            question, history = local_turns(request)
-            config = self._local[surface.name]
+            question, history, system = local_turns(request)
+            config = self._local_config(surface.name, system)
             request_id = uuid.uuid4().hex
             events = config.astream(
                 question, request.evidence, policy=request.policy, history=history, show=surface.show,
