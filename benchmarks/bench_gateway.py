@@ -13,7 +13,10 @@ At concurrency 1 and 32 (``--concurrency``), ``--requests`` each, direct and gat
 (``--rounds``) so both see the same machine load. Added latency = gateway minus direct, p50 and p95 in
 milliseconds (of the pooled rounds), and requests per second for 1 and 2 workers (``--workers``). The load
 generator runs in this process on the same cores as the gateway and the upstream (which has a process of its
-own). A second table (``--breakdown``) times the steps of one request in place.
+own). On a machine other jobs load, latency is whatever CPU share the gateway gets, so the table also prints the
+gateway's own CPU time per request (its processes' user + system time over the gateway rounds, from ``/proc``;
+it does not depend on the share) and the load average before and after the run. A second table
+(``--breakdown``) times the steps of one request in place.
 
 Usage::
 
@@ -25,14 +28,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.server
 import json
-import multiprocessing
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +44,12 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the fake upstream and the gateway process the gateway tests use
+
+from support.fake_upstream import upstream_process  # noqa: E402
+from support.gateway_server import gateway_process  # noqa: E402
+
+MODEL = "bench"
 QUESTION = {"role": "user", "content": "When did the Aurora Bridge open to traffic?"}
 
 
@@ -62,101 +66,38 @@ def _reply(chunks: list[dict[str, str]]) -> str:
     return json.dumps({"claims": [{"text": span, "citations": [{"chunk_id": first["id"], "span": span}]}]})
 
 
-def _handler(latency_s: float, reply: str) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
-
-        def _send(self, payload: Any) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            self._send({"object": "list", "data": [{"id": "fake", "object": "model"}]})
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["content-length"]))
-            time.sleep(latency_s)
-            message = {"role": "assistant", "content": reply}
-            self._send(
-                {
-                    "id": "c",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": "fake",
-                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                }
-            )
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    return Handler
-
-
-def _serve_upstream(latency_s: float, reply: str, ports: Any) -> None:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(latency_s, reply))
-    server.daemon_threads = True
-    server.request_queue_size = 256
-    ports.put(server.server_address[1])
-    server.serve_forever()
-
-
 @contextmanager
-def upstream(latency_s: float, reply: str) -> Iterator[str]:
-    """The fake upstream in a process of its own (it shares no GIL with the load generator): every POST sleeps
-    ``latency_s`` and answers ``reply``; GET lists one model."""
-    ports: Any = multiprocessing.Queue()
-    process = multiprocessing.Process(target=_serve_upstream, args=(latency_s, reply, ports), daemon=True)
-    process.start()
-    try:
-        yield f"http://127.0.0.1:{ports.get(timeout=30)}/v1"
-    finally:
-        process.terminate()
-        process.join(10)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def gateway(upstream_url: str, workers: int, db: Path) -> Iterator[str]:
+def gateway(upstream_url: str, workers: int, db: Path, pids: list[int]) -> Iterator[str]:
     """``citelock gateway --workers N`` in front of the upstream, free checks only, until ``/readyz`` is 200."""
-    port = _free_port()
-    args = ["--port", str(port), "--workers", str(workers), "--db", str(db), "--upstream", upstream_url]
-    args += ["--server", "llama.cpp", "--surface", "bench", "--stakes", "low", "--sample-rate", "0"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "citelock", "gateway", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"citelock gateway exited with {process.returncode}")
-            try:
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("citelock gateway did not become ready")
-            time.sleep(0.2)
+    args = ["--workers", str(workers), "--db", str(db), "--upstream", upstream_url, "--server", "llama.cpp"]
+    args += ["--surface", "bench", "--stakes", "low", "--sample-rate", "0"]
+    with gateway_process(*args, ready_s=120, pids=pids) as url:
         yield url
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(30)
+
+
+def cpu_seconds(root: int) -> float | None:
+    """User + system CPU seconds of process ``root`` and its descendants so far (Linux ``/proc``; else None)."""
+    proc = Path("/proc")
+    if not (proc / str(root) / "stat").exists():
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    used: dict[int, float] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        total += used.get(pid, 0.0)
+        stack.extend(children.get(pid, []))
+    return total
 
 
 async def _round(url: str, body: dict[str, Any], requests: int, concurrency: int) -> tuple[list[float], float, int]:
@@ -211,29 +152,30 @@ def _timed(owner: Any, name: str, label: str, parts: dict[str, list[float]]) -> 
 def breakdown(up: str, chunks: list[dict[str, str]], requests: int, db: Path) -> Table:
     """Where one gateway request's time goes, in this process (the gateway's own code path, no HTTP in front).
 
-    The wrapped call's steps are timed in place: ``prepare`` (locate the chunks, build and inject the
-    constraint), ``log`` (the prompt-log append), ``upstream`` (the openai SDK's call, the upstream's latency
-    included), ``guard`` and ``results`` (the result-store append), and ``whole`` (the door's whole answer).
+    The door's steps are timed in place: ``prepare`` (locate the chunks, build and inject the constraint),
+    ``log`` (the prompt-log append), ``upstream`` (the call through the openai SDK's client, the upstream's
+    latency included), ``guard``, ``results`` (the result row and its review-queue entries, one transaction), and
+    ``whole`` (the door's whole answer).
     """
     import citelock
     import citelock._wrap._client as wrap_client
     import citelock._wrap._request as wrap_request
     from citelock.gateway import GatewaySettings
+    from citelock.gateway._deadline import GatedSinks
     from citelock.gateway._door import Doors
     from citelock.gateway._request import read_request
-    from citelock.runtime._transport import OpenAITransport
-    from citelock.store import PromptLog, ResultStore
+    from citelock.store import PromptLog
 
     parts: dict[str, list[float]] = {k: [] for k in ("prepare", "log", "upstream", "guard", "results", "whole")}
     _timed(wrap_request, "prepare", "prepare", parts)
     wrap_client.prepare = wrap_request.prepare  # type: ignore[attr-defined]
     _timed(PromptLog, "append", "log", parts)
-    _timed(OpenAITransport, "asend", "upstream", parts)
+    _timed(Doors, "_send", "upstream", parts)
     _timed(citelock.Guard, "run", "guard", parts)
-    _timed(ResultStore, "append", "results", parts)
+    _timed(GatedSinks, "write", "results", parts)
     policy = citelock.SurfacePolicy(name="bench", stakes="low", sample_rate=0.0)
     settings = GatewaySettings.of({"bench": policy}, "bench", db=str(db), upstream=up, server="llama.cpp")
-    raw = json.dumps({"model": "fake", "messages": [QUESTION], "citelock": {"chunks": chunks}}).encode()
+    raw = json.dumps({"model": MODEL, "messages": [QUESTION], "citelock": {"chunks": chunks}}).encode()
 
     async def run() -> None:
         doors = Doors(settings)
@@ -277,39 +219,52 @@ def main() -> None:
     table = Table(title=f"gateway vs direct, {args.chunks} chunks, upstream {args.latency_ms:g} ms, free checks")
     for column in ("workers", "conc.", "direct p50", "direct p95", "gateway p50", "gateway p95"):
         table.add_column(column, justify="right")
-    for column in ("added p50", "added p95", "direct rps", "gateway rps", "failed"):
+    for column in ("added p50", "added p95", "direct rps", "gateway rps", "gw CPU ms/req", "failed"):
         table.add_column(column, justify="right")
-    with upstream(args.latency_ms / 1000, _reply(chunks)) as up, tempfile.TemporaryDirectory() as tmp:
+    load_before = os.getloadavg()
+    replies = {MODEL: _reply(chunks)}
+    with upstream_process(args.latency_ms / 1000, replies) as up, tempfile.TemporaryDirectory() as tmp:
         # the same prompt: the direct call carries the passages in a system message, the gateway adds its own
-        direct_body = {"model": "fake", "messages": [{"role": "system", "content": passages}, QUESTION]}
-        gateway_body = {"model": "fake", "messages": [QUESTION], "citelock": {"chunks": chunks}}
+        direct_body = {"model": MODEL, "messages": [{"role": "system", "content": passages}, QUESTION]}
+        gateway_body = {"model": MODEL, "messages": [QUESTION], "citelock": {"chunks": chunks}}
         for workers in args.workers:
-            with gateway(up, workers, Path(tmp) / f"gw{workers}.db") as gw:
+            pids: list[int] = []
+            with gateway(up, workers, Path(tmp) / f"gw{workers}.db", pids) as gw:
                 for conc in args.concurrency:
                     direct: list[float] = []
                     through: list[float] = []
                     walls = {"direct": 0.0, "gateway": 0.0}
-                    failed = 0
+                    failed, cpu = 0, 0.0
                     for _ in range(args.rounds):
                         lat, wall, bad = asyncio.run(_round(f"{up}/chat/completions", direct_body, args.requests, conc))
                         direct += lat
                         walls["direct"] += wall
                         failed += bad
+                        before = cpu_seconds(pids[0])
                         lat, wall, bad = asyncio.run(
                             _round(f"{gw}/v1/chat/completions", gateway_body, args.requests, conc)
                         )
+                        after = cpu_seconds(pids[0])
+                        cpu += (after - before) if before is not None and after is not None else float("nan")
                         through += lat
                         walls["gateway"] += wall
                         failed += bad
                     (d50, d95), (g50, g95) = pct(direct), pct(through)
+                    per_request = cpu * 1000 / ((args.requests + 1) * args.rounds)  # + the warm-up request
                     table.add_row(
                         str(workers), str(conc), f"{d50:.1f}", f"{d95:.1f}", f"{g50:.1f}", f"{g95:.1f}",
                         f"{g50 - d50:.1f}", f"{g95 - d95:.1f}",
-                        f"{len(direct) / walls['direct']:.0f}", f"{len(through) / walls['gateway']:.0f}", str(failed),
+                        f"{len(direct) / walls['direct']:.0f}", f"{len(through) / walls['gateway']:.0f}",
+                        f"{per_request:.2f}", str(failed),
                     )  # fmt: skip
         steps = breakdown(up, chunks, args.breakdown, Path(tmp) / "steps.db") if args.breakdown else None
-    console = Console(width=160)  # every column whole, also when the output is a pipe
+    load_after = os.getloadavg()
+    console = Console(width=180)  # every column whole, also when the output is a pipe
     console.print(table)
+    print(
+        "load average (1, 5, 15 min) before: " + ", ".join(f"{v:.2f}" for v in load_before)
+        + "; after: " + ", ".join(f"{v:.2f}" for v in load_after) + f"; {os.cpu_count()} cores"
+    )  # fmt: skip
     if steps is not None:
         console.print(steps)
     print(f"command: python benchmarks/bench_gateway.py {' '.join(sys.argv[1:])}".rstrip())

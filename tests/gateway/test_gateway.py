@@ -324,7 +324,7 @@ def test_an_unexpected_failure_is_a_json_500_that_names_no_internals(tmp_path: P
     from citelock.gateway._door import Doors
 
     class Broken(Doors):
-        async def answer(self, request: Any) -> Any:
+        async def answer(self, request: Any, timeout_s: float | None = None) -> Any:
             raise RuntimeError("secret internal state /etc/passwd")
 
     settings = _settings("http://127.0.0.1:9/v1", tmp_path / "gw.db", model="good")
@@ -333,3 +333,31 @@ def test_an_unexpected_failure_is_a_json_500_that_names_no_internals(tmp_path: P
         assert error["type"] == "server_error" and "RuntimeError" in error["message"]
         assert "secret internal state" not in error["message"]
         assert _error(httpx.get(f"{url}/v1/chat/completions", timeout=10), 405)["type"] == "invalid_request_error"
+
+
+def test_a_timed_out_request_leaves_its_timeout_record_and_never_its_result(gateway: str, tmp_path: Path) -> None:
+    import time
+
+    response = _post(gateway, {**_body(), "model": "slow"})  # the upstream answers after 5 s; the limit is 2 s
+    assert _error(response, 504)["code"] == "request_timeout"
+    request_id = response.headers["x-citelock-request-id"]
+    db = tmp_path / "gw.db"
+    assert PromptLog(db).get(request_id).request_id == request_id  # the prompt, as it was sent
+    stored = ResultStore(db).for_request(request_id)
+    assert stored is not None and stored.decision == "block"
+    cut = [f for f in stored.report.findings if f.reason.value == "ANSWER_TRUNCATED"]
+    assert len(cut) == 1 and "time limit of 2 s" in cut[0].detail
+    entries = [entry for entry, _ in ReviewQueue(db).items() if entry.request_id == request_id]
+    assert [e.reason.value for e in entries] == ["ANSWER_TRUNCATED"]  # queued with it, in the same transaction
+    time.sleep(3.5)  # past the upstream's late answer: nothing more is written for this request
+    assert len(ResultStore(db)) == 1
+    assert ResultStore(db).for_request(request_id) == stored
+
+
+def test_a_deadline_ends_a_request_once_as_claimed_or_expired() -> None:
+    from citelock.gateway._deadline import Deadline
+
+    claimed = Deadline(1.0)
+    assert claimed.claim() and not claimed.expire() and not claimed.expired  # a claimed result is answered
+    expired = Deadline(1.0)
+    assert expired.expire() and expired.expired and not expired.claim()  # an expired request's result is not

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from citelock.cli import app
-from citelock.gateway import GatewaySettings, create_app
+from citelock.errors import InputError
+from citelock.gateway import DEFAULT_REFUSAL, GatewaySettings, create_app
 from support.fake_upstream import CHUNKS, fake_upstream
 from support.gateway_server import served
 
@@ -77,3 +78,29 @@ def test_config_flags_that_do_not_fit_exit_2(tmp_path: Path, monkeypatch: pytest
     assert done.exit_code == 2 and "give --config too" in done.output
     done = runner.invoke(app, ["gateway", "--config", str(path), "--backend", "nope"])
     assert done.exit_code == 2 and "--backend nope" in done.output
+
+
+def test_on_block_and_the_refusal_text_are_surface_keys_of_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from citelock.config import Config
+
+    monkeypatch.setenv("GW_TEST_UPSTREAM_KEY", "sk-from-env")
+    path = tmp_path / "citelock.toml"
+    text = CONFIG.format(db=tmp_path / "x.db", url="http://127.0.0.1:9/v1")
+    text += '\n[surfaces.legal.gateway]\non_block = "refuse"\nrefusal = "Please ask the clerk."\n'
+    path.write_text(text, encoding="utf-8")
+    settings = GatewaySettings.from_config(str(path))
+    legal, support = settings.surfaces["legal"], settings.surfaces["support"]
+    assert (legal.on_block, legal.refusal) == ("refuse", "Please ask the clerk.")
+    assert (support.on_block, support.refusal) == ("error", DEFAULT_REFUSAL)  # unset: the defaults
+    flagged = GatewaySettings.from_config(str(path), on_block="error")  # a flag wins over the file
+    assert (
+        flagged.surfaces["legal"].on_block == "error" and flagged.surfaces["legal"].refusal == "Please ask the clerk."
+    )
+    rows = {key: (value, origin) for key, value, origin in Config.load(path).surface_settings("legal").rows()}
+    assert rows["gateway.on_block"][0] == "refuse" and rows["gateway.on_block"][1].kind == "file"
+    assert rows["gateway.refusal"][0] == "Please ask the clerk."
+    path.write_text(text.replace('on_block = "refuse"', 'on_block = "shrug"'), encoding="utf-8")
+    with pytest.raises(InputError, match="on_block"):
+        GatewaySettings.from_config(str(path))

@@ -3,7 +3,7 @@
 What is asserted is what the constraint and the guard guarantee, never the model's wording: the answer is
 quote-constrained (no citation can name an id outside this request's chunks), the response carries the decision
 header and the ``citelock`` record, a served answer's content is the record's rendered text, and a blocked one is
-OpenAI's error envelope.
+OpenAI's error envelope. The caller's system prompt is kept: logged after the template's own, in the system message.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ import pytest
 
 from citelock.prompt import lexical_top_k
 from citelock.records import Chunk
+from citelock.store import PromptLog
 from support.gateway_server import gateway_process
 
 pytestmark = pytest.mark.local_model
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "When did the Aurora Bridge open to traffic?"
+SYSTEM = "You are the city archive's help desk; answer in one sentence."
 FABRICATED = {"ID_NOT_IN_PROMPT", "FABRICATED_ID", "STALE_ID"}
 
 
@@ -38,10 +40,17 @@ def test_the_bundled_model_answers_the_readme_question_through_the_gateway(tmp_p
     with gateway_process(*args, "--policy", "quote") as url:
         models = httpx.get(f"{url}/v1/models", timeout=10).json()
         assert [m["id"] for m in models["data"]] == ["citelock-local"]
-        body = {"messages": [{"role": "user", "content": QUESTION}], "citelock": {"chunks": chunks}}
+        # the caller's own system prompt is kept (after the template's), not refused
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+        body = {"messages": messages, "citelock": {"chunks": chunks}}
         response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=300)
         assert response.status_code in (200, 400), response.text
         decision = response.headers["x-citelock-decision"]
+        if response.status_code == 400:
+            assert response.json()["error"]["type"] == "citelock_blocked"  # blocked by the guard, not refused
+        logged = PromptLog(tmp_path / "gw.db").get(response.headers["x-citelock-request-id"])
+        assert logged.messages[0].role == "system" and logged.messages[0].content.endswith(SYSTEM)
+        assert logged.template.version.endswith("+caller-system")
         assert response.headers["x-citelock-surface"] == "docs"
         record = response.json()["citelock"]
         assert record["span_policy"] == "quote" and record["result"]["decision"] == decision

@@ -9,16 +9,22 @@ It ignores every constraint (so what the guard does with a bad answer is visible
 
 ``stream: true`` gets the reply as SSE, ``STEP`` characters a chunk. Every request body is kept in ``seen``
 (its Authorization header in ``authorizations``);
-a streamed request whose client went away is counted in ``disconnects``. ``latency_s`` delays every reply.
+a streamed request whose client went away is counted in ``disconnects``. ``latency_s`` delays every reply;
+``replies`` adds (or replaces) replies by model name.
+
+:func:`fake_upstream` runs it in a thread of the calling process (what the tests inspect); :func:`upstream_process`
+runs it in a process of its own, sharing no GIL with the caller (the gateway benchmark's fixed-latency upstream:
+there ``seen`` and the other lists stay empty in the caller).
 """
 
 from __future__ import annotations
 
 import http.server
 import json
+import multiprocessing
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +58,8 @@ class Upstream:
     disconnects: list[int] = field(default_factory=list)
     authorizations: list[str | None] = field(default_factory=list)
     latency_s: float = 0.0
+    replies: dict[str, str] = field(default_factory=lambda: dict(REPLIES))
+    keep: bool = True  # False: ``seen`` and ``authorizations`` stay empty (a benchmark's long run)
 
 
 def _handler(state: Upstream) -> type[http.server.BaseHTTPRequestHandler]:
@@ -74,8 +82,9 @@ def _handler(state: Upstream) -> type[http.server.BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            state.seen.append(body)
-            state.authorizations.append(self.headers.get("authorization"))
+            if state.keep:
+                state.seen.append(body)
+                state.authorizations.append(self.headers.get("authorization"))
             model = body.get("model", "good")
             if state.latency_s:
                 time.sleep(state.latency_s)
@@ -87,7 +96,7 @@ def _handler(state: Upstream) -> type[http.server.BaseHTTPRequestHandler]:
             if model == "err429":
                 self._json(429, {"error": {"message": "slow down", "type": "rate_limit"}}, {"retry-after": "7"})
                 return
-            text = REPLIES.get(model, REPLIES["good"])
+            text = state.replies.get(model, state.replies["good"])
             if body.get("stream"):
                 self._stream(text, model)
                 return
@@ -138,13 +147,21 @@ def _handler(state: Upstream) -> type[http.server.BaseHTTPRequestHandler]:
     return Handler
 
 
-@contextmanager
-def fake_upstream(latency_s: float = 0.0) -> Iterator[Upstream]:
-    """Run the fake upstream on a free port of 127.0.0.1 for the duration of the block."""
-    state = Upstream(url="", latency_s=latency_s)
+def _server(
+    latency_s: float, replies: Mapping[str, str] | None, keep: bool = True
+) -> tuple[http.server.ThreadingHTTPServer, Upstream]:
+    state = Upstream(url="", latency_s=latency_s, replies={**REPLIES, **(replies or {})}, keep=keep)
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     httpd.daemon_threads = True
+    httpd.request_queue_size = 256  # a benchmark's 32 concurrent connections are all accepted
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    return httpd, state
+
+
+@contextmanager
+def fake_upstream(latency_s: float = 0.0, replies: Mapping[str, str] | None = None) -> Iterator[Upstream]:
+    """Run the fake upstream on a free port of 127.0.0.1, in a thread, for the duration of the block."""
+    httpd, state = _server(latency_s, replies)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
@@ -152,3 +169,22 @@ def fake_upstream(latency_s: float = 0.0) -> Iterator[Upstream]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def _serve_forever(latency_s: float, replies: Mapping[str, str] | None, urls: Any) -> None:
+    httpd, state = _server(latency_s, replies, keep=False)
+    urls.put(state.url)
+    httpd.serve_forever()
+
+
+@contextmanager
+def upstream_process(latency_s: float = 0.0, replies: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Run the fake upstream in a process of its own for the duration of the block; yield its ``/v1`` URL."""
+    urls: Any = multiprocessing.Queue()
+    process = multiprocessing.Process(target=_serve_forever, args=(latency_s, replies, urls), daemon=True)
+    process.start()
+    try:
+        yield str(urls.get(timeout=30))
+    finally:
+        process.terminate()
+        process.join(10)

@@ -44,8 +44,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def gateway_process(*args: str, env: dict[str, str] | None = None, ready_s: float = 180) -> Iterator[str]:
-    """Run ``citelock gateway ARGS`` (a real process, uvicorn workers and all) until ``/readyz`` is 200."""
+def gateway_process(
+    *args: str, env: dict[str, str] | None = None, ready_s: float = 180, pids: list[int] | None = None
+) -> Iterator[str]:
+    """Run ``citelock gateway ARGS`` (a real process, uvicorn workers and all) until ``/readyz`` is 200.
+
+    ``pids``, when given, receives the process id (its workers are its children).
+    """
     import os
     import signal
     import subprocess
@@ -63,6 +68,8 @@ def gateway_process(*args: str, env: dict[str, str] | None = None, ready_s: floa
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    if pids is not None:
+        pids.append(process.pid)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + ready_s
     try:

@@ -2,8 +2,10 @@
 
 With no ``--upstream`` the gateway serves the bundled model, so ``citelock gateway`` works on a fresh machine.
 The surfaces come from ``--surface NAME`` (repeatable; the first is the default) with ``--stakes``,
-``--on-fail``, ``--on-block`` and ``--show`` applied to each. The upstream's API key is read from
-``$CITELOCK_UPSTREAM_API_KEY`` and never leaves the gateway.
+``--on-fail``, ``--on-block`` and ``--show`` applied to each; with ``--config`` they are the file's (what a
+blocked answer becomes: each surface's ``[surfaces.NAME.gateway]`` keys ``on_block`` and ``refusal``;
+``--on-block`` wins over them). The upstream's API key is read from ``$CITELOCK_UPSTREAM_API_KEY`` and never
+leaves the gateway.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def _settings(
 
 def _configured(
     path: Path,
-    on_block: str,
+    on_block: str | None,
     policy: str,
     db: str | None,
     upstream: str | None,
@@ -155,7 +157,13 @@ def gateway(
         ),
     ] = None,
     on_fail: Annotated[str | None, typer.Option("--on-fail", help="block, drop_claim or mark [default: block]")] = None,
-    on_block: Annotated[str, typer.Option("--on-block", help="error (HTTP 400) or refuse (200, refusal)")] = "error",
+    on_block: Annotated[
+        str | None,
+        typer.Option(
+            "--on-block",
+            help="error (HTTP 400) or refuse (200, refusal) [default: the config's gateway.on_block, else error]",
+        ),
+    ] = None,
     show: Annotated[
         str | None, typer.Option("--show", help="streams: immediately, after_checks or after_judge")
     ] = None,
@@ -183,8 +191,8 @@ def gateway(
             fail("--backend names a [backends.NAME] entry of a config file: give --config too")
         surfaces = surface or ["default"]
         settings = _settings(
-            surfaces, stakes or "high", sample_rate, on_fail or "block", on_block, show, policy, _db(db), upstream,
-            server, model, timeout,
+            surfaces, stakes or "high", sample_rate, on_fail or "block", on_block or "error", show, policy, _db(db),
+            upstream, server, model, timeout,
         )  # fmt: skip
     where = upstream or (f"backend {backend}" if backend else "the bundled model")
     typer.echo(

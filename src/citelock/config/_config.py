@@ -26,10 +26,12 @@ from citelock.config._env import KeyPath, interpolate
 from citelock.config._lines import key_lines, line_of
 from citelock.config._origins import Origin
 from citelock.config._schema import (
+    DEFAULT_REFUSAL,
     AlarmsConfig,
     AuditConfig,
     BackendConfig,
     ConfigFile,
+    GatewayConfig,
     JudgeConfig,
     StreamConfig,
     SurfaceConfig,
@@ -50,7 +52,7 @@ DB_ENV = "CITELOCK_DB"
 SURFACE_ENV = "CITELOCK_SURFACE"
 """The environment variable that names the surface a command runs (above the file's ``default_surface``)."""
 
-_NESTED = ("audit", "stream", "alarms")
+_NESTED = ("audit", "stream", "alarms", "gateway")
 _POLICY_KEYS = (
     "stakes",
     "on_fail",
@@ -94,6 +96,8 @@ class SurfaceSettings:
         relevance_judge: The relevance judge's ``[judges]`` name, or None.
         show: The stream show policy, or None (the default per stakes).
         alarms: The alarm thresholds of ``citelock metrics --check``.
+        on_block: What a blocked answer becomes at the gateway (``error`` or ``refuse``), or None (``error``).
+        refusal: The gateway's refusal text, or None (:data:`~citelock.config._schema.DEFAULT_REFUSAL`).
         values: Every resolved key (``audit.seed`` for nested ones) and its value.
         origins: Every resolved key and where its value came from.
     """
@@ -105,6 +109,8 @@ class SurfaceSettings:
     relevance_judge: str | None
     show: Literal["immediately", "after_checks", "after_judge"] | None
     alarms: AlarmsConfig
+    on_block: Literal["error", "refuse"] | None = None
+    refusal: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
     origins: dict[str, Origin] = field(default_factory=dict)
 
@@ -121,6 +127,7 @@ class SurfaceSettings:
                     "audit": AuditConfig,
                     "stream": StreamConfig,
                     "alarms": AlarmsConfig,
+                    "gateway": GatewayConfig,
                 }
                 sub_model = subs[key]
                 if key == "audit" and self.policy.audit is None:
@@ -143,6 +150,8 @@ def _nested_default(settings: SurfaceSettings, key: str, sub: str) -> Any:
         return getattr(settings.policy.audit, sub)
     if key == "alarms":
         return getattr(settings.alarms, sub)
+    if key == "gateway":
+        return "error" if sub == "on_block" else DEFAULT_REFUSAL
     if sub == "show":  # the stream's own default per stakes (citelock.stream.default_show)
         return settings.show or ("after_judge" if settings.policy.stakes == "high" else "immediately")
     return None
@@ -397,6 +406,8 @@ class Config:
         policy = _validated(SurfacePolicy, policy_data, f"{where('stakes')}: surfaces.{name}")
         alarms = {k.removeprefix("alarms."): v for k, v in values.items() if k.startswith("alarms.")}
         show = values.get("stream.show")
+        gateway = {k.removeprefix("gateway."): v for k, v in values.items() if k.startswith("gateway.")}
+        door = _validated(GatewayConfig, gateway, f"{where('gateway')}: surfaces.{name}.gateway")
         origins = {k: o for k, (_, o) in resolved.items() if k not in _NESTED}
         origins.setdefault("stakes", Origin("default"))
         return SurfaceSettings(
@@ -407,6 +418,8 @@ class Config:
             relevance_judge=values.get("relevance_judge"),
             show=show,
             alarms=_validated(AlarmsConfig, alarms, f"{where('alarms')}: surfaces.{name}.alarms"),
+            on_block=door.on_block,
+            refusal=door.refusal,
             values={k: v for k, v in values.items() if k not in _NESTED},
             origins=origins,
         )

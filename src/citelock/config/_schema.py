@@ -16,10 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 
 __all__ = [
     "CONFIG_SCHEMA_ID",
+    "DEFAULT_REFUSAL",
     "AlarmsConfig",
     "AuditConfig",
     "BackendConfig",
     "ConfigFile",
+    "GatewayConfig",
     "JudgeConfig",
     "StreamConfig",
     "SurfaceConfig",
@@ -153,6 +155,27 @@ class StreamConfig(BaseModel):
     )
 
 
+DEFAULT_REFUSAL = "I can't give a verified answer to that from the sources I was given."
+"""The content of a refused gateway answer when the surface names no refusal text of its own."""
+
+
+class GatewayConfig(BaseModel):
+    """What a blocked answer becomes at the guard gateway's HTTP door: ``[surfaces.NAME.gateway]``."""
+
+    model_config = _STRICT
+
+    on_block: Literal["error", "refuse"] | None = Field(
+        default=None,
+        description="a blocked answer is an HTTP 400 in OpenAI's error envelope (error, the default) or a 200 "
+        "carrying the refusal text with finish_reason content_filter (refuse)",
+    )
+    refusal: str | None = Field(
+        default=None,
+        min_length=1,
+        description=f"the content of a refused answer (on_block = refuse); default: {DEFAULT_REFUSAL!r}",
+    )
+
+
 class AlarmsConfig(BaseModel):
     """The alarm thresholds of ``citelock metrics --check``: ``[surfaces.NAME.alarms]``."""
 
@@ -212,6 +235,9 @@ class SurfaceConfig(BaseModel):
         default=None, description="draw audit samples of judged citations for people to label"
     )
     stream: StreamConfig | None = Field(default=None, description="how a streamed answer shows its claims")
+    gateway: GatewayConfig | None = Field(
+        default=None, description="what a blocked answer becomes at `citelock gateway` (error or refusal)"
+    )
     alarms: AlarmsConfig | None = Field(default=None, description="alarm thresholds of `citelock metrics --check`")
 
     @model_validator(mode="before")

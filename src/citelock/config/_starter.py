@@ -58,6 +58,10 @@ show = "after_judge"                        # immediately | after_checks | after
 window = 4
 min_labels = 30
 
+[surfaces.legal.gateway]                    # `citelock gateway --config`: what a blocked answer becomes
+on_block = "error"                          # error (HTTP 400) | refuse (HTTP 200 with the refusal text)
+# refusal = "Please ask at the front desk."
+
 # A low-stakes surface: a deterministic sample of citations is judged, failing claims are marked.
 [surfaces.support]
 stakes = "low"

@@ -24,14 +24,16 @@ try:
     from fastapi import FastAPI, Request
     from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
 except ImportError:  # pragma: no cover - the gateway extra is missing
     raise MissingExtraError("gateway", "fastapi") from None
+from citelock.gateway._deadline import deadline_error
 from citelock.gateway._door import Doors, relay
 from citelock.gateway._envelope import (
     GatewayError,
     answer_headers,
     blocked_error,
-    completion,
+    completion_json,
     failure,
 )
 from citelock.gateway._keys import GatewayKey, GatewayKeys
@@ -110,20 +112,16 @@ async def _completions(request: Request) -> Response:
     parsed = read_request(raw, settings)
     _allow(key, parsed.surface.name)
     doors: Doors = state.doors
+    limit = settings.limits.timeout_s
     try:
-        async with asyncio.timeout(settings.limits.timeout_s):
+        if parsed.chunks is not None and not parsed.stream:
+            return await _whole(doors, parsed, limit)  # its door keeps the limit (and the record of a timeout)
+        async with asyncio.timeout(limit):
             if parsed.chunks is None:
                 return await _passthrough(doors, parsed)
-            if parsed.stream:
-                return await _streamed(doors, parsed, settings.limits.timeout_s)
-            return await _whole(doors, parsed)
+            return await _streamed(doors, parsed, limit)
     except TimeoutError:
-        raise GatewayError(
-            504,
-            f"the request did not complete within the gateway's {settings.limits.timeout_s:g} s limit",
-            type="timeout",
-            code="request_timeout",
-        ) from None
+        raise deadline_error(limit) from None
     except Exception as exc:
         raise failure(exc) from exc
 
@@ -156,8 +154,8 @@ async def _passthrough(doors: Doors, request: GatewayRequest) -> Response:
     return JSONResponse(answered.model_dump(mode="json", exclude_unset=True), headers=headers)
 
 
-async def _whole(doors: Doors, request: GatewayRequest) -> Response:
-    answered = await doors.answer(request)
+async def _whole(doors: Doors, request: GatewayRequest, timeout_s: float) -> Response:
+    answered = await doors.answer(request, timeout_s)
     guarded = answered.guarded
     surface = request.surface
     headers = answer_headers(guarded, surface.name)
@@ -167,11 +165,11 @@ async def _whole(doors: Doors, request: GatewayRequest) -> Response:
         content, finish = surface.refusal, "content_filter"
     else:
         raise blocked_error(guarded, surface.name)
-    body = completion(
+    body = completion_json(
         guarded, content, model=answered.model, finish_reason=finish, completion_id=answered.completion_id,
         usage=answered.usage,
     )  # fmt: skip
-    return JSONResponse(body, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 async def _streamed(doors: Doors, request: GatewayRequest, timeout_s: float) -> Response:
@@ -231,7 +229,9 @@ def create_app(settings: GatewaySettings, *, doors: Doors | None = None) -> Fast
     app.state.keys = None
     app.state.ready = False
     _install_handlers(app)
-    app.add_api_route("/v1/chat/completions", _completions, methods=["POST"])
+    # a plain Starlette route: the body is read and checked here, so FastAPI's per-request parameter solving
+    # would only add cost to the hot path
+    app.router.routes.append(Route("/v1/chat/completions", _completions, methods=["POST"]))
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:

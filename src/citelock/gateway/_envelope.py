@@ -9,17 +9,32 @@ traceback).
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from citelock.pipeline import GuardedAnswer
+
+try:
+    import orjson
+
+    def dumps(value: Any) -> bytes:
+        """``value`` as compact UTF-8 JSON (orjson when installed: the gateway extra brings it)."""
+        return orjson.dumps(value)
+except ImportError:  # pragma: no cover - orjson is in the gateway extra
+
+    def dumps(value: Any) -> bytes:
+        """``value`` as compact UTF-8 JSON (orjson when installed: the gateway extra brings it)."""
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
 
 __all__ = [
     "BLOCKED_TYPE",
     "GatewayError",
     "answer_headers",
     "blocked_error",
-    "completion",
+    "completion_json",
+    "dumps",
     "error_body",
     "failure",
     "guarded_record",
@@ -108,7 +123,7 @@ def blocked_error(guarded: GuardedAnswer, surface: str) -> GatewayError:
     )
 
 
-def completion(
+def completion_json(
     guarded: GuardedAnswer,
     content: str,
     *,
@@ -116,8 +131,24 @@ def completion(
     finish_reason: str,
     completion_id: str | None = None,
     usage: dict[str, Any] | None = None,
+) -> bytes:
+    """A ``chat.completion`` whose message content is ``content``, with the ``citelock`` object beside it, as JSON.
+
+    The ``citelock`` object (the :class:`~citelock.GuardedAnswer` record) is serialized by pydantic-core in one
+    pass, not dumped to Python values first.
+    """
+    head = dumps(_completion(guarded, content, model, finish_reason, completion_id, usage))
+    return head[:-1] + b',"citelock":' + guarded.model_dump_json().encode() + b"}"
+
+
+def _completion(
+    guarded: GuardedAnswer,
+    content: str,
+    model: str,
+    finish_reason: str,
+    completion_id: str | None,
+    usage: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """A ``chat.completion`` whose message content is ``content``, with the ``citelock`` object beside it."""
     stats = guarded.generation
     return {
         "id": completion_id or f"chatcmpl-{guarded.request_id}",
@@ -138,7 +169,6 @@ def completion(
             "completion_tokens": stats.completion_tokens or 0,
             "total_tokens": (stats.prompt_tokens or 0) + (stats.completion_tokens or 0),
         },
-        "citelock": guarded_record(guarded),
     }
 
 

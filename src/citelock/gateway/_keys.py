@@ -79,6 +79,7 @@ class GatewayKeys:
     def __init__(self, target: str | Path | Engine) -> None:
         self.engine = target if isinstance(target, Engine) else make_engine(target)
         ensure_tables(self.engine, _metadata)
+        self._any = False  # once a key was seen it stays so (keys are revoked, never deleted): no more reads
 
     def create(self, surfaces: Collection[str], *, label: str | None = None) -> str:
         """Make a key for ``surfaces``; return its secret (shown once: only its SHA-256 is stored).
@@ -111,10 +112,13 @@ class GatewayKeys:
     def any(self) -> bool:
         """Whether any key was ever made: then every request needs a valid one.
 
-        Revoking every key does not open the gateway again.
+        Revoking every key does not open the gateway again. Until a key exists every call reads the store (a key
+        made by another process counts at once); after that none does.
         """
-        with self.engine.connect() as conn:
-            return conn.execute(select(_keys.c.key_id).limit(1)).first() is not None
+        if not self._any:
+            with self.engine.connect() as conn:
+                self._any = conn.execute(select(_keys.c.key_id).limit(1)).first() is not None
+        return self._any
 
     def lookup(self, secret: str) -> GatewayKey | None:
         """The key ``secret`` is, or None (unknown or revoked)."""

@@ -6,22 +6,24 @@ the limits (size first, before it is parsed), resolves the surface, and returns 
 caller's own arguments for the upstream call (messages exactly as given; fields the SDK has no keyword for
 travel in ``extra_body``, as the caller sent them), this turn's chunks, the span policy and the stream flag.
 Nothing here decides anything about the answer: the request is :func:`citelock.wrap`'s, or for the bundled
-model :meth:`citelock.Citelock.aanswer`'s (question = the last user message, history = the turns before it).
+model :meth:`citelock.Citelock.aanswer`'s (question = the last user message, history = the turns before it, the
+caller's leading system messages after the prompt template's own system prompt).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, get_args
 
 from citelock.constraint import SpanPolicy
 from citelock.gateway._envelope import GatewayError
 from citelock.gateway._settings import GatewayLimits, GatewaySettings, GatewaySurface
+from citelock.prompt import PromptTemplate
 from citelock.runtime._transport import CREATE_FIELDS
 
-__all__ = ["GatewayRequest", "local_turns", "read_request"]
+__all__ = ["GatewayRequest", "local_turns", "read_request", "with_system"]
 
 # Top-level keywords of the SDK's create that wrap checks itself (refused constraints of the caller's own, n).
 _CHECKED = frozenset({"n", "stream_options", "functions", "function_call", "extra_body"})
@@ -180,28 +182,42 @@ def read_request(raw: bytes, settings: GatewaySettings) -> GatewayRequest:
     return GatewayRequest(surface, arguments, chunks, policy, stream)
 
 
-def local_turns(request: GatewayRequest) -> tuple[str, list[dict[str, str]]]:
-    """The question and the earlier turns of a request for the bundled model (its template is the system prompt).
+def local_turns(request: GatewayRequest) -> tuple[str, list[dict[str, str]], str | None]:
+    """The question, the earlier turns and the caller's system prompt of a request for the bundled model.
+
+    The caller's leading system messages are kept: joined (a blank line between), they are sent after the prompt
+    template's own system prompt, in the same system message (see :func:`with_system`).
 
     Raises:
-        GatewayError: 400 for a system message (the bundled model's template supplies the one system prompt;
-            an upstream server keeps the caller's), a non-text message, or a last message that is not the user's.
+        GatewayError: 400 for a system message after the conversation began, a non-text message, or a last
+            message that is not the user's.
     """
     turns: list[dict[str, str]] = []
+    system: list[str] = []
     for index, message in enumerate(request.messages):
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             raise _bad(f"messages[{index}] must be an object with a string 'content'", f"messages[{index}]")
         role = message.get("role")
         if role == "system":
-            raise _bad(
-                f"messages[{index}] is a system message: the bundled model's prompt template supplies the system "
-                "prompt; leave it out, or run the gateway with --upstream (an upstream server gets your messages "
-                "exactly as given)",
-                f"messages[{index}]",
-            )
+            if turns:
+                raise _bad(
+                    f"messages[{index}] is a system message after the conversation began; with the bundled model "
+                    "the system prompt comes first (run the gateway with --upstream to send messages exactly as "
+                    "given)",
+                    f"messages[{index}]",
+                )
+            system.append(message["content"])
+            continue
         if role not in ("user", "assistant"):
-            raise _bad(f"messages[{index}] has role {role!r}; expected 'user' or 'assistant'", f"messages[{index}]")
+            raise _bad(
+                f"messages[{index}] has role {role!r}; expected 'system', 'user' or 'assistant'", f"messages[{index}]"
+            )
         turns.append({"role": role, "content": message["content"]})
-    if turns[-1]["role"] != "user":
-        raise _bad("the last message must be the user's question", f"messages[{len(turns) - 1}]")
-    return turns[-1]["content"], turns[:-1]
+    if not turns or turns[-1]["role"] != "user":
+        raise _bad("the last message must be the user's question", f"messages[{len(request.messages) - 1}]")
+    return turns[-1]["content"], turns[:-1], "\n\n".join(system) if system else None
+
+
+def with_system(template: PromptTemplate, system: str) -> PromptTemplate:
+    """``template`` with the caller's system prompt after its own (recorded as version ``V+caller-system``)."""
+    return replace(template, system=f"{template.system}\n\n{system}", version=f"{template.version}+caller-system")

@@ -15,6 +15,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from citelock.config._schema import DEFAULT_REFUSAL
 from citelock.constraint import DEFAULT_POLICY, SpanPolicy
 from citelock.guard import SurfacePolicy
 from citelock.stream import Show
@@ -30,9 +31,6 @@ __all__ = [
 OnBlock = Literal["error", "refuse"]
 """What a blocked answer becomes: ``error`` (HTTP 400, OpenAI's error envelope, ``type: citelock_blocked``) or
 ``refuse`` (HTTP 200, the surface's refusal text, ``finish_reason: content_filter``)."""
-
-DEFAULT_REFUSAL = "I can't give a verified answer to that from the sources I was given."
-"""The content of a refused answer when the surface names no refusal text of its own."""
 
 
 class GatewaySurface(BaseModel):
@@ -139,15 +137,17 @@ class GatewaySettings(BaseModel):
         cls,
         path: str | None,
         *,
-        on_block: OnBlock = "error",
-        refusal: str = DEFAULT_REFUSAL,
+        on_block: OnBlock | None = None,
+        refusal: str | None = None,
         span_policy: SpanPolicy = DEFAULT_POLICY,
         **settings: Any,
     ) -> GatewaySettings:
-        """Settings whose surfaces are the config file's (each with its stream show policy).
+        """Settings whose surfaces are the config file's (each with its stream show policy and gateway keys).
 
-        The door's own settings (``on_block``, ``refusal``, ``span_policy``: the config has no keys for them) are
-        applied to each surface. The store is the config's ``store`` unless ``db`` is given.
+        Each surface's ``on_block`` and ``refusal`` are its ``[surfaces.NAME.gateway]`` keys; ``on_block`` /
+        ``refusal`` given here win over the file's for every surface (as a flag does), and a key neither sets is
+        the default (``error``, :data:`DEFAULT_REFUSAL`). ``span_policy`` is applied to each surface. The store is
+        the config's ``store`` unless ``db`` is given.
 
         Raises:
             InputError: the config file is missing, invalid, or names no surface.
@@ -163,7 +163,11 @@ class GatewaySettings(BaseModel):
         for name in config.surface_names:
             resolved = config.surface_settings(name)
             surfaces[name] = GatewaySurface(
-                policy=resolved.policy, on_block=on_block, refusal=refusal, show=resolved.show, span_policy=span_policy
+                policy=resolved.policy,
+                on_block=on_block or resolved.on_block or "error",
+                refusal=refusal or resolved.refusal or DEFAULT_REFUSAL,
+                show=resolved.show,
+                span_policy=span_policy,
             )
         default = config.default_surface or config.surface_names[0]
         where = str(config.path) if config.path is not None else None

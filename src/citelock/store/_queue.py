@@ -256,8 +256,10 @@ class ReviewQueue:
         self.engine = target if isinstance(target, Engine) else make_engine(target)
         ensure_tables(self.engine, _metadata, append_only=_APPEND_ONLY, upgrade=_upgrade)
 
-    def add(self, entries: Iterable[QueueEntry]) -> int:
+    def add(self, entries: Iterable[QueueEntry], *, conn: Connection | None = None) -> int:
         """Add entries in one transaction; an entry whose id is already queued is kept as it was.
+
+        ``conn``: a connection in an open transaction to add them in (None: one of their own).
 
         Returns:
             How many entries were new.
@@ -276,13 +278,11 @@ class ReviewQueue:
         ]
         if not rows:
             return 0
-        added = 0
         statement = insert_skipping(self.engine, _entries, "id")
-        with self.engine.begin() as conn:
-            for row in rows:
-                # RETURNING, not rowcount: PostgreSQL drivers report -1 for an INSERT ... ON CONFLICT
-                added += len(conn.execute(statement.values(**row).returning(_entries.c.id)).all())
-        return added
+        if conn is not None:
+            return _insert_counted(conn, statement, rows)
+        with self.engine.begin() as own:
+            return _insert_counted(own, statement, rows)
 
     def enqueue(
         self,
@@ -313,8 +313,11 @@ class ReviewQueue:
         """
         return self.enqueue_results([result])
 
-    def enqueue_results(self, results: Iterable[GuardResult]) -> list[QueueEntry]:
+    def enqueue_results(self, results: Iterable[GuardResult], *, conn: Connection | None = None) -> list[QueueEntry]:
         """Queue every finding of several results in one transaction (as :meth:`enqueue_result` does one).
+
+        ``conn``: a connection in an open transaction to write in (another store's writes commit with these);
+        None opens one.
 
         Raises:
             UsageError: a result has no surface (nothing is queued then).
@@ -331,7 +334,7 @@ class ReviewQueue:
                 for f in result.report.findings
             )
             entries.extend(audit_entries(result, created_at=moment))
-        self.add(entries)
+        self.add(entries, conn=conn)
         return entries
 
     def get(self, entry_id: str) -> QueueEntry:
@@ -717,3 +720,8 @@ def _check_outcome(outcome: str, note: str | None, category: str | None, chunk_i
         raise InputError(f"a category is only for escalations, not for {outcome!r}")
     if outcome != "repair" and chunk_id is not None:
         raise InputError(f"a replacement chunk id is only for repairs, not for {outcome!r}")
+
+
+def _insert_counted(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> int:
+    # RETURNING, not rowcount: PostgreSQL drivers report -1 for an INSERT ... ON CONFLICT
+    return sum(len(conn.execute(statement.values(**row).returning(_entries.c.id)).all()) for row in rows)

@@ -90,8 +90,11 @@ class ResultStore:
         """
         return self.append_many([(result, key)]) == 1
 
-    def append_many(self, results: Iterable[tuple[GuardResult, str | None]]) -> int:
+    def append_many(self, results: Iterable[tuple[GuardResult, str | None]], *, conn: Connection | None = None) -> int:
         """Append ``(result, key)`` pairs in one transaction; a pair whose key is already stored is skipped.
+
+        ``conn``: a connection in an open transaction to append in (another store's writes commit with these);
+        None opens one.
 
         Returns:
             How many results were appended.
@@ -102,13 +105,18 @@ class ResultStore:
         rows = [_row(result, key) for result, key in results]
         if not rows:
             return 0
+        if conn is not None:
+            return self._insert(conn, rows)
+        with self.engine.begin() as own:
+            return self._insert(own, rows)
+
+    def _insert(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
         added = 0
         keyed, plain = insert_skipping(self.engine, _results, "result_key"), insert(_results)
-        with self.engine.begin() as conn:
-            for row in rows:
-                statement = keyed if row["result_key"] is not None else plain
-                # RETURNING, not rowcount: PostgreSQL drivers report -1 for an INSERT ... ON CONFLICT
-                added += len(conn.execute(statement.values(**row).returning(_results.c.id)).all())
+        for row in rows:
+            statement = keyed if row["result_key"] is not None else plain
+            # RETURNING, not rowcount: PostgreSQL drivers report -1 for an INSERT ... ON CONFLICT
+            added += len(conn.execute(statement.values(**row).returning(_results.c.id)).all())
         return added
 
     def __len__(self) -> int:
