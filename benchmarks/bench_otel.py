@@ -69,9 +69,9 @@ from pathlib import Path
 from typing import Any
 
 from citelock import Chunk, Guard, SurfacePolicy, assemble, serialize, telemetry
+from citelock._observe import guard_observer
 from citelock.judges import LexicalJudge
 from citelock.telemetry import _deferred
-from citelock.telemetry._hook import instrumented
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.phoenix_server import phoenix_executable, running_phoenix
@@ -194,8 +194,14 @@ def main() -> None:
             )
         full = measure(modes, lambda: guard.run(record, answer), args.answers, args.rounds)
         fixed = guard.run(record, answer)
-        alone = instrumented(lambda self, record, answer, known_ids=None: fixed)  # the integration around no work
-        own = measure(modes, lambda: alone(guard, record, answer), args.answers * 4, args.rounds)
+
+        def alone() -> object:  # the integration around no work: what Guard.run does around its own
+            observer = guard_observer()
+            if observer is None:
+                return fixed
+            return observer(lambda guard, record, answer, known_ids=None: fixed, guard, record, answer, None)
+
+        own = measure(modes, alone, args.answers * 4, args.rounds)
         telemetry.configure()
 
     print(

@@ -9,9 +9,14 @@ Every public name is importable from here, but ``import citelock`` loads none of
 (no SQLAlchemy, numpy, or model SDK): each name is imported on first use. The names are written once, in
 ``__init__.pyi`` beside this file: type checkers read it as the package's surface, and
 ``lazy_loader.attach_stub`` derives ``__all__`` and the lazy imports from it.
+
+The one wire between layers is made here, at the top: the telemetry integration observes every guard run
+(:mod:`citelock._observe`), loaded at the first run, so the guard never imports telemetry.
 """
 
 import lazy_loader
+
+from citelock import _observe
 
 _lazy_getattr, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
 
@@ -20,3 +25,14 @@ def __getattr__(name: str) -> object:
     value = _lazy_getattr(name)
     globals()[name] = value  # later lookups skip this function
     return value
+
+
+def _telemetry_observer() -> _observe.GuardObserver | None:
+    """Telemetry's guard observer, loaded at the first guard run; later runs ask telemetry directly."""
+    from citelock.telemetry._hook import guard_observer
+
+    _observe.observe_guard(guard_observer)
+    return guard_observer()
+
+
+_observe.observe_guard(_telemetry_observer)
