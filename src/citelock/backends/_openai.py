@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any
+from types import SimpleNamespace, TracebackType
+from typing import Any, TypeVar
 
 from citelock.backends._protocol import Generation
 from citelock.constraint import BackendLimits, CitationSchema
@@ -44,6 +45,7 @@ from citelock.runtime import (
 __all__ = ["OpenAIBackend", "OpenAIGeneration", "verify_output"]
 
 SCHEMA_NAME = "cited_answer"
+_C = TypeVar("_C")
 _FREE_TEXT = BackendLimits(policies=())
 Request = tuple[dict[str, Any], dict[str, Any] | None, tuple[str, ...]]
 """A request built by the caller: ``(create arguments, schema as sent, keywords removed)``."""
@@ -376,30 +378,13 @@ class OpenAIBackend(TransportUser):
                 what arrived), or it stopped at ``max_tokens``.
             CitelockError: the other errors of :meth:`generate`.
         """
-        if request is None:
-            payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens)
-            started = time.perf_counter()
-            chunks = self.transport.open_stream(payload, citelock_request_id=record.request_id)
-        else:
-            payload, sent, removed = request
-            started = time.perf_counter()
-            chunks = self.transport.send_stream(payload, citelock_request_id=record.request_id)
-        got = _Streamed()
-        try:
-            iterator = iter(chunks)
-            while True:
-                try:
-                    chunk = next(iterator)
-                except StopIteration:
-                    break
-                except Exception as exc:
-                    raise self._cut(record, got, max_tokens, exc) from exc
-                piece = got.add(chunk, started)
-                if piece:
+        run = self._stream_run(record, schema, max_tokens, request)
+        chunks = run.open(self.transport.open_stream, self.transport.send_stream)
+        with closing(chunks):  # closing the iterator closes the HTTP stream
+            for chunk in _Reading(chunks, run):
+                if piece := run.got.add(chunk, run.started):
                     yield piece
-        finally:
-            chunks.close()
-        yield self._streamed(record, schema, payload, sent, removed, got, started, max_tokens)
+        yield run.generation()
 
     async def astream(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int, request: Request | None = None
@@ -410,43 +395,30 @@ class OpenAIBackend(TransportUser):
             UsageError: the backend holds a sync client (use :meth:`stream`).
             CitelockError: the errors of :meth:`stream`.
         """
-        if request is None:
-            model = await self.transport.amodel()
-            payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens, model=model)
-            started = time.perf_counter()
-            chunks = await self.transport.aopen_stream(payload, citelock_request_id=record.request_id)
-        else:
-            payload, sent, removed = request
-            started = time.perf_counter()
-            chunks = await self.transport.asend_stream(payload, citelock_request_id=record.request_id)
-        got = _Streamed()
+        model = await self.transport.amodel() if request is None else None
+        run = self._stream_run(record, schema, max_tokens, request, model)
+        chunks = await run.open(self.transport.aopen_stream, self.transport.asend_stream)
         try:
-            iterator = chunks.__aiter__()
-            while True:
-                try:
-                    chunk = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    raise self._cut(record, got, max_tokens, exc) from exc
-                piece = got.add(chunk, started)
-                if piece:
+            async for chunk in _Reading(chunks, run):
+                if piece := run.got.add(chunk, run.started):
                     yield piece
         finally:
             await chunks.close()
-        yield self._streamed(record, schema, payload, sent, removed, got, started, max_tokens)
+        yield run.generation()
 
-    def _cut(self, record: PromptRecord, got: _Streamed, max_tokens: int, exc: Exception) -> TruncatedOutputError:
-        cause = self.transport.failure(exc, record.request_id)
-        return TruncatedOutputError(
-            f"the server cut the stream after {got.chunks} chunks, before the answer was complete ({cause}); "
-            f"got {got.text()[-60:]!r}",
-            partial=got.text(),
-            max_tokens=max_tokens,
-            provider=self.transport.provider,
-            request_id=got.response_id,
-            citelock_request_id=record.request_id,
-        )
+    def _stream_run(
+        self,
+        record: PromptRecord,
+        schema: CitationSchema | None,
+        max_tokens: int,
+        request: Request | None,
+        model: str | None = None,
+    ) -> _StreamRun:
+        """One stream's request (built from ``record``, or the caller's own) and what arrives on it."""
+        callers = request is not None
+        if request is None:
+            request = self.request_for(record, schema, max_tokens=max_tokens, model=model)
+        return _StreamRun(self, record, schema, max_tokens, request, callers=callers)
 
     def _streamed(
         self,
@@ -549,6 +521,83 @@ class OpenAIBackend(TransportUser):
             removed=removed,
             violations=violations,
         )
+
+
+class _StreamRun:
+    """One stream's request and what arrived on it: everything but the I/O, shared by ``stream`` and ``astream``."""
+
+    def __init__(
+        self,
+        backend: OpenAIBackend,
+        record: PromptRecord,
+        schema: CitationSchema | None,
+        max_tokens: int,
+        request: Request,
+        *,
+        callers: bool,
+    ) -> None:
+        self.backend, self.record, self.schema, self.max_tokens = backend, record, schema, max_tokens
+        self.payload, self.sent, self.removed = request
+        self.callers = callers
+        self.got = _Streamed()
+        self.started = 0.0
+
+    def open(self, build: Callable[..., _C], send: Callable[..., _C]) -> _C:
+        """Start the clock and open the stream: ``send`` for the caller's own request, else ``build`` (ours)."""
+        self.started = time.perf_counter()
+        opener = send if self.callers else build
+        return opener(self.payload, citelock_request_id=self.record.request_id)
+
+    def cut(self, exc: Exception) -> TruncatedOutputError:
+        """The error for a stream the server cut while it was read (``exc``: what reading raised)."""
+        transport, got = self.backend.transport, self.got
+        return TruncatedOutputError(
+            f"the server cut the stream after {got.chunks} chunks, before the answer was complete "
+            f"({transport.failure(exc, self.record.request_id)}); got {got.text()[-60:]!r}",
+            partial=got.text(),
+            max_tokens=self.max_tokens,
+            provider=transport.provider,
+            request_id=got.response_id,
+            citelock_request_id=self.record.request_id,
+        )
+
+    def generation(self) -> OpenAIGeneration:
+        """The generation the whole stream carried, verified as :meth:`OpenAIBackend.generate` verifies one."""
+        return self.backend._streamed(
+            self.record, self.schema, self.payload, self.sent, self.removed, self.got, self.started, self.max_tokens
+        )
+
+
+class _Reading:
+    """The SDK's chunks of one stream, read one at a time: an error while reading one is the stream cut short."""
+
+    def __init__(self, chunks: Any, run: _StreamRun) -> None:
+        self._chunks = chunks
+        self._run = run
+        self._it: Any = None
+
+    def __iter__(self) -> _Reading:
+        self._it = iter(self._chunks)
+        return self
+
+    def __aiter__(self) -> _Reading:
+        self._it = aiter(self._chunks)
+        return self
+
+    def __next__(self) -> Any:
+        with self:
+            return next(self._it)
+
+    async def __anext__(self) -> Any:
+        with self:
+            return await anext(self._it)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(exc, Exception) and not isinstance(exc, StopIteration | StopAsyncIteration):
+            raise self._run.cut(exc) from exc
 
 
 class _Streamed:
