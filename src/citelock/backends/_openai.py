@@ -23,12 +23,12 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import closing
 from dataclasses import dataclass, field
 from types import SimpleNamespace, TracebackType
 from typing import Any, TypeVar
 
 from citelock.backends._protocol import Generation
+from citelock.backends._relay import arelay, relay
 from citelock.constraint import BackendLimits, CitationSchema
 from citelock.errors import TruncatedOutputError, UsageError
 from citelock.records import PromptRecord
@@ -379,12 +379,7 @@ class OpenAIBackend(TransportUser):
             CitelockError: the other errors of :meth:`generate`.
         """
         run = self._stream_run(record, schema, max_tokens, request)
-        chunks = run.open(self.transport.open_stream, self.transport.send_stream)
-        with closing(chunks):  # closing the iterator closes the HTTP stream
-            for chunk in _Reading(chunks, run):
-                if piece := run.got.add(chunk, run.started):
-                    yield piece
-        yield run.generation()
+        yield from relay(run, _Reading(run.open(self.transport.open_stream, self.transport.send_stream), run))
 
     async def astream(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int, request: Request | None = None
@@ -398,13 +393,8 @@ class OpenAIBackend(TransportUser):
         model = await self.transport.amodel() if request is None else None
         run = self._stream_run(record, schema, max_tokens, request, model)
         chunks = await run.open(self.transport.aopen_stream, self.transport.asend_stream)
-        try:
-            async for chunk in _Reading(chunks, run):
-                if piece := run.got.add(chunk, run.started):
-                    yield piece
-        finally:
-            await chunks.close()
-        yield run.generation()
+        async for item in arelay(run, _Reading(chunks, run)):
+            yield item
 
     def _stream_run(
         self,
@@ -548,6 +538,10 @@ class _StreamRun:
         opener = send if self.callers else build
         return opener(self.payload, citelock_request_id=self.record.request_id)
 
+    def take(self, chunk: Any) -> str:
+        """One SSE chunk: its new text (content, else tool-call arguments)."""
+        return self.got.add(chunk, self.started)
+
     def cut(self, exc: Exception) -> TruncatedOutputError:
         """The error for a stream the server cut while it was read (``exc``: what reading raised)."""
         transport, got = self.backend.transport, self.got
@@ -569,7 +563,10 @@ class _StreamRun:
 
 
 class _Reading:
-    """The SDK's chunks of one stream, read one at a time: an error while reading one is the stream cut short."""
+    """The SDK's chunks of one stream, read one at a time: an error while reading one is the stream cut short.
+
+    Closing it closes the SDK's stream: the server stops generating.
+    """
 
     def __init__(self, chunks: Any, run: _StreamRun) -> None:
         self._chunks = chunks
@@ -591,6 +588,14 @@ class _Reading:
     async def __anext__(self) -> Any:
         with self:
             return await anext(self._it)
+
+    def close(self) -> None:
+        """Close the SDK's stream (the HTTP connection: the server stops generating)."""
+        self._chunks.close()
+
+    async def aclose(self) -> None:
+        """Close the SDK's async stream."""
+        await self._chunks.close()
 
     def __enter__(self) -> None:
         return None
