@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.records",),
     ("citelock.errors",),
     ("citelock._observe",),  # the hook a guard run exposes to an observer above it (telemetry)
+    ("citelock._steps",),  # a request's steps written once, run blocking or awaited (the sync/async twins)
     ("citelock.text",),
     ("citelock.prompt",),
     ("citelock.constraint",),
