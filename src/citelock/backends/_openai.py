@@ -20,13 +20,15 @@ The client, the server profile, the call and its error mapping are the shared
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace, TracebackType
 from typing import Any, TypeVar
 
+from citelock._steps import Step, arun_steps, run_steps
 from citelock.backends._protocol import Generation
 from citelock.backends._relay import arelay, relay
 from citelock.constraint import BackendLimits, CitationSchema
@@ -314,11 +316,7 @@ class OpenAIBackend(TransportUser):
             BackendRefusalError: the model refused.
             TruncatedOutputError: the output stopped at ``max_tokens`` before the JSON was complete.
         """
-        payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens)
-        started = time.perf_counter()
-        response, choice = self.transport.complete(payload, citelock_request_id=record.request_id)
-        latency = time.perf_counter() - started
-        return self._generation(record, schema, payload, sent, removed, response, choice, latency, max_tokens)
+        return run_steps(self._generating(record, schema, max_tokens))
 
     async def agenerate(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
@@ -332,10 +330,22 @@ class OpenAIBackend(TransportUser):
         """
         if not self.transport.is_async:
             return await asyncio.to_thread(self.generate, record, schema, max_tokens=max_tokens)
-        model = await self.transport.amodel()
+        return await arun_steps(self._generating(record, schema, max_tokens))
+
+    def _generating(
+        self, record: PromptRecord, schema: CitationSchema | None, max_tokens: int
+    ) -> Generator[Step, Any, OpenAIGeneration]:
+        """One generation, once for :meth:`generate` and :meth:`agenerate`: the model, the request, the call."""
+        transport = self.transport
+        model: str = yield Step(lambda: transport.model, transport.amodel)
         payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens, model=model)
         started = time.perf_counter()
-        response, choice = await self.transport.acomplete(payload, citelock_request_id=record.request_id)
+        ours = {"citelock_request_id": record.request_id}
+        calls = (
+            functools.partial(transport.complete, payload, **ours),
+            functools.partial(transport.acomplete, payload, **ours),
+        )
+        response, choice = yield Step(*calls)
         latency = time.perf_counter() - started
         return self._generation(record, schema, payload, sent, removed, response, choice, latency, max_tokens)
 

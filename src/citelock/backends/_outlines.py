@@ -30,15 +30,17 @@ Facts designed around (read in outlines 1.3 and llguidance 1.x):
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from citelock._steps import Step, arun_steps, run_steps
 from citelock.backends._local import LOCAL_LIMITS
 from citelock.backends._outlines_steer import Steering, counting_processor
 from citelock.backends._protocol import Generation, stream_in_thread
@@ -356,14 +358,7 @@ class OutlinesBackend:
         """
         if self.kind.is_async:
             raise UsageError(f"outlines' {self.kind.name} is async; call agenerate (citelock.aanswer)")
-        request = self._prepare(record, schema, max_tokens)
-        started = time.perf_counter()
-        if self._model_lock is not None:
-            with self._model_lock:
-                text = self.model.generate(request.model_input, request.constraint, **request.kwargs)
-        else:
-            text = self.model.generate(request.model_input, request.constraint, **request.kwargs)
-        return self._verified(record, schema, request, text, started, max_tokens)
+        return run_steps(self._generating(record, schema, max_tokens))
 
     async def agenerate(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
@@ -375,10 +370,24 @@ class OutlinesBackend:
         """
         if not self.kind.is_async:
             return await asyncio.to_thread(self.generate, record, schema, max_tokens=max_tokens)
+        return await arun_steps(self._generating(record, schema, max_tokens))
+
+    def _generating(
+        self, record: PromptRecord, schema: CitationSchema | None, max_tokens: int
+    ) -> Generator[Step, Any, OutlinesGeneration]:
+        """One generation, once for :meth:`generate` and :meth:`agenerate`: prepare, generate, verify."""
         request = self._prepare(record, schema, max_tokens)
         started = time.perf_counter()
-        text = await self.model.generate(request.model_input, request.constraint, **request.kwargs)
+        call = functools.partial(self.model.generate, request.model_input, request.constraint, **request.kwargs)
+        text = yield Step(functools.partial(self._locked, call), call)  # awaited on an async model type
         return self._verified(record, schema, request, text, started, max_tokens)
+
+    def _locked(self, call: Callable[[], Any]) -> Any:
+        """``call()`` under the model's lock when one request at a time may use it (llama.cpp)."""
+        if self._model_lock is None:
+            return call()
+        with self._model_lock:
+            return call()
 
     def stream(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
