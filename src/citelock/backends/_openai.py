@@ -24,10 +24,12 @@ import functools
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import SimpleNamespace, TracebackType
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
+from citelock._around import Around
 from citelock._steps import Step, arun_steps, run_steps
 from citelock.backends._protocol import Generation
 from citelock.backends._relay import arelay, relay
@@ -389,7 +391,7 @@ class OpenAIBackend(TransportUser):
             CitelockError: the other errors of :meth:`generate`.
         """
         run = self._stream_run(record, schema, max_tokens, request)
-        yield from relay(run, _Reading(run.open(self.transport.open_stream, self.transport.send_stream), run))
+        yield from relay(run, run.reading(run.open(self.transport.open_stream, self.transport.send_stream)))
 
     async def astream(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int, request: Request | None = None
@@ -403,7 +405,7 @@ class OpenAIBackend(TransportUser):
         model = await self.transport.amodel() if request is None else None
         run = self._stream_run(record, schema, max_tokens, request, model)
         chunks = await run.open(self.transport.aopen_stream, self.transport.asend_stream)
-        async for item in arelay(run, _Reading(chunks, run)):
+        async for item in arelay(run, run.reading(chunks)):
             yield item
 
     def _stream_run(
@@ -552,6 +554,22 @@ class _StreamRun:
         """One SSE chunk: its new text (content, else tool-call arguments)."""
         return self.got.add(chunk, self.started)
 
+    def reading(self, chunks: Any) -> Around[Any]:
+        """The SDK's stream, read one chunk at a time: an error while reading one is the cut.
+
+        Closing it closes the HTTP stream (the server stops generating).
+        """
+        return Around(chunks, self._cutting, close_inside=False)
+
+    @contextmanager
+    def _cutting(self) -> Iterator[None]:
+        try:
+            yield
+        except (StopIteration, StopAsyncIteration):
+            raise
+        except Exception as exc:
+            raise self.cut(exc) from exc
+
     def cut(self, exc: Exception) -> TruncatedOutputError:
         """The error for a stream the server cut while it was read (``exc``: what reading raised)."""
         transport, got = self.backend.transport, self.got
@@ -570,49 +588,6 @@ class _StreamRun:
         return self.backend._streamed(
             self.record, self.schema, self.payload, self.sent, self.removed, self.got, self.started, self.max_tokens
         )
-
-
-class _Reading:
-    """The SDK's chunks of one stream, read one at a time: an error while reading one is the stream cut short.
-
-    Closing it closes the SDK's stream: the server stops generating.
-    """
-
-    def __init__(self, chunks: Any, run: _StreamRun) -> None:
-        self._chunks = chunks
-        self._run = run
-        self._it: Any = None
-
-    def __iter__(self) -> _Reading:
-        self._it = iter(self._chunks)
-        return self
-
-    def __aiter__(self) -> _Reading:
-        self._it = aiter(self._chunks)
-        return self
-
-    def __next__(self) -> Any:
-        with self:
-            return next(self._it)
-
-    async def __anext__(self) -> Any:
-        with self:
-            return await anext(self._it)
-
-    def close(self) -> None:
-        """Close the SDK's stream (the HTTP connection: the server stops generating)."""
-        self._chunks.close()
-
-    async def aclose(self) -> None:
-        """Close the SDK's async stream."""
-        await self._chunks.close()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if isinstance(exc, Exception) and not isinstance(exc, StopIteration | StopAsyncIteration):
-            raise self._run.cut(exc) from exc
 
 
 class _Streamed:

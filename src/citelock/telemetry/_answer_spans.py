@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import aclosing, closing, contextmanager
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from opentelemetry import context, trace
 from opentelemetry.trace import Span, SpanContext, SpanKind
 
+from citelock._around import Around
 from citelock.records import PromptRecord
 from citelock.telemetry._events import Attributes
 from citelock.telemetry._tracing import ANSWER, EVALUATED, tracer
@@ -241,13 +242,13 @@ class StreamTrace:
 
     def events(self, job: Any, drive: Callable[..., Iterator[_T]]) -> Iterator[_T]:
         """``drive(job, self)``'s events, each step run under ``citelock.answer`` (this trace observes the job)."""
-        steps = _Steps(self._start(job, drive), self.context)
+        steps: Around[_T] = Around(self._start(job, drive), lambda: _current(self.context))
         with self._ending(), closing(steps):
             yield from steps
 
     async def aevents(self, job: Any, drive: Callable[..., AsyncIterator[_T]]) -> AsyncIterator[_T]:
         """:meth:`events` for an async stream."""
-        steps = _Steps(self._start(job, drive), self.context)
+        steps: Around[_T] = Around(self._start(job, drive), lambda: _current(self.context))
         with self._ending():
             async with aclosing(steps):
                 async for item in steps:
@@ -283,44 +284,6 @@ def _current(ctx: context.Context) -> Iterator[None]:
         yield
     finally:
         context.detach(token)
-
-
-class _Steps(Generic[_T]):
-    """A stream driver whose every step, and its close, run under the trace's context; no span is current between."""
-
-    def __init__(self, inner: Any, ctx: context.Context) -> None:
-        self._inner = inner
-        self._ctx = ctx
-
-    def __iter__(self) -> Iterator[_T]:
-        return self
-
-    def __aiter__(self) -> AsyncIterator[_T]:
-        return self
-
-    def __next__(self) -> _T:
-        with _current(self._ctx):
-            item: _T = next(self._inner)
-            return item
-
-    async def __anext__(self) -> _T:
-        with _current(self._ctx):
-            item: _T = await anext(self._inner)
-            return item
-
-    def close(self) -> None:
-        """Close the driver (the generation stops, the checked claims persist), under the trace's context."""
-        with _current(self._ctx):
-            close = getattr(self._inner, "close", None)
-            if close is not None:
-                close()  # a second close (``yield from`` closes it too) does nothing
-
-    async def aclose(self) -> None:
-        """:meth:`close` for an async driver."""
-        with _current(self._ctx):
-            aclose = getattr(self._inner, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
 
 def stream_trace() -> StreamTrace:
