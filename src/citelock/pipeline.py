@@ -302,10 +302,12 @@ class Citelock:
                 prep: Prepared = assembled(prepared)
             early = early_abstention(self.guard, prep.context, backend)
             if early is not None:  # nothing relevant was assembled: abstain, no tokens spent
-                return (yield step(self._runner.finish, prep, early, style, known_ids))
+                abstained: GuardedAnswer = yield step(self._runner.finish, prep, early, style, known_ids)
+                return abstained
             with trace.generating(prep.record, backend) as done:
                 generation = done((yield _generating(backend, prep)))
-            return (yield step(self._runner.finish, prep, generation, style, known_ids))
+            guarded: GuardedAnswer = yield step(self._runner.finish, prep, generation, style, known_ids)
+            return guarded
 
     def stream(
         self,
