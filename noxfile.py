@@ -22,14 +22,26 @@ repeat a session). ``nox --no-venv -s tests`` runs in the current environment in
 from __future__ import annotations
 
 import sys
+import tomllib
+from pathlib import Path
 
 import nox
 
 nox.options.sessions = ["lint", "typecheck", "tests", "docs"]
 
 LINT_PATHS = ["src", "tests", "benchmarks", "examples", "scripts", "docs/_griffe", "noxfile.py"]
-# The markers of tests that need more than pip-installed wheels: the fast lane deselects them.
-HEAVY_MARKERS = ["local_model", "server", "postgres", "browser", "ray", "shared_data", "phoenix_server", "slow"]
+
+
+def _declared_markers() -> list[str]:
+    """The markers declared in pyproject.toml (``[tool.pytest.ini_options] markers``), in their order."""
+    with (Path(__file__).parent / "pyproject.toml").open("rb") as handle:
+        lines = tomllib.load(handle)["tool"]["pytest"]["ini_options"]["markers"]
+    return [line.split(":", 1)[0].strip() for line in lines]
+
+
+# The markers of tests that need more than pip-installed wheels (or minutes): every marker pyproject.toml declares.
+# The fast lane deselects them; the list is read from there, so a new marker is deselected where it is declared.
+HEAVY_MARKERS = _declared_markers()
 FAST_LANE = "not (" + " or ".join(HEAVY_MARKERS) + ")"
 # Every extra that installs from wheels alone: no compiler (llama-cpp-python is in local, server and bench), no
 # model package (local, gemma, research). llguidance, of the local extra, is a wheel: the grammar tests need it.

@@ -5,8 +5,9 @@ declares an ``__all__`` (``citelock.store``, ``citelock.judges``, ...). Each pub
 mkdocstrings, from its docstring, at the module that defines it (``::: citelock.records.Chunk``), on the facade's
 page when the facade exports it, else on the page of the public module it lives in; every other page that
 exports it links to that entry. Where a name is defined is read from the running objects (a class's or
-function's ``__module__``; for a constant or type alias, the module whose source assigns it), so the pages follow
-the public surface however ``__all__`` is written.
+function's ``__module__``; for a constant or type alias, or a facade object whose ``__module__`` is
+``citelock``, the module whose source assigns or defines it), so the pages follow the public surface however
+``__all__`` is written.
 
 The pages are generated, never edited by hand: change an ``__all__`` and run this script; ``tests/project/test_docs.py``
 fails while the committed pages differ from the generated ones, or while a public name is missing from them.
@@ -69,12 +70,14 @@ def pages() -> list[Page]:
 
 
 def _assigns(module: ModuleType, name: str) -> bool:
-    """Whether ``module``'s own source binds ``name`` at top level by assignment (not by import)."""
+    """Whether ``module``'s own source binds ``name`` at top level by assignment or definition (not by import)."""
     try:
         tree = ast.parse(inspect.getsource(module))
     except (OSError, TypeError):
         return False
     for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return True
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = node.targets
@@ -90,19 +93,22 @@ def where(module: str, name: str) -> str:
     value = getattr(importlib.import_module(module), name)
     home = getattr(value, "__module__", None)
     qualname = getattr(value, "__qualname__", None)
-    if isinstance(home, str) and isinstance(qualname, str) and home.startswith("citelock") and home in sys.modules:
+    # The facade's objects say "citelock" (citelock._facade); the page renders them where they are defined.
+    named = home != "citelock" and isinstance(qualname, str)
+    if named and isinstance(home, str) and home.startswith("citelock") and home in sys.modules:
         found: object = sys.modules[home]
-        for part in qualname.split("."):
+        for part in str(qualname).split("."):
             found = getattr(found, part, None)
         if found is value:  # a class or function (decorated or not) defined where it says
             return f"{home}.{qualname}"
+    bound = qualname if home == "citelock" and isinstance(qualname, str) and "." not in qualname else name
     candidates = sorted(
         (loaded for key, loaded in list(sys.modules.items()) if key == "citelock" or key.startswith("citelock.")),
         key=lambda loaded: loaded.__name__,
     )
     for loaded in candidates:
-        if vars(loaded).get(name) is value and _assigns(loaded, name):
-            return f"{loaded.__name__}.{name}"
+        if vars(loaded).get(bound) is value and _assigns(loaded, bound):
+            return f"{loaded.__name__}.{bound}"
     raise SystemExit(f"{module}.{name}: cannot tell which module defines it")
 
 

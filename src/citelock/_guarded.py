@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from citelock.constraint import SpanPolicy
 from citelock.errors import UsageError
 from citelock.guard import Decision, GuardResult
-from citelock.records import Answer, DroppedChunk, Finding, GuardReport
+from citelock.records import Answer, DroppedChunk, Finding, GuardReport, _Record
 from citelock.render import RenderStyle
 
 __all__ = [
@@ -26,10 +26,6 @@ __all__ = [
 ]
 
 GUARDED_ANSWER_SCHEMA_VERSION: Literal["2"] = "2"
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class GenerationStats(_Record):

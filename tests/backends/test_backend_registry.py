@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,8 @@ def test_unknown_names_and_options_are_usage_errors_that_list_what_is_known() ->
     )
     with pytest.raises(UsageError, match=r"backend 'local' takes no option base_url; its options: model, n_ctx"):
         make_backend("local", base_url=URL)
-    with pytest.raises(UsageError, match=r"backend 'fake' needs the option outputs; its options: outputs, limits"):
-        make_backend("fake")
+    with pytest.raises(UsageError, match=r"backend 'fake' takes no option base_url; its options: outputs, limits"):
+        make_backend("fake", base_url=URL)
     with pytest.raises(UsageError, match="unknown local model 'llama70b'"):
         make_backend("naive", model="llama70b")
 
@@ -104,7 +105,6 @@ def test_cli_passes_only_the_options_given(tmp_path: Path, monkeypatch: pytest.M
             ("--backend", "local", "--base-url", URL),
             "--base-url is for --backend openai or instructor, not --backend local",
         ),
-        (("--backend", "fake"), "backend 'fake' needs the option outputs"),
         (("--backend", "local", "--model", "llama70b"), "unknown local model 'llama70b'"),
     ],
 )
@@ -112,6 +112,15 @@ def test_cli_bad_backend_choices_exit_2_with_the_reason(tmp_path: Path, args: tu
     result = _run(tmp_path, *args)
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.replace("│", " ").split())  # the error box wraps lines
+
+
+def test_the_fake_backend_needs_no_options(tmp_path: Path) -> None:
+    fake = make_backend("fake")
+    assert isinstance(fake, FakeBackend) and fake.remaining == 0
+    result = _run(tmp_path, "--backend", "fake", "--json")
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert answer["answer"]["claims"], "the zero-config fake cites each chunk's first sentence"
 
 
 class EchoBackend:

@@ -14,6 +14,7 @@ from citelock import BackendLimits, MissingExtraError, UsageError
 from citelock.backends import (
     LOCAL_LIMITS,
     AsyncBackend,
+    AsyncStreamingBackend,
     Backend,
     FakeBackend,
     LocalBackend,
@@ -29,9 +30,11 @@ def _record() -> citelock.PromptRecord:
 
 
 def test_every_backend_satisfies_the_protocol_without_loading_anything() -> None:
-    for backend in (FakeBackend([]), LocalBackend(), NaiveBackend(), make_backend("local"), make_backend("naive")):
+    for backend in (LocalBackend(), NaiveBackend(), make_backend("local"), make_backend("naive")):
         assert isinstance(backend, Backend)
         assert not isinstance(backend, AsyncBackend)
+    fake = FakeBackend([])  # its async methods are native (no worker thread)
+    assert isinstance(fake, AsyncBackend) and isinstance(fake, AsyncStreamingBackend)
     assert LocalBackend().limits is LOCAL_LIMITS
     assert NaiveBackend().limits == BackendLimits(policies=())
 

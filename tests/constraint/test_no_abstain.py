@@ -21,7 +21,8 @@ import citelock
 from citelock import BackendLimits, ConstraintViolationError, FakeBackend, SchemaOptions, UsageError
 from citelock.backends import _registry
 from citelock.cli import app
-from citelock.constraint._schema import DOWNGRADES, POLICY_ORDER, CitationSchema, build_schema, fit_schema
+from citelock.constraint._policy import POLICY_ORDER
+from citelock.constraint._schema import DOWNGRADES, CitationSchema, build_schema, fit_schema
 from support.grammar_harness import accepts, accepts_gbnf
 
 CHUNKS = [

@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.gateway",),  # the OpenAI-compatible HTTP door over wrap and the pipeline
     ("citelock.evals",),
     ("citelock.cli",),
-    ("citelock", "citelock.__main__", "citelock._jsonschema"),
+    ("citelock", "citelock.__main__", "citelock._jsonschema", "citelock._facade"),
 )
 
 
@@ -223,7 +223,7 @@ def test_no_layer_shares_two_packages() -> None:
     allowed = [  # single modules side by side (no package): a record module beside its user, the facade's helpers
         ("citelock.reasons", "citelock._version"),
         ("citelock.pipeline", "citelock._guarded", "citelock._request"),
-        ("citelock", "citelock.__main__", "citelock._jsonschema"),
+        ("citelock", "citelock.__main__", "citelock._jsonschema", "citelock._facade"),
     ]
     assert [p for p in shared if p not in allowed] == []
     assert layer_of("citelock.telemetry._otel") > layer_of("citelock.guard._guard")

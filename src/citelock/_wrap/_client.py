@@ -22,7 +22,8 @@ from citelock._steps import Step, arun_steps, run_steps, step
 from citelock._wrap._request import Prepared, prepare
 from citelock._wrap._stream import CallersStream
 from citelock.backends._openai import OpenAIBackend
-from citelock.constraint._schema import DEFAULT_POLICY, SchemaOptions, SpanPolicy
+from citelock.constraint._policy import DEFAULT_POLICY, SpanPolicy
+from citelock.constraint._schema import SchemaOptions
 from citelock.errors import UsageError
 from citelock.guard import Guard
 from citelock.pipeline import Citelock, GuardedAnswer, Sink

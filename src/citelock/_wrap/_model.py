@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from citelock.constraint._model import build_model
-from citelock.constraint._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
+from citelock.constraint._policy import SpanPolicy
+from citelock.constraint._schema import CitationSchema, SchemaOptions, fit_schema
 from citelock.errors import InputError
 from citelock.prompt._assemble import coerce_chunks
 from citelock.prompt._parse import parse_answer

@@ -20,7 +20,8 @@ from uuid import uuid4
 
 from citelock._request import Prepared as _Prepared
 from citelock.backends._openai import OpenAIBackend
-from citelock.constraint._schema import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
+from citelock.constraint._policy import SpanPolicy
+from citelock.constraint._schema import CitationSchema, SchemaOptions, fit_schema
 from citelock.errors import InputError, UsageError
 from citelock.prompt._assemble import coerce_chunks
 from citelock.prompt._serialize import record_from_messages

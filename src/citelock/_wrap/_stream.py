@@ -14,7 +14,8 @@ from typing import Any
 
 from citelock._wrap._request import Prepared
 from citelock.backends._openai import OpenAIBackend, OpenAIGeneration
-from citelock.constraint._schema import BackendLimits, CitationSchema
+from citelock.constraint._limits import BackendLimits
+from citelock.constraint._schema import CitationSchema
 from citelock.errors import UsageError
 from citelock.records import PromptRecord
 

@@ -5,6 +5,7 @@ answers), guard each (:func:`prepare` then :func:`judge_prepared`, the same in e
 report rows, review-queue entries and results exactly once.
 """
 
+from citelock.audit._figures import AuditSummary, PartFigures
 from citelock.audit._local import run_local
 from citelock.audit._report import read_report
 from citelock.audit._rows import (
@@ -18,7 +19,7 @@ from citelock.audit._rows import (
     row_schema,
 )
 from citelock.audit._run import ray_engine, run_audit
-from citelock.audit._sink import AuditSink, AuditSummary, PartFigures
+from citelock.audit._sink import AuditSink
 from citelock.audit._work import (
     AuditOutcome,
     AuditSettings,

@@ -415,7 +415,7 @@ def _cause(exc: BaseException) -> BaseException:
 
 def _plain(exc: CitelockError) -> CitelockError:
     """A citelock error as raised in the worker: Ray's wrapper subclasses it and adds the remote traceback."""
-    if type(exc).__module__.startswith("citelock."):
+    if type(exc).__module__.partition(".")[0] == "citelock":  # "citelock" itself for the facade's errors
         return exc
     cause = getattr(exc, "cause", None)
     return cause if isinstance(cause, CitelockError) else exc

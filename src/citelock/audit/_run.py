@@ -10,10 +10,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from citelock.audit._figures import AuditSummary
 from citelock.audit._local import DEFAULT_BATCH, run_local
 from citelock.audit._report import OutputFormat
 from citelock.audit._rows import AuditItem, ReadStats, check_inputs, input_path, read_items
-from citelock.audit._sink import DEFAULT_COMMIT_ROWS, AuditSink, AuditSummary, mask_password
+from citelock.audit._sink import DEFAULT_COMMIT_ROWS, AuditSink, mask_password
 from citelock.audit._work import AuditSettings
 from citelock.errors import InputError, MissingExtraError, UsageError
 from citelock.guard import Guard

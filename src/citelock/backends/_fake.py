@@ -2,19 +2,24 @@
 
 It imports nothing and loads no model, so a test of code built around :func:`citelock.answer` runs in
 milliseconds. It records every call (the prompt record, the schema and ``max_tokens``) so a test can assert what
-would have been sent.
+would have been sent. Given no script at all, it answers every request by citing each chunk's first sentence
+under the request's schema (:func:`first_sentences`), like pydantic-ai's ``TestModel``. Its async methods are
+native (no worker thread): :meth:`FakeBackend.agenerate` and :meth:`FakeBackend.astream`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from citelock.backends._first_sentences import first_sentences
 from citelock.backends._protocol import Generation
 from citelock.constraint import BackendLimits, CitationSchema
 from citelock.errors import RuntimeFailure, UsageError
@@ -41,7 +46,9 @@ class FakeBackend:
 
     Args:
         outputs: The outputs to return, in order (strings, or mappings dumped as compact JSON), or a function
-            ``(record, schema) -> output`` called for every request.
+            ``(record, schema) -> output`` called for every request. None (the default, zero-config): every
+            request is answered by :func:`first_sentences`, one claim per chunk citing the chunk's first sentence
+            that the request's schema allows (prose with ``[id]`` markers when no schema is sent).
         limits: The limits to advertise. The default advertises every span policy; pass
             ``BackendLimits(policies=())`` to behave like the naive free-text baseline (no schema is sent and
             the output is parsed as prose with ``[id]`` markers).
@@ -59,11 +66,12 @@ class FakeBackend:
     Example:
         >>> fake = FakeBackend(['{"claims":[{"text":"It opened in 1932.",'
         ...                     '"citations":[{"chunk_id":"c-1","span":"opened in 1932"}]}]}'])
+        >>> any_request = FakeBackend()  # cites each chunk's first sentence, under whatever schema is sent
     """
 
     def __init__(
         self,
-        outputs: Iterable[str | Mapping[str, Any]] | Script,
+        outputs: Iterable[str | Mapping[str, Any]] | Script | None = None,
         *,
         limits: BackendLimits | None = None,
         enforced: bool | None = None,
@@ -75,6 +83,13 @@ class FakeBackend:
         self.limits = limits or BackendLimits()
         self.enforced = self.limits.constrains if enforced is None else enforced
         self.calls: list[FakeCall] = []
+        if outputs is None:
+            outputs = first_sentences
+        elif isinstance(outputs, str | bytes | Mapping):
+            raise UsageError(
+                "FakeBackend outputs: expected an iterable of outputs or a function (record, schema) -> output, "
+                f"got one {type(outputs).__name__}; wrap a single output in a list"
+            )
         self._script: Script | None = outputs if callable(outputs) else None
         self._queue: list[str | Mapping[str, Any]] = [] if callable(outputs) else list(outputs)
         self._lock = threading.Lock()
@@ -82,7 +97,7 @@ class FakeBackend:
 
     @property
     def remaining(self) -> int:
-        """Scripted outputs not yet returned (0 for a function script)."""
+        """Scripted outputs not yet returned (0 for a function script and for the zero-config mode)."""
         return len(self._queue)
 
     def generate(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Generation:
@@ -112,12 +127,43 @@ class FakeBackend:
             RuntimeFailure: the script is exhausted.
             UsageError: ``max_tokens`` is not positive.
         """
+        return self._deltas(record, schema, max_tokens)
+
+    def _deltas(
+        self, record: PromptRecord, schema: CitationSchema | None, max_tokens: int
+    ) -> Generator[str | Generation, None, None]:
         started = time.perf_counter()
         text = self._next(record, schema, max_tokens)
         for piece in self.deltas(text):
             self.streamed += 1
             yield piece
         yield self._generation(text, schema, time.perf_counter() - started)
+
+    async def agenerate(self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int) -> Generation:
+        """:meth:`generate` on the event loop itself (no worker thread): the same output and accounting.
+
+        Raises:
+            RuntimeFailure: the script is exhausted.
+            UsageError: ``max_tokens`` is not positive.
+        """
+        return self.generate(record, schema, max_tokens=max_tokens)
+
+    async def astream(
+        self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
+    ) -> AsyncIterator[str | Generation]:
+        """:meth:`stream` on the event loop itself (no worker thread): the same deltas, then the :class:`Generation`.
+
+        The loop gets a turn between deltas, as with a real network stream, so a consumer's task can be cancelled
+        mid-answer; closing the iterator (``aclose()``) stops it where it is (:attr:`streamed` tells where).
+
+        Raises:
+            RuntimeFailure: the script is exhausted.
+            UsageError: ``max_tokens`` is not positive.
+        """
+        with contextlib.closing(self._deltas(record, schema, max_tokens)) as items:
+            for item in items:
+                yield item
+                await asyncio.sleep(0)
 
     def _next(self, record: PromptRecord, schema: CitationSchema | None, max_tokens: int) -> str:
         if max_tokens < 1:

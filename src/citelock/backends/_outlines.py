@@ -45,7 +45,9 @@ from citelock.backends._local import LOCAL_LIMITS
 from citelock.backends._outlines_steer import Steering, counting_processor
 from citelock.backends._protocol import Generation, stream_in_thread
 from citelock.backends._relay import arelay
-from citelock.constraint._schema import BackendLimits, CitationSchema, GrammarDialect
+from citelock.constraint._limits import BackendLimits
+from citelock.constraint._policy import GrammarDialect
+from citelock.constraint._schema import CitationSchema
 from citelock.errors import ConstraintViolationError, MissingExtraError, TruncatedOutputError, UsageError
 from citelock.records import PromptRecord
 from citelock.runtime._profiles import PROFILES

@@ -90,7 +90,7 @@ BACKENDS: dict[str, BackendInfo] = {
         ),
         BackendInfo(
             "fake",
-            "scripted outputs for tests (API only: it needs outputs=)",
+            "for tests: each chunk's first sentence, cited (the API scripts it with outputs=)",
             FakeBackend,
         ),
     )

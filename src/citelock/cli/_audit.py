@@ -10,10 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
+from citelock.audit._figures import AuditSummary
 from citelock.audit._local import DEFAULT_BATCH
 from citelock.audit._rows import check_inputs, count_rows
 from citelock.audit._run import run_audit
-from citelock.audit._sink import DEFAULT_COMMIT_ROWS, SUMMARY, AuditSummary
+from citelock.audit._sink import DEFAULT_COMMIT_ROWS, SUMMARY
 from citelock.cli._app import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, app, interrupted
 from citelock.cli._io import database_target, fail, shown, text_option
 from citelock.cli._report import REASON_WIDTH

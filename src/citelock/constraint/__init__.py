@@ -7,16 +7,13 @@ is the same constraint as a pydantic model (for instructor). The grammar pieces 
 
 from citelock.constraint._gbnf import gbnf_grammar, gbnf_literal
 from citelock.constraint._grammar import QUOTE_LEAD_INS, QUOTE_MIN_WORDS, quote_body, quote_tails, word_pieces
+from citelock.constraint._limits import BackendLimits
 from citelock.constraint._model import build_model
+from citelock.constraint._policy import DEFAULT_POLICY, POLICY_ORDER, GrammarDialect, SpanPolicy
 from citelock.constraint._schema import (
-    DEFAULT_POLICY,
-    POLICY_ORDER,
-    BackendLimits,
     CitationSchema,
-    GrammarDialect,
     SchemaOptions,
     SchemaStats,
-    SpanPolicy,
     build_schema,
     clear_schema_cache,
     fit_schema,

@@ -21,7 +21,7 @@ is about ``p(1-p)/n_eff`` (the design effect of unequal weights), Wilson behaves
 counts where rates like 3-12% live (the normal interval collapses to zero width at 0 false passes), and it is
 closed-form, so ``citelock metrics --check`` in a cron job needs no resampling. It ignores the variance gained
 by stratification (slightly conservative) and a stratum with no labels (then ``status`` says so). The seeded
-simulation in ``tests/judges/test_false_pass.py`` measures its coverage.
+simulation in ``tests/metrics/test_false_pass.py`` measures its coverage.
 
 **Alarms** (per surface, over the last ``window`` weeks pooled, so the label counts add up):
 

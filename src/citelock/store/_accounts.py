@@ -47,6 +47,7 @@ from sqlalchemy.exc import IntegrityError
 from citelock.errors import InputError
 from citelock.store._engine import make_engine, serialized
 from citelock.store._tables import ensure_tables
+from citelock.store._utc import aware
 
 __all__ = ["Account", "AccountStore", "Credential", "Role", "SessionKind"]
 
@@ -120,13 +121,6 @@ class Credential(BaseModel):
     kind: SessionKind
     csrf: str
     expires_at: datetime | None
-
-
-def _aware(moment: datetime | None) -> datetime | None:
-    """SQLite returns naive datetimes; every stored time is UTC."""
-    if moment is None:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _utc_now() -> datetime:
@@ -375,11 +369,11 @@ class AccountStore:
             row = conn.execute(query).mappings().first()
         if row is None:
             return None
-        expires = _aware(row["expires_at"])
+        expires = aware(row["expires_at"])
         if expires is not None and expires <= now:
             return None
         if idle is not None:
-            last_used = _aware(row["last_used"]) or now
+            last_used = aware(row["last_used"]) or now
             if now - last_used > idle:
                 self._end_idle(digest, now - idle)
                 return None
@@ -453,6 +447,6 @@ def _account(row: object) -> Account:
     return Account(
         username=data["username"],
         role=data["role"],
-        created_at=_aware(data["created_at"]) or datetime.now(UTC),
+        created_at=aware(data["created_at"]) or datetime.now(UTC),
         disabled=data["disabled_at"] is not None,
     )

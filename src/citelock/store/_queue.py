@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from sqlalchemy import (
     Column,
     Connection,
@@ -63,9 +63,10 @@ from sqlalchemy.exc import IntegrityError
 from citelock.errors import AlreadyResolvedError, InputError, UsageError
 from citelock.guard import AuditSample, GuardResult
 from citelock.reasons import judged_codes
-from citelock.records import Finding, Layer, ReasonCode, VerdictLabel
+from citelock.records import Finding, Layer, ReasonCode, VerdictLabel, _Record
 from citelock.store._engine import insert_skipping, make_engine
 from citelock.store._tables import ensure_tables, existing_tables, existing_triggers, refuse_triggers
+from citelock.store._utc import aware
 
 __all__ = [
     "CalibrationSample",
@@ -83,10 +84,6 @@ Outcome = Literal["accept", "repair", "escalate", "reject"]
 EscalationCategory = Literal["chunking", "truncation", "ranking"]
 
 _JUDGED_REASONS = judged_codes()
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 def _week(moment: datetime) -> str:
@@ -246,11 +243,6 @@ def _upgrade(conn: Connection) -> None:
         ).items():
             if name not in present:
                 conn.execute(text(statement))
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite returns naive datetimes; every stored time is UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 class ReviewQueue:
@@ -638,7 +630,7 @@ class ReviewQueue:
                         label="yes",
                         judge_label=entry.verdicts.get("support"),
                         judge_version=entry.judge_version,
-                        created_at=_aware(row["resolved_at"]),
+                        created_at=aware(row["resolved_at"]),
                     )
                 )
         return out
@@ -663,7 +655,7 @@ def _current_events() -> Any:
 
 def _resolution(row: Any) -> Resolution:
     data = {name: row[name] for name in Resolution.model_fields}
-    data["resolved_at"] = _aware(data["resolved_at"])
+    data["resolved_at"] = aware(data["resolved_at"])
     return Resolution.model_validate(data)
 
 

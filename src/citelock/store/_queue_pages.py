@@ -21,16 +21,18 @@ else: open while it has none, else its latest event's outcome.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import field_validator
 from sqlalchemy import and_, exists, func, inspect, select, text, tuple_
 
 from citelock.errors import InputError
 from citelock.reasons import ReasonCode
+from citelock.records import _Record
 from citelock.store._engine import serialized
 from citelock.store._queue import QueueEntry, Resolution, ReviewQueue, _entries, _events
+from citelock.store._utc import aware
 
 __all__ = ["QueueBrowser", "QueueFacets", "QueueFilter", "QueuePage", "QueueRow", "QueueStatus", "ReasonCount"]
 
@@ -40,11 +42,7 @@ QueueStatus = Literal["open", "resolved", "accept", "repair", "escalate", "all"]
 MAX_PAGE = 500
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class QueueFilter(_Frozen):
+class QueueFilter(_Record):
     """Which entries a page, a count or an export covers.
 
     Attributes:
@@ -108,14 +106,14 @@ class QueueFilter(_Frozen):
         return out
 
 
-class QueueRow(_Frozen):
+class QueueRow(_Record):
     """One entry of a page with its current outcome (None while open)."""
 
     entry: QueueEntry
     resolution: Resolution | None
 
 
-class ReasonCount(_Frozen):
+class ReasonCount(_Record):
     """How many entries of one reason code a filter covers, and when the oldest was queued."""
 
     reason: ReasonCode
@@ -123,7 +121,7 @@ class ReasonCount(_Frozen):
     oldest: datetime
 
 
-class QueuePage(_Frozen):
+class QueuePage(_Record):
     """One page of the queue in its order.
 
     Attributes:
@@ -137,16 +135,12 @@ class QueuePage(_Frozen):
     prev_before: str | None
 
 
-class QueueFacets(_Frozen):
+class QueueFacets(_Record):
     """The values there are to filter by."""
 
     surfaces: tuple[str, ...]
     weeks: tuple[str, ...]
     reviewers: tuple[str, ...]
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 _EVENT_FIELDS = tuple(Resolution.model_fields)
@@ -245,7 +239,7 @@ class QueueBrowser:
         )
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        out = [ReasonCount(reason=ReasonCode(r), count=int(n), oldest=_aware(oldest)) for r, n, oldest in rows]
+        out = [ReasonCount(reason=ReasonCode(r), count=int(n), oldest=aware(oldest)) for r, n, oldest in rows]
         return sorted(out, key=lambda c: (-c.count, c.reason.value))
 
     def _position(self, entry_id: str) -> tuple[Any, Any, Any]:
@@ -390,7 +384,7 @@ def _with_current() -> tuple[Any, Any]:
 
 def _resolution(row: Any) -> Resolution:
     data = {name: row[name] for name in _EVENT_FIELDS}
-    data["resolved_at"] = _aware(data["resolved_at"])
+    data["resolved_at"] = aware(data["resolved_at"])
     return Resolution.model_validate(data)
 
 
