@@ -25,8 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.records",),
     ("citelock.errors",),
     ("citelock._observe",),  # the hook a guard run exposes to an observer above it (telemetry)
-    ("citelock._steps",),
-    ("citelock._around",),  # an iterator read step by step inside a context manager, blocking or async  # a request's steps written once, run blocking or awaited (the sync/async twins)
+    ("citelock._steps",),  # a request's steps written once, run blocking or awaited (the sync/async twins)
+    ("citelock._around",),  # an iterator read step by step inside a context manager, blocking or async
     ("citelock.text",),
     ("citelock.prompt",),
     ("citelock.constraint",),
