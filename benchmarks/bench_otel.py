@@ -69,9 +69,9 @@ from pathlib import Path
 from typing import Any
 
 from citelock import Chunk, Guard, SurfacePolicy, assemble, serialize, telemetry
+from citelock._observe import guard_observer
 from citelock.judges import LexicalJudge
 from citelock.telemetry import _deferred
-from citelock.telemetry._hook import instrumented
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.phoenix_server import phoenix_executable, running_phoenix
@@ -158,7 +158,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--answers", type=int, default=300, help="timed answers per mode")
     parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds (answers are split across them)")
-    parser.add_argument("--no-phoenix", action="store_true", help="only the off and no-provider rows")
+    parser.add_argument(
+        "--no-phoenix", action="store_true", help="only the off, no-provider and discarding-exporter rows"
+    )
     args = parser.parse_args()
     record, answer = scenario()
     guard = Guard(SurfacePolicy(name="bench", stakes="high"), LexicalJudge())
@@ -174,6 +176,7 @@ def main() -> None:
             "off + like work on the telemetry thread": lambda: telemetry.configure(enabled=False),
             "API, no provider": lambda: telemetry.configure(),
         }
+        modes["on: discarding exporter, no Phoenix"] = stack.enter_context(mode_phoenix(None, logs=False))
         if not args.no_phoenix:
             executable = phoenix_executable()
             if executable is None:
@@ -181,7 +184,6 @@ def main() -> None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             base = stack.enter_context(running_phoenix(executable, workdir))
             modes["on: Phoenix (spans + span events)"] = stack.enter_context(mode_phoenix(base, logs=False))
-            modes["on: discarding exporter, no Phoenix"] = stack.enter_context(mode_phoenix(None, logs=False))
             modes["on: Phoenix + log records"] = stack.enter_context(mode_phoenix(base, logs=True))
             modes["on: Phoenix + a span per judge call"] = stack.enter_context(
                 mode_phoenix(base, logs=False, judge_spans="all")
@@ -194,8 +196,14 @@ def main() -> None:
             )
         full = measure(modes, lambda: guard.run(record, answer), args.answers, args.rounds)
         fixed = guard.run(record, answer)
-        alone = instrumented(lambda self, record, answer, known_ids=None: fixed)  # the integration around no work
-        own = measure(modes, lambda: alone(guard, record, answer), args.answers * 4, args.rounds)
+
+        def alone() -> object:  # the integration around no work: what Guard.run does around its own
+            observer = guard_observer()
+            if observer is None:
+                return fixed
+            return observer(lambda guard, record, answer, known_ids=None: fixed, guard, record, answer, None)
+
+        own = measure(modes, alone, args.answers * 4, args.rounds)
         telemetry.configure()
 
     print(

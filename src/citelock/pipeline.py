@@ -17,8 +17,9 @@ accounting.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Generator, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
@@ -32,6 +33,7 @@ from citelock._guarded import (
 
 # the records live in their own module; they are part of this module's public names
 from citelock._request import Prepared, Runner, prepare
+from citelock._steps import Step, arun_steps, run_steps, step
 from citelock.backends._protocol import Backend
 from citelock.constraint import DEFAULT_POLICY, SchemaOptions, SpanPolicy
 from citelock.errors import UsageError
@@ -244,19 +246,9 @@ class Citelock:
             TruncatedOutputError: generation hit ``max_tokens`` mid-answer (with the partial text).
             BackendError: the backend failed (typed: timeout, connection, HTTP status, refusal).
         """
-        style = self._style(render)
-        backend = self.backend
-        with answer_trace(question) as trace:  # spans per step when the otel extra is installed
-            with trace.assembling() as assembled:  # the span observes the step; the step is ours
-                prep = assembled(
-                    self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata, history)
-                )
-            early = early_abstention(self.guard, prep.context, backend)
-            if early is not None:  # nothing relevant was assembled: abstain, no tokens spent
-                return self._runner.finish(prep, early, style, known_ids)
-            with trace.generating(prep.record, backend) as done:
-                generation = done(backend.generate(prep.record, prep.schema, max_tokens=prep.max_tokens))
-            return self._runner.finish(prep, generation, style, known_ids)
+        return run_steps(
+            self._answering(question, chunks, request_id, metadata, policy, max_tokens, render, known_ids, history)
+        )
 
     async def aanswer(
         self,
@@ -278,27 +270,44 @@ class Citelock:
         the default model, logging, guarding, persisting), run in a worker thread so the event loop is never
         blocked.
         """
+        return await arun_steps(
+            self._answering(question, chunks, request_id, metadata, policy, max_tokens, render, known_ids, history)
+        )
+
+    def _answering(
+        self,
+        question: str,
+        chunks: Iterable[Chunk | Mapping[str, Any]],
+        request_id: str | None,
+        metadata: Mapping[str, Any] | None,
+        policy: SpanPolicy | None,
+        max_tokens: int | None,
+        render: RenderStyle | None,
+        known_ids: Collection[str] | None,
+        history: Iterable[Message | Mapping[str, Any]] | None,
+    ) -> Generator[Step, Any, GuardedAnswer]:
+        """:meth:`answer`'s work, once, for :meth:`answer` and :meth:`aanswer` (citelock._steps runs it).
+
+        The blocking steps (loading the default model, assembling and logging, generating, guarding and
+        persisting) are yielded: :meth:`aanswer` runs them in a worker thread, and awaits a backend's
+        ``agenerate`` when it is a coroutine function.
+        """
         style = self._style(render)
-        backend = await asyncio.to_thread(lambda: self.backend)
-        with answer_trace(question) as trace:
-            with trace.assembling() as assembled:
-                prep = assembled(
-                    await asyncio.to_thread(
-                        self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
-                    )
+        backend: Backend = yield Step(lambda: self.backend)
+        with answer_trace(question) as trace:  # spans per step when the otel extra is installed
+            with trace.assembling() as assembled:  # the span observes the step; the step is ours
+                prepared = yield step(
+                    self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
                 )
+                prep: Prepared = assembled(prepared)
             early = early_abstention(self.guard, prep.context, backend)
-            if early is not None:
-                return await asyncio.to_thread(self._runner.finish, prep, early, style, known_ids)
-            agenerate = getattr(backend, "agenerate", None)
+            if early is not None:  # nothing relevant was assembled: abstain, no tokens spent
+                abstained: GuardedAnswer = yield step(self._runner.finish, prep, early, style, known_ids)
+                return abstained
             with trace.generating(prep.record, backend) as done:
-                if agenerate is not None and inspect.iscoroutinefunction(agenerate):
-                    generation = done(await agenerate(prep.record, prep.schema, max_tokens=prep.max_tokens))
-                else:
-                    generation = done(
-                        await asyncio.to_thread(backend.generate, prep.record, prep.schema, max_tokens=prep.max_tokens)
-                    )
-            return await asyncio.to_thread(self._runner.finish, prep, generation, style, known_ids)
+                generation = done((yield _generating(backend, prep)))
+            guarded: GuardedAnswer = yield step(self._runner.finish, prep, generation, style, known_ids)
+            return guarded
 
     def stream(
         self,
@@ -440,6 +449,15 @@ class Citelock:
         )  # fmt: skip
         self._runner.log(prep.record)  # before generation: the prompt exactly as it is sent
         return prep
+
+
+def _generating(backend: Backend, prep: Prepared) -> Step:
+    """The generation step: ``backend.generate``, or its ``agenerate`` awaited when that is a coroutine function."""
+    call = functools.partial(backend.generate, prep.record, prep.schema, max_tokens=prep.max_tokens)
+    agenerate = getattr(backend, "agenerate", None)
+    if agenerate is None or not inspect.iscoroutinefunction(agenerate):
+        return Step(call)
+    return Step(call, functools.partial(agenerate, prep.record, prep.schema, max_tokens=prep.max_tokens))
 
 
 class AnswerOptions(TypedDict, total=False):

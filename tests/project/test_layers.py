@@ -24,14 +24,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("citelock.reasons", "citelock._version"),
     ("citelock.records",),
     ("citelock.errors",),
+    ("citelock._observe",),  # the hook a guard run exposes to an observer above it (telemetry)
+    ("citelock._steps",),  # a request's steps written once, run blocking or awaited (the sync/async twins)
+    ("citelock._around",),  # an iterator read step by step inside a context manager, blocking or async
     ("citelock.text",),
     ("citelock.prompt",),
     ("citelock.constraint",),
     ("citelock.runtime",),
     ("citelock.backends",),
     ("citelock.judges",),
-    ("citelock.telemetry",),  # the guard run's spans and events; typed against protocols, it imports no guard
     ("citelock.guard",),
+    ("citelock.telemetry",),  # observes the guard through citelock._observe; typed against protocols, imports no guard
     ("citelock.store",),
     ("citelock.render",),
     ("citelock.stream",),
@@ -223,7 +226,18 @@ def test_no_layer_shares_two_packages() -> None:
         ("citelock", "citelock.__main__", "citelock._jsonschema", "citelock._facade"),
     ]
     assert [p for p in shared if p not in allowed] == []
-    assert layer_of("citelock.telemetry._otel") < layer_of("citelock.guard._guard")
+    assert layer_of("citelock.telemetry._otel") > layer_of("citelock.guard._guard")
+
+
+def test_the_guard_imports_no_telemetry() -> None:
+    # telemetry observes the guard (citelock._observe): no guard module reaches it by any import, string or stub
+    graph = import_graph()
+    reaching = sorted(
+        f"{m} -> {t}" for m, ts in graph.items() if m.startswith("citelock.guard") for t in ts if "telemetry" in t
+    )
+    assert reaching == []
+    assert "citelock._observe" in graph["citelock.guard._guard"]
+    assert "citelock.telemetry._hook" in graph["citelock"]  # the facade makes the one wire
 
 
 def test_the_layer_checker_catches_an_upward_import() -> None:

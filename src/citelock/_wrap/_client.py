@@ -11,13 +11,14 @@ parse, guard, repair, sinks) returns the SDK's own response with ``response.cite
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Collection, Iterable
+import functools
+from collections.abc import Collection, Generator, Iterable
 from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal
 
 from citelock._request import Runner
+from citelock._steps import Step, arun_steps, run_steps, step
 from citelock._wrap._request import Prepared, prepare
 from citelock._wrap._stream import CallersStream
 from citelock.backends._openai import OpenAIBackend
@@ -82,6 +83,41 @@ class _Wrapper:
         )
         self._runner.log(prepared.record)  # before the call: the prompt exactly as it is sent
         return prepared
+
+    def _model(self, arguments: dict[str, Any]) -> Generator[Step, Any, str | None]:
+        """The model to send when the call names none: the transport's (asked of the server once)."""
+        if "model" in arguments:
+            return None
+        transport = self._backend.transport
+        model: str = yield Step(lambda: transport.model, transport.amodel)
+        return model
+
+    def _creating(self, arguments: dict[str, Any]) -> Generator[Step, Any, Any]:
+        """A wrapped ``create`` call, once for both clients: prepare and log, send, finish (citelock._steps)."""
+        model = yield from self._model(arguments)
+        transport = self._backend.transport
+        with answer_trace() as trace:  # spans per step when the otel extra is installed, as Citelock.answer
+            with trace.assembling() as assembled:
+                prepared: Prepared = assembled((yield step(self._prepare, dict(arguments), model)))
+            with trace.generating(prepared.record, self._backend) as done:
+                started = perf_counter()
+                ours = {"citelock_request_id": prepared.record.request_id}
+                call = Step(
+                    functools.partial(transport.send, prepared.arguments, **ours),
+                    functools.partial(transport.asend, prepared.arguments, **ours),
+                )
+                response, choice = yield call
+                done(response)
+            latency = perf_counter() - started
+            return (yield step(self._finish, prepared, response, choice, latency))
+
+    def _opening(self, arguments: dict[str, Any]) -> Generator[Step, Any, tuple[Any, StreamJob[GuardedAnswer]]]:
+        """A wrapped ``stream=True`` call up to its stream: prepared and logged now, sent when iteration begins."""
+        model = yield from self._model(arguments)
+        streamed = stream_trace()  # Citelock.answer's spans, across the caller's iteration
+        with streamed.assembling() as assembled:
+            prepared: Prepared = assembled((yield step(self._prepare, dict(arguments), model)))
+        return streamed, self._job(prepared)
 
     def _job(self, prepared: Prepared, show: Show | None = None) -> StreamJob[GuardedAnswer]:
         """The stream of a prepared call: the caller's request over SSE, :meth:`Citelock.stream`'s events.
@@ -151,24 +187,12 @@ class _Completions:
             UnparsedAnswerError: a server that ignored the constraint returned output that is not an answer.
         """
         owner = self._owner
-        model = None if "model" in arguments else owner._backend.transport.model
         if arguments.get("stream"):
             from citelock.stream._drive import stream_events
 
-            streamed = stream_trace()  # Citelock.answer's spans, across the caller's iteration
-            with streamed.assembling() as assembled:
-                prepared = assembled(owner._prepare(dict(arguments), model))
-            return streamed.events(owner._job(prepared), stream_events)
-        with answer_trace() as trace:  # spans per step when the otel extra is installed, as Citelock.answer
-            with trace.assembling() as assembled:
-                prepared = assembled(owner._prepare(dict(arguments), model))
-            with trace.generating(prepared.record, owner._backend) as done:
-                started = perf_counter()
-                response, choice = owner._backend.transport.send(
-                    prepared.arguments, citelock_request_id=prepared.record.request_id
-                )
-                done(response)
-            return owner._finish(prepared, response, choice, perf_counter() - started)
+            streamed, job = run_steps(owner._opening(arguments))
+            return streamed.events(job, stream_events)
+        return run_steps(owner._creating(arguments))
 
 
 class _Chat:
@@ -205,25 +229,12 @@ class _AsyncCompletions:
         (``async for event in await client.chat.completions.create(..., stream=True, chunks=...)``).
         """
         owner = self._owner
-        model = None if "model" in arguments else await owner._backend.transport.amodel()
         if arguments.get("stream"):
             from citelock.stream._drive import astream_events
 
-            streamed = stream_trace()
-            with streamed.assembling() as assembled:
-                prepared = assembled(await asyncio.to_thread(owner._prepare, dict(arguments), model))
-            return streamed.aevents(owner._job(prepared), astream_events)
-        with answer_trace() as trace:
-            with trace.assembling() as assembled:
-                prepared = assembled(await asyncio.to_thread(owner._prepare, dict(arguments), model))
-            with trace.generating(prepared.record, owner._backend) as done:
-                started = perf_counter()
-                response, choice = await owner._backend.transport.asend(
-                    prepared.arguments, citelock_request_id=prepared.record.request_id
-                )
-                done(response)
-            latency = perf_counter() - started
-            return await asyncio.to_thread(owner._finish, prepared, response, choice, latency)
+            streamed, job = await arun_steps(owner._opening(arguments))
+            return streamed.aevents(job, astream_events)
+        return await arun_steps(owner._creating(arguments))
 
 
 class AsyncWrappedOpenAI(_Wrapper):

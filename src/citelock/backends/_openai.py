@@ -20,14 +20,19 @@ The client, the server profile, the call and its error mapping are the shared
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
+from citelock._around import Around
+from citelock._steps import Step, arun_steps, run_steps
 from citelock.backends._protocol import Generation
+from citelock.backends._relay import arelay, relay
 from citelock.constraint import BackendLimits, CitationSchema
 from citelock.errors import TruncatedOutputError, UsageError
 from citelock.records import PromptRecord
@@ -44,6 +49,7 @@ from citelock.runtime import (
 __all__ = ["OpenAIBackend", "OpenAIGeneration", "verify_output"]
 
 SCHEMA_NAME = "cited_answer"
+_C = TypeVar("_C")
 _FREE_TEXT = BackendLimits(policies=())
 Request = tuple[dict[str, Any], dict[str, Any] | None, tuple[str, ...]]
 """A request built by the caller: ``(create arguments, schema as sent, keywords removed)``."""
@@ -312,11 +318,7 @@ class OpenAIBackend(TransportUser):
             BackendRefusalError: the model refused.
             TruncatedOutputError: the output stopped at ``max_tokens`` before the JSON was complete.
         """
-        payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens)
-        started = time.perf_counter()
-        response, choice = self.transport.complete(payload, citelock_request_id=record.request_id)
-        latency = time.perf_counter() - started
-        return self._generation(record, schema, payload, sent, removed, response, choice, latency, max_tokens)
+        return run_steps(self._generating(record, schema, max_tokens))
 
     async def agenerate(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
@@ -330,10 +332,22 @@ class OpenAIBackend(TransportUser):
         """
         if not self.transport.is_async:
             return await asyncio.to_thread(self.generate, record, schema, max_tokens=max_tokens)
-        model = await self.transport.amodel()
+        return await arun_steps(self._generating(record, schema, max_tokens))
+
+    def _generating(
+        self, record: PromptRecord, schema: CitationSchema | None, max_tokens: int
+    ) -> Generator[Step, Any, OpenAIGeneration]:
+        """One generation, once for :meth:`generate` and :meth:`agenerate`: the model, the request, the call."""
+        transport = self.transport
+        model: str = yield Step(lambda: transport.model, transport.amodel)
         payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens, model=model)
         started = time.perf_counter()
-        response, choice = await self.transport.acomplete(payload, citelock_request_id=record.request_id)
+        ours = {"citelock_request_id": record.request_id}
+        calls = (
+            functools.partial(transport.complete, payload, **ours),
+            functools.partial(transport.acomplete, payload, **ours),
+        )
+        response, choice = yield Step(*calls)
         latency = time.perf_counter() - started
         return self._generation(record, schema, payload, sent, removed, response, choice, latency, max_tokens)
 
@@ -376,30 +390,8 @@ class OpenAIBackend(TransportUser):
                 what arrived), or it stopped at ``max_tokens``.
             CitelockError: the other errors of :meth:`generate`.
         """
-        if request is None:
-            payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens)
-            started = time.perf_counter()
-            chunks = self.transport.open_stream(payload, citelock_request_id=record.request_id)
-        else:
-            payload, sent, removed = request
-            started = time.perf_counter()
-            chunks = self.transport.send_stream(payload, citelock_request_id=record.request_id)
-        got = _Streamed()
-        try:
-            iterator = iter(chunks)
-            while True:
-                try:
-                    chunk = next(iterator)
-                except StopIteration:
-                    break
-                except Exception as exc:
-                    raise self._cut(record, got, max_tokens, exc) from exc
-                piece = got.add(chunk, started)
-                if piece:
-                    yield piece
-        finally:
-            chunks.close()
-        yield self._streamed(record, schema, payload, sent, removed, got, started, max_tokens)
+        run = self._stream_run(record, schema, max_tokens, request)
+        yield from relay(run, run.reading(run.open(self.transport.open_stream, self.transport.send_stream)))
 
     async def astream(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int, request: Request | None = None
@@ -410,43 +402,25 @@ class OpenAIBackend(TransportUser):
             UsageError: the backend holds a sync client (use :meth:`stream`).
             CitelockError: the errors of :meth:`stream`.
         """
-        if request is None:
-            model = await self.transport.amodel()
-            payload, sent, removed = self.request_for(record, schema, max_tokens=max_tokens, model=model)
-            started = time.perf_counter()
-            chunks = await self.transport.aopen_stream(payload, citelock_request_id=record.request_id)
-        else:
-            payload, sent, removed = request
-            started = time.perf_counter()
-            chunks = await self.transport.asend_stream(payload, citelock_request_id=record.request_id)
-        got = _Streamed()
-        try:
-            iterator = chunks.__aiter__()
-            while True:
-                try:
-                    chunk = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    raise self._cut(record, got, max_tokens, exc) from exc
-                piece = got.add(chunk, started)
-                if piece:
-                    yield piece
-        finally:
-            await chunks.close()
-        yield self._streamed(record, schema, payload, sent, removed, got, started, max_tokens)
+        model = await self.transport.amodel() if request is None else None
+        run = self._stream_run(record, schema, max_tokens, request, model)
+        chunks = await run.open(self.transport.aopen_stream, self.transport.asend_stream)
+        async for item in arelay(run, run.reading(chunks)):
+            yield item
 
-    def _cut(self, record: PromptRecord, got: _Streamed, max_tokens: int, exc: Exception) -> TruncatedOutputError:
-        cause = self.transport.failure(exc, record.request_id)
-        return TruncatedOutputError(
-            f"the server cut the stream after {got.chunks} chunks, before the answer was complete ({cause}); "
-            f"got {got.text()[-60:]!r}",
-            partial=got.text(),
-            max_tokens=max_tokens,
-            provider=self.transport.provider,
-            request_id=got.response_id,
-            citelock_request_id=record.request_id,
-        )
+    def _stream_run(
+        self,
+        record: PromptRecord,
+        schema: CitationSchema | None,
+        max_tokens: int,
+        request: Request | None,
+        model: str | None = None,
+    ) -> _StreamRun:
+        """One stream's request (built from ``record``, or the caller's own) and what arrives on it."""
+        callers = request is not None
+        if request is None:
+            request = self.request_for(record, schema, max_tokens=max_tokens, model=model)
+        return _StreamRun(self, record, schema, max_tokens, request, callers=callers)
 
     def _streamed(
         self,
@@ -548,6 +522,71 @@ class OpenAIBackend(TransportUser):
             provider_request_id=provider_request_id,
             removed=removed,
             violations=violations,
+        )
+
+
+class _StreamRun:
+    """One stream's request and what arrived on it: everything but the I/O, shared by ``stream`` and ``astream``."""
+
+    def __init__(
+        self,
+        backend: OpenAIBackend,
+        record: PromptRecord,
+        schema: CitationSchema | None,
+        max_tokens: int,
+        request: Request,
+        *,
+        callers: bool,
+    ) -> None:
+        self.backend, self.record, self.schema, self.max_tokens = backend, record, schema, max_tokens
+        self.payload, self.sent, self.removed = request
+        self.callers = callers
+        self.got = _Streamed()
+        self.started = 0.0
+
+    def open(self, build: Callable[..., _C], send: Callable[..., _C]) -> _C:
+        """Start the clock and open the stream: ``send`` for the caller's own request, else ``build`` (ours)."""
+        self.started = time.perf_counter()
+        opener = send if self.callers else build
+        return opener(self.payload, citelock_request_id=self.record.request_id)
+
+    def take(self, chunk: Any) -> str:
+        """One SSE chunk: its new text (content, else tool-call arguments)."""
+        return self.got.add(chunk, self.started)
+
+    def reading(self, chunks: Any) -> Around[Any]:
+        """The SDK's stream, read one chunk at a time: an error while reading one is the cut.
+
+        Closing it closes the HTTP stream (the server stops generating).
+        """
+        return Around(chunks, self._cutting, close_inside=False)
+
+    @contextmanager
+    def _cutting(self) -> Iterator[None]:
+        try:
+            yield
+        except (StopIteration, StopAsyncIteration):
+            raise
+        except Exception as exc:
+            raise self.cut(exc) from exc
+
+    def cut(self, exc: Exception) -> TruncatedOutputError:
+        """The error for a stream the server cut while it was read (``exc``: what reading raised)."""
+        transport, got = self.backend.transport, self.got
+        return TruncatedOutputError(
+            f"the server cut the stream after {got.chunks} chunks, before the answer was complete "
+            f"({transport.failure(exc, self.record.request_id)}); got {got.text()[-60:]!r}",
+            partial=got.text(),
+            max_tokens=self.max_tokens,
+            provider=transport.provider,
+            request_id=got.response_id,
+            citelock_request_id=self.record.request_id,
+        )
+
+    def generation(self) -> OpenAIGeneration:
+        """The generation the whole stream carried, verified as :meth:`OpenAIBackend.generate` verifies one."""
+        return self.backend._streamed(
+            self.record, self.schema, self.payload, self.sent, self.removed, self.got, self.started, self.max_tokens
         )
 
 

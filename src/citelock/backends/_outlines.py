@@ -30,17 +30,21 @@ Facts designed around (read in outlines 1.3 and llguidance 1.x):
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from citelock._steps import Step, arun_steps, run_steps
 from citelock.backends._local import LOCAL_LIMITS
 from citelock.backends._outlines_steer import Steering, counting_processor
 from citelock.backends._protocol import Generation, stream_in_thread
+from citelock.backends._relay import arelay
 from citelock.constraint._limits import BackendLimits
 from citelock.constraint._policy import GrammarDialect
 from citelock.constraint._schema import CitationSchema
@@ -356,14 +360,7 @@ class OutlinesBackend:
         """
         if self.kind.is_async:
             raise UsageError(f"outlines' {self.kind.name} is async; call agenerate (citelock.aanswer)")
-        request = self._prepare(record, schema, max_tokens)
-        started = time.perf_counter()
-        if self._model_lock is not None:
-            with self._model_lock:
-                text = self.model.generate(request.model_input, request.constraint, **request.kwargs)
-        else:
-            text = self.model.generate(request.model_input, request.constraint, **request.kwargs)
-        return self._verified(record, schema, request, text, started, max_tokens)
+        return run_steps(self._generating(record, schema, max_tokens))
 
     async def agenerate(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
@@ -375,10 +372,24 @@ class OutlinesBackend:
         """
         if not self.kind.is_async:
             return await asyncio.to_thread(self.generate, record, schema, max_tokens=max_tokens)
+        return await arun_steps(self._generating(record, schema, max_tokens))
+
+    def _generating(
+        self, record: PromptRecord, schema: CitationSchema | None, max_tokens: int
+    ) -> Generator[Step, Any, OutlinesGeneration]:
+        """One generation, once for :meth:`generate` and :meth:`agenerate`: prepare, generate, verify."""
         request = self._prepare(record, schema, max_tokens)
         started = time.perf_counter()
-        text = await self.model.generate(request.model_input, request.constraint, **request.kwargs)
+        call = functools.partial(self.model.generate, request.model_input, request.constraint, **request.kwargs)
+        text = yield Step(functools.partial(self._locked, call), call)  # awaited on an async model type
         return self._verified(record, schema, request, text, started, max_tokens)
+
+    def _locked(self, call: Callable[[], Any]) -> Any:
+        """``call()`` under the model's lock when one request at a time may use it (llama.cpp)."""
+        if self._model_lock is None:
+            return call()
+        with self._model_lock:
+            return call()
 
     def stream(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
@@ -398,28 +409,14 @@ class OutlinesBackend:
         if self.kind.is_async:
             raise UsageError(f"outlines' {self.kind.name} is async; call astream (citelock.Citelock.astream)")
         if not self.kind.streams:
-            generation = self.generate(record, schema, max_tokens=max_tokens)
-            yield generation.text
-            yield generation
+            yield from _whole_items(self.generate(record, schema, max_tokens=max_tokens))
             return
-        request = self._prepare(record, schema, max_tokens)
-        started = time.perf_counter()
-        pieces: list[str] = []
-        lock = self._model_lock
-        if lock is not None:
-            lock.acquire()
-        source = self.model.generate_stream(request.model_input, request.constraint, **request.kwargs)
-        try:
+        run = _StreamRun(self, record, schema, max_tokens)
+        with self._streaming(), closing(run.open()) as source:  # opened under the model's lock, closed first
             for piece in source:
-                if piece:
-                    pieces.append(piece)
+                if run.take(piece):
                     yield piece
-        finally:
-            source.close()
-            self._after_stream()
-            if lock is not None:
-                lock.release()
-        yield self._verified(record, schema, request, "".join(pieces), started, max_tokens, streamed=True)
+        yield run.generation()  # the lock released, llama.cpp reset: the model is free again
 
     async def astream(
         self, record: PromptRecord, schema: CitationSchema | None, *, max_tokens: int
@@ -432,26 +429,30 @@ class OutlinesBackend:
             CitelockError: the same errors as :meth:`stream`.
         """
         if not self.kind.is_async:
-            async for item in stream_in_thread(lambda: self.stream(record, schema, max_tokens=max_tokens)):
-                yield item
-            return
-        if not self.kind.streams:
-            generation = await self.agenerate(record, schema, max_tokens=max_tokens)
-            yield generation.text
-            yield generation
-            return
-        request = self._prepare(record, schema, max_tokens)
-        started = time.perf_counter()
-        pieces: list[str] = []
-        source = self.model.generate_stream(request.model_input, request.constraint, **request.kwargs)
+            source = stream_in_thread(lambda: self.stream(record, schema, max_tokens=max_tokens))
+        elif not self.kind.streams:
+            source = _whole(await self.agenerate(record, schema, max_tokens=max_tokens))
+        else:
+            run = _StreamRun(self, record, schema, max_tokens)
+            source = arelay(run, run.open())
+        async for item in source:
+            yield item
+
+    @contextmanager
+    def _streaming(self) -> Iterator[None]:
+        """A blocking stream's hold on the model: its lock (a serial model), then llama.cpp's reset after it.
+
+        The lock is released even when opening the stream fails.
+        """
+        lock = self._model_lock
+        if lock is not None:
+            lock.acquire()
         try:
-            async for piece in source:
-                if piece:
-                    pieces.append(piece)
-                    yield piece
+            yield
         finally:
-            await source.aclose()
-        yield self._verified(record, schema, request, "".join(pieces), started, max_tokens, streamed=True)
+            self._after_stream()
+            if lock is not None:
+                lock.release()
 
     def _after_stream(self) -> None:
         """What outlines' ``generate`` does after a call and its ``generate_stream`` does not: reset llama.cpp."""
@@ -550,6 +551,47 @@ class OutlinesBackend:
             output_type=request.described,
             constraint_ms=request.constraint_ms,
         )
+
+
+class _StreamRun:
+    """One stream's request and the pieces that arrived (no I/O: ``stream`` and ``astream`` do the reading)."""
+
+    def __init__(
+        self, backend: OutlinesBackend, record: PromptRecord, schema: CitationSchema | None, max_tokens: int
+    ) -> None:
+        self.backend, self.record, self.schema, self.max_tokens = backend, record, schema, max_tokens
+        self.request = backend._prepare(record, schema, max_tokens)
+        self.started = time.perf_counter()
+        self.pieces: list[str] = []
+
+    def open(self) -> Any:
+        """The stream of text pieces outlines opens for this request (a generator; async on async model types)."""
+        request = self.request
+        return self.backend.model.generate_stream(request.model_input, request.constraint, **request.kwargs)
+
+    def take(self, piece: str) -> str:
+        """One piece outlines streamed (empty ones are skipped)."""
+        if piece:
+            self.pieces.append(piece)
+        return piece
+
+    def generation(self) -> OutlinesGeneration:
+        """The streamed text, verified (a cut at ``max_tokens`` is reported on it, for the driver to raise)."""
+        text = "".join(self.pieces)
+        return self.backend._verified(
+            self.record, self.schema, self.request, text, self.started, self.max_tokens, streamed=True
+        )
+
+
+def _whole_items(generation: OutlinesGeneration) -> Iterator[str | OutlinesGeneration]:
+    """A model type outlines does not stream: its whole output as one delta, then its generation."""
+    yield generation.text
+    yield generation
+
+
+async def _whole(generation: OutlinesGeneration) -> AsyncIterator[str | OutlinesGeneration]:
+    for item in _whole_items(generation):
+        yield item
 
 
 @dataclass

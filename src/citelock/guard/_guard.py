@@ -8,15 +8,18 @@ the answer once, builds the prompt's index once, and hands both down the one rou
     the free checks (:mod:`._checks`) -> the citations to judge (:mod:`._targets`) -> support ③ (:mod:`._support`)
     -> the repair decision (:mod:`._repair`) -> a :class:`GuardResult` (:mod:`._result`)
 
-It writes nothing (the pipeline persists).
+It writes nothing (the pipeline persists). An observer above it (telemetry's spans and evaluation events) may
+watch each run through :mod:`citelock._observe`; the guard does not know who.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
+from citelock._observe import guard_observer
 from citelock.errors import UsageError
 from citelock.guard._audit_step import build_audit
 from citelock.guard._fold import GuardFold
@@ -29,7 +32,6 @@ from citelock.judges import Judge, RelevanceJudge, default_judge
 from citelock.judges._routing import Routing, shipped_routing
 from citelock.prompt import PromptIndex, parse_for_record
 from citelock.records import Answer, Finding, GuardReport, Layer, PromptRecord, ReasonCode
-from citelock.telemetry._hook import instrumented
 
 
 class GuardSource(Protocol):
@@ -188,7 +190,6 @@ class Guard:
         """
         return GuardFold(self, record, known_ids=known_ids, index=index)
 
-    @instrumented  # OpenTelemetry spans and evaluation events when the otel extra is installed
     def run(
         self,
         record: PromptRecord,
@@ -216,10 +217,11 @@ class Guard:
         Raises:
             ParseError: the answer cannot be parsed (unusable input, not a finding).
         """
-        parsed = parse_for_record(answer, record)
-        if fold is None or not fold.matches(record, parsed, known_ids):
-            fold = GuardFold(self, record, known_ids=known_ids, index=fold.index if fold is not None else None)
-        return fold.result(parsed)
+        observer = guard_observer()  # telemetry's spans and evaluation events, when it watches
+        if observer is None:
+            return _run(self, record, answer, known_ids=known_ids, fold=fold)
+        result: GuardResult = observer(functools.partial(_run, fold=fold), self, record, answer, known_ids)
+        return result
 
     def _assemble(self, fold: GuardFold, parsed: Answer) -> GuardResult:
         """The answer's result from the fold's per-claim results plus the answer-level checks (relevance)."""
@@ -324,6 +326,21 @@ class Guard:
             accounting=accounting,
             claims=claims,
         )
+
+
+def _run(
+    guard: Guard,
+    record: PromptRecord,
+    answer: Answer | Mapping[str, Any] | str,
+    *,
+    known_ids: Collection[str] | None,
+    fold: GuardFold | None = None,
+) -> GuardResult:
+    """:meth:`Guard.run`'s work, with ``guard`` (the caller's, or an observer's copy of it)."""
+    parsed = parse_for_record(answer, record)
+    if fold is None or not fold.matches(record, parsed, known_ids):
+        fold = GuardFold(guard, record, known_ids=known_ids, index=fold.index if fold is not None else None)
+    return fold.result(parsed)
 
 
 def _errored_report(record: PromptRecord, exc: Exception) -> GuardReport:

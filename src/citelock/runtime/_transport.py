@@ -13,11 +13,14 @@ or the forced tool call's arguments). What is sent beyond that
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Self
 
+from citelock._steps import Step, arun_steps, run_steps
 from citelock.errors import (
     BackendConnectionError,
     BackendError,
@@ -175,26 +178,23 @@ class OpenAITransport:
     @property
     def model(self) -> str:
         """The model name (asked of the server once when not given; an async client needs :meth:`amodel`)."""
-        if self._model is None:
-            if self.is_async:
-                raise UsageError(_ASYNC_ONLY)
-            try:
-                listed = self.client.models.list()
-            except Exception as exc:
-                raise map_openai_error(exc, provider=self.provider) from exc
-            self._model, self._said = _first_model(listed)
-        return self._model
+        if self._model is not None:
+            return self._model
+        if self.is_async:
+            raise UsageError(_ASYNC_ONLY)
+        return run_steps(self._listing())
 
     async def amodel(self) -> str:
         """The model name, asked of the server without blocking when the client is async."""
-        if self._model is None:
-            if not self.is_async:
-                return await asyncio.to_thread(lambda: self.model)
-            try:
-                listed = await self.client.models.list()
-            except Exception as exc:
-                raise map_openai_error(exc, provider=self.provider) from exc
-            self._model, self._said = _first_model(listed)
+        if self._model is None and not self.is_async:
+            return await asyncio.to_thread(lambda: self.model)
+        return self._model if self._model is not None else await arun_steps(self._listing())
+
+    def _listing(self) -> Generator[Step, Any, str]:
+        """Ask ``/v1/models`` for the model name (the first listed), once for :attr:`model` and :meth:`amodel`."""
+        with _mapped(lambda exc: map_openai_error(exc, provider=self.provider)):
+            listed = yield _client_step(self.client.models.list)
+        self._model, self._said = _first_model(listed)
         return self._model
 
     def payload(
@@ -269,21 +269,14 @@ class OpenAITransport:
         """
         if self.is_async:
             raise UsageError(_ASYNC_ONLY)
-        try:
-            response = self.client.chat.completions.create(**arguments)
-        except Exception as exc:
-            raise self._failure(exc, citelock_request_id) from exc
-        return response, self._first_choice(response, citelock_request_id)
+        return self._answered(run_steps(self._creating(arguments, citelock_request_id)), citelock_request_id)
 
     async def asend(self, arguments: Mapping[str, Any], *, citelock_request_id: str | None = None) -> tuple[Any, Any]:
         """:meth:`send` awaited on an async client (in a worker thread on a sync one)."""
         if not self.is_async:
             return await asyncio.to_thread(self.send, arguments, citelock_request_id=citelock_request_id)
-        try:
-            response = await self.client.chat.completions.create(**arguments)
-        except Exception as exc:
-            raise self._failure(exc, citelock_request_id) from exc
-        return response, self._first_choice(response, citelock_request_id)
+        response = await arun_steps(self._creating(arguments, citelock_request_id))
+        return self._answered(response, citelock_request_id)
 
     def open_stream(self, payload: Mapping[str, Any], *, citelock_request_id: str | None = None) -> Any:
         """Send one chat-completions request with ``stream=True``; return the SDK's stream of chunks (SSE).
@@ -306,19 +299,21 @@ class OpenAITransport:
         """
         if self.is_async:
             raise UsageError(_ASYNC_ONLY)
-        try:
-            return self.client.chat.completions.create(**arguments, stream=True)
-        except Exception as exc:
-            raise self._failure(exc, citelock_request_id) from exc
+        return run_steps(self._creating({**arguments, "stream": True}, citelock_request_id))
 
     async def asend_stream(self, arguments: Mapping[str, Any], *, citelock_request_id: str | None = None) -> Any:
         """:meth:`send_stream` on an async client (the SDK's async stream of chunks)."""
         if not self.is_async:
             raise UsageError("aopen_stream needs an openai.AsyncOpenAI client; use open_stream")
-        try:
-            return await self.client.chat.completions.create(**arguments, stream=True)
-        except Exception as exc:
-            raise self._failure(exc, citelock_request_id) from exc
+        return await arun_steps(self._creating({**arguments, "stream": True}, citelock_request_id))
+
+    def _creating(self, arguments: Mapping[str, Any], citelock_request_id: str | None) -> Generator[Step, Any, Any]:
+        """``chat.completions.create(**arguments)``, its SDK errors typed: once for the sync and async calls."""
+        with _mapped(lambda exc: self._failure(exc, citelock_request_id)):
+            return (yield _client_step(self.client.chat.completions.create, **arguments))
+
+    def _answered(self, response: Any, citelock_request_id: str | None) -> tuple[Any, Any]:
+        return response, self._first_choice(response, citelock_request_id)
 
     def failure(self, exc: Exception, citelock_request_id: str | None) -> BackendError:
         """The typed :class:`BackendError` for an ``openai`` SDK exception (a BackendError passes through)."""
@@ -432,6 +427,21 @@ def output_text(message: Any, expected: Output | None) -> tuple[str, str | None]
     if not content and calls:
         return calls[0].function.arguments or "", "the output came back as a tool call"
     return content, None
+
+
+def _client_step(call: Callable[..., Any], /, **arguments: Any) -> Step:
+    """A call of the ``openai`` client: blocking on an ``OpenAI`` client, a coroutine awaited on ``AsyncOpenAI``."""
+    bound = functools.partial(call, **arguments)
+    return Step(bound, bound)
+
+
+@contextmanager
+def _mapped(failure: Callable[[Exception], BackendError]) -> Iterator[None]:
+    """An SDK exception raised in the block is raised as ``failure(exc)`` (from ``exc``)."""
+    try:
+        yield
+    except Exception as exc:
+        raise failure(exc) from exc
 
 
 def map_openai_error(exc: Exception, *, provider: str, citelock_request_id: str | None = None) -> BackendError:

@@ -8,7 +8,6 @@ every function here is a pass-through. ``CITELOCK_TELEMETRY=off`` turns the inte
 
 from __future__ import annotations
 
-import functools
 import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -22,6 +21,7 @@ from citelock.telemetry import _deferred
 from citelock.telemetry._settings import SETTINGS, JudgeSpans, Settings
 
 if TYPE_CHECKING:
+    from citelock._observe import GuardObserver
     from citelock.telemetry._observed import GuardOutcome
 
 __all__ = [
@@ -35,13 +35,12 @@ __all__ = [
     "emit_review",
     "evaluating",
     "flush",
+    "guard_observer",
     "implementation",
-    "instrumented",
     "stream_trace",
     "trace_metadata",
 ]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 _T = TypeVar("_T")
 
 
@@ -154,18 +153,13 @@ def active() -> bool:
     return implementation() is not None
 
 
-def instrumented(run: _F) -> _F:
-    """Decorate :meth:`citelock.Guard.run`: a ``citelock.guard`` span, judge spans and the evaluation events."""
+def guard_observer() -> GuardObserver | None:
+    """The observer of :meth:`citelock.Guard.run` (see :mod:`citelock._observe`), None when telemetry is off.
 
-    @functools.wraps(run)
-    def traced(self: Any, record: PromptRecord, answer: Any, *, known_ids: Any = None, fold: Any = None) -> Any:
-        impl = implementation()
-        inner = run if fold is None else functools.partial(run, fold=fold)  # the request's fold, passed through
-        if impl is None:
-            return inner(self, record, answer, known_ids=known_ids)
-        return impl.guard_run(inner, self, record, answer, known_ids)
-
-    return cast(_F, traced)
+    It runs the guard inside a ``citelock.guard`` span, with judge spans, and emits the evaluation events.
+    """
+    impl = implementation()
+    return cast("GuardObserver", impl.guard_run) if impl is not None else None
 
 
 def emit(
