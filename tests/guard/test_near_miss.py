@@ -120,6 +120,42 @@ def test_passage_features_weigh_the_question_term_the_passage_rarely_holds() -> 
     assert alone[names["idf_coverage"]] == pytest.approx(1 / 3)  # "film" of "composed", "score", "film"
 
 
+BRIDGE = "The Aurora bridge opened in 1932. It spans 880 meters across Harlow Bay."
+
+
+@pytest.mark.parametrize(
+    ("question", "claim"),
+    [
+        ("How long is the Aurora bridge?", "The bridge spans 880 meters."),  # the README's example
+        ("When did it open?", "It opened in 1932."),
+    ],
+)
+@pytest.mark.parametrize("stakes", ["low", "high"])
+def test_the_only_sentence_of_its_passage_filling_the_slot_is_not_flagged(
+    question: str, claim: str, stakes: str
+) -> None:
+    # the other sentence holds a question term the claim lacks ("Aurora") but fills no slot: it beats nothing
+    assert [slot_filled(question, s) for s in passage_sentences(BRIDGE)].count(True) == 1
+    names = {n: i for i, n in enumerate(FEATURES)}
+    features = slot_features(question, claim, passage_sentences(BRIDGE))
+    assert features[names["idf_margin"]] >= 0.0 and features[names["rare_term"]] == 1.0
+    record = serialize(assemble(question, [{"id": "c-1", "text": BRIDGE}]))
+    result = Guard(SurfacePolicy(name="docs", stakes=stakes)).run(record, _answer_quoting(claim))  # type: ignore[arg-type]
+    assert result.relevance is not None and result.relevance.slot_score is not None
+    assert result.relevance.slot_route == "pass"
+    assert not any(f.reason == ReasonCode.OFF_QUESTION for f in result.report.findings)
+
+
+def test_a_rival_that_also_fills_the_slot_still_sets_the_margin() -> None:
+    question = "When did the Aurora bridge open?"
+    passage = ("The Aurora bridge opened in 1932.", "The ferry to the bridge closed in 1940.")
+    names = {n: i for i, n in enumerate(FEATURES)}
+    near = slot_features(question, passage[1], passage)  # fills the slot too, but is beaten by the answer
+    on = slot_features(question, passage[0], passage)
+    assert near[names["idf_margin"]] < 0.0 < on[names["idf_margin"]]
+    assert slot_score(question, passage[0], passage) > slot_score(question, passage[1], passage)
+
+
 def test_diacritics_are_folded_before_the_question_meets_the_claim() -> None:
     plain = slot_features("When did Beyonce leave the group?", "Beyonce left the group in 2005.")
     accented = slot_features("When did Beyonce leave the group?", "Beyoncé left the group in 2005.")

@@ -40,7 +40,7 @@ from citelock.guard._focus_check import RelevanceCheck, RelevanceRouting, Stakes
 from citelock.judges._params import load_params
 from citelock.judges._routing import Route
 from citelock.text import content_terms, question_focus, split_sentences
-from citelock.text._answer_slot import detector, lemmas, question_slot, slot_closeness, slot_filled
+from citelock.text._answer_slot import detector, lemmas, question_slot, slot_closeness, slot_filled, slot_fillers
 
 __all__ = [
     "FEATURES",
@@ -262,17 +262,28 @@ def _fold(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
-def _passage_terms(question: str, claim: str, passage: Sequence[str]) -> tuple[float, float, float]:
+def _passage_terms(
+    question: str, claim: str, passage: Sequence[str], filled: bool | None = None
+) -> tuple[float, float, float]:
     """The passage features of a claim (see the module docstring).
 
-    Its passage-local IDF-weighted share of the question's terms, its margin over the passage's other sentences,
-    and whether it holds the question's term that the fewest of the passage's sentences hold.
+    Its passage-local IDF-weighted share of the question's terms, its margin over its rivals in the passage, and
+    whether it holds the question's term that the fewest of the passage's sentences hold.
+
+    A near miss is a sentence beaten by another sentence that answers: when the claim fills the question's slot
+    (``filled``), its rivals are the passage's other sentences that fill it, none with a span of the claim's (a
+    sentence stating the claim's answer is its source). A claim that no rival meets is the passage's only
+    answer: whatever rarer question term a sentence answering nothing holds ("The Aurora bridge opened in 1932."
+    beside "It spans 880 meters across Harlow Bay." for "How long is the Aurora bridge?"), its margin is 0 and
+    its rare term 1.
+    Otherwise (no slot asked, or the claim fills none) every other sentence of the passage is a rival.
     """
     terms = list(dict.fromkeys(content_terms(question)))
     if not terms:
         return 1.0, 0.0, 1.0
     own = set(content_terms(claim))
-    others = [set(content_terms(s)) for s in passage if s.strip() and s.strip() not in claim]
+    rest = [s for s in passage if s.strip() and s.strip() not in claim]
+    others = [set(content_terms(s)) for s in rest]
     sets = [own, *others]
     n = len(sets)
     df = {t: sum(1 for st in sets if t in st) for t in terms}
@@ -284,10 +295,20 @@ def _passage_terms(question: str, claim: str, passage: Sequence[str]) -> tuple[f
         return sum(weight[t] for t in terms if t in st) / total
 
     mine = share(own)
-    margin = mine - max((share(st) for st in others), default=mine)
+    # its rivals: the other sentences that fill the slot, none with the claim's span (one stating the claim's own
+    # answer is its source, not a rival); a claim that fills no slot, or a question that asks none, meets every sentence
+    if filled:
+        answer = slot_fillers(question, claim)
+        fills = [slot_fillers(question, s) for s in rest]
+        rivals = [st for f, st in zip(fills, others, strict=True) if f and not f & answer]
+    else:
+        rivals = others
+    margin = mine - max((share(st) for st in rivals), default=mine)
     present = [t for t in terms if df[t] > 0]
     rarest = min((df[t] for t in present), default=0)
     rare = 1.0 if any(t in own for t in present if df[t] == rarest) else 0.0
+    if filled and not rivals:
+        rare = 1.0  # the only answer of its passage: no rarer term of a sentence that answers nothing beats it
     return mine, margin, rare
 
 
@@ -331,7 +352,7 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
         math.log1p(len(claim.split())),
         slot_closeness(question, claim),
         focus,
-        *_passage_terms(question, claim, passage),
+        *_passage_terms(question, claim, passage, filled),
     )
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "question_slot",
     "slot_closeness",
     "slot_filled",
+    "slot_fillers",
     "typed_spans",
     "use_detector",
 ]
@@ -291,6 +292,21 @@ def slot_filled(question: str, text: str, slot: SlotType | None = None) -> bool 
     q_terms = frozenset(content_terms(question))
     q_lower = question.lower()
     return any(_fills(s, slot) and _novel(text[s.start : s.end], q_terms, q_lower) for s in typed_spans(text))
+
+
+def slot_fillers(question: str, text: str, slot: SlotType | None = None) -> frozenset[str]:
+    """The spans of ``text`` that fill the question's slot (see :func:`slot_filled`), in lower case.
+
+    "It spans 880 meters across Harlow Bay." for "How long is the Aurora bridge?" -> {"880 meters"}; empty when
+    the question asks for no slot or none fills it.
+    """
+    slot = slot if slot is not None else question_slot(question)
+    if slot is None:
+        return frozenset()
+    q_terms = frozenset(content_terms(question))
+    q_lower = question.lower()
+    spans = (text[s.start : s.end] for s in typed_spans(text) if _fills(s, slot))
+    return frozenset(span.lower() for span in spans if _novel(span, q_terms, q_lower))
 
 
 _TOKEN = re.compile(r"\w+(?:'\w+)?")
