@@ -9,6 +9,7 @@ abstains abstains before generating (the backend is never called).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -122,3 +123,25 @@ def test_only_the_quote_grammars_rank_a_question_that_asks_for_no_slot() -> None
     assert rank_request(context, "id") is None
     assert citelock.assemble("Is it?", CHUNKS).question == "Is it?"
     assert rank_request(assemble("Is it?", CHUNKS), "quote") is None  # no content word
+
+
+def test_a_ranked_quote_is_the_admitted_sentence_whole_in_both_grammar_dialects() -> None:
+    from citelock.constraint import build_schema
+    from citelock.constraint._schema import chunk_sentences
+    from support.grammar_harness import accepts, accepts_gbnf
+
+    context = assemble("When was the final played?", CHUNKS)
+    on = chunk_sentences(PARAGRAPH)[1]
+    tail = on.split(" ", 3)[3]  # "on February 7, 2016, at Harbor Stadium ...": a tail the unranked grammar offers
+
+    def dump(text: str) -> str:
+        return json.dumps(_quote("p-1", text), ensure_ascii=False, separators=(",", ":"))
+
+    ranked = build_schema(context, "quote", admitted={"p-1": [on]})
+    unranked = build_schema(context, "quote")
+    assert ranked.whole_quotes and not unranked.whole_quotes
+    for grammar, check in ((ranked.grammar, accepts), (ranked.gbnf, accepts_gbnf)):
+        assert check(grammar, dump(on))
+        assert check(grammar, dump("According to the source, " + on))  # a lead-in stays allowed
+        assert not check(grammar, dump(tail))
+    assert accepts(unranked.grammar, dump(tail)) and accepts_gbnf(unranked.gbnf, dump(tail))
