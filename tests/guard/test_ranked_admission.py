@@ -145,3 +145,26 @@ def test_a_ranked_quote_is_the_admitted_sentence_whole_in_both_grammar_dialects(
         assert check(grammar, dump("According to the source, " + on))  # a lead-in stays allowed
         assert not check(grammar, dump(tail))
     assert accepts(unranked.grammar, dump(tail)) and accepts_gbnf(unranked.gbnf, dump(tail))
+
+
+def test_the_support_judge_sees_a_quote_without_its_lead_in() -> None:
+    from citelock.guard._targets import judged_text
+    from citelock.judges import LexicalJudge
+
+    sentence = "The league was founded in 1920."
+    assert judged_text("The source says: " + sentence, "quote") == sentence
+    assert judged_text("The source says: " + sentence, "substring") == "The source says: " + sentence
+    seen: list[str] = []
+
+    class Recording(LexicalJudge):
+        def judge(self, claim: str, passage: str) -> Any:
+            seen.append(claim)
+            return super().judge(claim, passage)
+
+    surface = SurfacePolicy(name="docs", stakes="high", abstain_below=None)
+    for text in (sentence, "The source says: " + sentence):
+        backend = FakeBackend([_quote("p-2", text)], limits=LOCAL_LIMITS)
+        guard = Guard(surface, Recording())
+        result = Citelock(backend, guard=guard, policy="quote").answer("When was the league founded?", CHUNKS)
+        assert seen[-1] == sentence  # the lead-in only attributes: the judge weighs the quote
+        assert ReasonCode.UNCERTAIN_SUPPORT not in {f.reason for f in result.findings}
