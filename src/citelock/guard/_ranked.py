@@ -50,16 +50,17 @@ __all__ = [
 ]
 
 ADMIT_TOP = 1
-"""How many of the ranking's top sentences are candidates for the admitted set: the best one only. Chosen on the
-calibration half of the near-miss set (``scripts/near_miss_answers.py --split tune --model first``, the README's
-options): with the top three admitted the bundled model quoted the best sentence of them in a quarter of held-out
-answers (docs/measured.md), and a model offered one sentence quotes that one."""
+"""How many of the ranking's top sentences are candidates for the admitted set: the best one only. A model offered
+one sentence quotes that one; offered the top three, the bundled model was right on 5 of 20 held-out questions
+and OK without a gold answer on 4 of 26 (docs/measured.md, the previous round), and a scripted model quoting the
+first offered sentence on the calibration half (``scripts/near_miss_answers.py --split tune --model first``) is
+OK without a gold answer more often with three candidates than with one."""
 
 ADMIT_FLOOR: dict[str, float] = {"high": 0.96, "low": 0.0}
 """Per stakes, the slot score (against its own chunk, as the guard scores a quote) a sentence needs besides the
 guard's pass to be admitted. High stakes: 0.96, chosen on the calibration half for the issue's target of at most
 5% of questions served as OK without a gold answer (``--split tune --model first``: 5.0% of the 400 answerable
-calibration questions, 22.8% right; at the guard's own ``review_below`` alone, 23.3% and 48.5%). Low stakes: none
+calibration questions, 22.8% right; at the guard's own ``review_below`` alone, 23.5% and 48.5%). Low stakes: none
 beyond the guard's own route (it keeps under-flagging)."""
 
 _SEVERITY: dict[Route, int] = {"pass": 0, "review": 1, "fail": 2}
