@@ -30,6 +30,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import bisect
 import hashlib
 import json
 import random
@@ -197,8 +198,10 @@ def _model(args: argparse.Namespace, kind: str, tune: Sequence[Item]) -> SlotMod
     if args.fit:
         weights, bias = fit(tune, args.seed)
         return SlotModel(weights, bias, kind, "fitted now")
-    data = json.loads(PARAMS.read_text(encoding="utf-8"))["models"][kind]
-    return SlotModel(tuple(data["weights"]), float(data["bias"]), kind, "shipped")
+    params = json.loads(Path(args.params).read_text(encoding="utf-8"))
+    data = params["models"][kind]
+    names = tuple(data.get("features", params.get("features", FEATURES)))  # an older file names them once
+    return SlotModel(tuple(data["weights"]), float(data["bias"]), kind, "shipped", names)
 
 
 def _thresholds(model: SlotModel, tune: Sequence[Item]) -> dict[str, dict[str, float]]:
@@ -209,6 +212,30 @@ def _thresholds(model: SlotModel, tune: Sequence[Item]) -> dict[str, dict[str, f
         "high": {"fail_below": round(threshold_for(on, 0.03), 4), "review_below": round(pass_threshold(near, 0.05), 4)},
         "low": {"fail_below": round(threshold_for(on, 0.01), 4), "review_below": round(threshold_for(on, 0.01), 4)},
     }
+
+
+def _auc(held: Sequence[Item], p: dict[int, float], kind: str) -> float:
+    """The area under the on-question vs ``kind`` curve: the chance an on-question item outscores a ``kind`` one."""
+    on = [p[id(it)] for it in held if it.kind == "on"]
+    other = sorted(p[id(it)] for it in held if it.kind == kind)
+    if not on or not other:
+        return 0.0
+    won = sum(
+        bisect.bisect_left(other, x) + 0.5 * (bisect.bisect_right(other, x) - bisect.bisect_left(other, x)) for x in on
+    )
+    return round(won / (len(on) * len(other)), 4)
+
+
+def _curve(held: Sequence[Item], p: dict[int, float]) -> dict[str, dict[str, float]]:
+    """The slot check's curve read on the held-out half itself: near- and far-miss recall at the threshold that
+    flags a given share of its on-question sentences (what the check can separate, not a calibrated figure)."""
+    on = [p[id(it)] for it in held if it.kind == "on"]
+    out: dict[str, dict[str, float]] = {}
+    for rate in (0.03, 0.05, 0.10, 0.20):
+        t = threshold_for(on, rate)
+        row = rates(held, lambda it, t=t: p[id(it)] < t)
+        out[f"{rate:.0%}"] = {"near_recall": row["near_recall"], "far_recall": row["far_recall"]}
+    return out
 
 
 def _abstention(model: SlotModel, questions: Sequence[Question], threshold: float) -> dict[str, float]:
@@ -250,6 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--far", type=int, default=2)
     parser.add_argument("--fit", action="store_true", help="fit the model and write relevance_slot.v1.json")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--params", type=Path, default=PARAMS, help="the params file to read (or, with --fit, write)")
     parser.add_argument("--spacy", action="store_true", help="spaCy's entities instead of the rules (nlp extra)")
     args = parser.parse_args(argv)
     if args.spacy:
@@ -289,9 +317,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     rows["free check as shipped (fail only)"] = rates(held, lambda it: free_flags(it, "fail"))
     for name, band in (("high", high), ("low", low)):
-        rows[f"the guard, {name} stakes (free check, or slot check on factoid questions)"] = rates(
+        where = "factoid or short questions" if name == "high" else "factoid questions"
+        rows[f"the guard, {name} stakes (free check, or slot check on {where})"] = rates(
             held,
-            lambda it, band=band: free_flags(it) or (slot_applies(it.q.question) and p[id(it)] < band["review_below"]),
+            lambda it, band=band, name=name: (
+                free_flags(it) or (slot_applies(it.q.question, name) and p[id(it)] < band["review_below"])
+            ),
         )
     held_q = [q for q in questions if q.split == "heldout"]
     abstain_t = threshold_for(
@@ -314,9 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "abstain_below": round(abstain_t, 4),
         "abstention": _abstention(model, held_q, abstain_t),
         "ranking": _top1(model, held_q),
+        "curve_heldout": _curve(held, p),
+        "auc_heldout": {"near": _auc(held, p, "near"), "far": _auc(held, p, "far")},
     }
     if args.fit:
-        _write(model, kind, stakes, abstain_t, counts)
+        _write(model, kind, stakes, abstain_t, counts, args.params)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -327,17 +360,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"| {name} | {row['near_recall']} | {row['far_recall']} | {row['on_false_flags']} |")
     print(f"stakes thresholds (calibration half): {stakes}")
     print(f"abstain below {abstain_t:.4f}: {report['abstention']}; ranking: {report['ranking']}")
+    print(f"curve read on the held-out half (false-flag rate: recalls): {report['curve_heldout']}")
+    print(f"area under the on-question vs near / far miss curve, held-out: {report['auc_heldout']}")
     return 0
 
 
-def _write(model: SlotModel, kind: str, stakes: dict[str, Any], abstain: float, counts: dict[str, Any]) -> None:
-    data: dict[str, Any] = json.loads(PARAMS.read_text(encoding="utf-8")) if PARAMS.is_file() else {}
+def _write(
+    model: SlotModel, kind: str, stakes: dict[str, Any], abstain: float, counts: dict[str, Any], path: Path
+) -> None:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     data["source"] = (
         "scripts/near_miss_set.py --fit: SQuAD 2.0 train articles, calibration half (on-question sentences vs near "
         "and far misses); high stakes: <=3% on-question fail, <=5% near misses pass; low stakes: <=1% flagged"
     )
     data["features"] = list(FEATURES)
     data.setdefault("models", {})[kind] = {
+        "features": list(model.features),
         "weights": list(model.weights),
         "bias": model.bias,
         "detector": _answer_slot.detector(),
@@ -345,7 +383,7 @@ def _write(model: SlotModel, kind: str, stakes: dict[str, Any], abstain: float, 
         "abstain_below": round(abstain, 4),
         "calibration_articles": counts["articles"]["tune"],
     }
-    PARAMS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -89,15 +89,77 @@ def test_the_sentence_that_fills_the_slot_outscores_its_near_misses() -> None:
 def test_shipped_params_hold_both_detectors_and_per_stakes_thresholds() -> None:
     for kind in ("rules", "spacy"):
         model = slot_model(kind)
-        assert len(model.weights) == len(FEATURES)
+        assert len(model.weights) == len(model.features) and set(model.features) <= set(FEATURES)
         assert "near_miss_set.py" in model.source
         high, low = slot_routing("high", kind), slot_routing("low", kind)
         assert high.review_below > high.fail_below  # high stakes: an uncertain answer goes to review
         assert low.review_below == low.fail_below  # low stakes: no review band, it under-flags
         assert high.fail_below >= low.fail_below
+    assert slot_model("rules").features == FEATURES  # the default model weighs every feature
     assert slot_applies(WHERE)
     assert not slot_applies("Is the bridge open?")
     assert not slot_applies("What " + "very " * 30 + "long question is this?")
+
+
+def test_passage_features_weigh_the_question_term_the_passage_rarely_holds() -> None:
+    question = "Who composed the score for the film?"
+    passage = (
+        "The film was directed by Sam Mendes.",
+        "The film's score was composed by Thomas Newman.",
+        "The film opened in Mexico City.",
+    )
+    names = {n: i for i, n in enumerate(FEATURES)}
+    on = slot_features(question, passage[1], passage)
+    near = slot_features(question, passage[0], passage)
+    # "film" is in every sentence and weighs little; "composed" and "score" are in one
+    assert on[names["idf_coverage"]] > near[names["idf_coverage"]]
+    assert on[names["idf_margin"]] > 0.0 > near[names["idf_margin"]]
+    assert on[names["rare_term"]] == 1.0 and near[names["rare_term"]] == 0.0
+    alone = slot_features(question, passage[0])  # no passage: the plain share, no margin
+    assert alone[names["idf_margin"]] == 0.0
+    assert alone[names["idf_coverage"]] == pytest.approx(1 / 3)  # "film" of "composed", "score", "film"
+
+
+def test_diacritics_are_folded_before_the_question_meets_the_claim() -> None:
+    plain = slot_features("When did Beyonce leave the group?", "Beyonce left the group in 2005.")
+    accented = slot_features("When did Beyonce leave the group?", "Beyoncé left the group in 2005.")
+    assert accented == plain
+
+
+def test_a_model_needs_one_weight_per_named_feature() -> None:
+    from citelock.errors import RuntimeFailure
+    from citelock.guard._near_miss import SlotModel
+
+    with pytest.raises(RuntimeFailure, match="one weight per feature"):
+        SlotModel((1.0,), 0.0, "rules", "x", ("coverage", "focus"))
+    with pytest.raises(RuntimeFailure, match="one weight per feature"):
+        SlotModel((1.0,), 0.0, "rules", "x", ("no_such_feature",))
+    model = SlotModel((2.0,), -1.0, "rules", "x", ("coverage",))  # an older model weighs a subset
+    full = [0.0] * len(FEATURES)
+    full[FEATURES.index("coverage")] = 1.0
+    assert model.probability(full) == pytest.approx(1 / (1 + 2.718281828459045**-1.0))
+    with pytest.raises(RuntimeFailure, match="feature values"):
+        model.probability([1.0])
+
+
+def test_high_stakes_routes_every_short_question_through_the_slot_check() -> None:
+    from citelock.guard._near_miss import SHORT_MAX_WORDS
+
+    short_open = "What was the theme of the final?"  # asks for a named thing, but is it factoid? any short one is
+    yes_no = "Is the bridge open?"
+    assert not slot_applies(yes_no) and not slot_applies(yes_no, "low")
+    assert slot_applies(yes_no, "high") and slot_applies(short_open, "high")
+    long_open = "What are " + "the " * (SHORT_MAX_WORDS - 2) + "effects?"  # one word over the cut
+    assert len(long_open.split()) == SHORT_MAX_WORDS + 1
+    assert not slot_applies(long_open, "high") and not slot_applies(long_open)
+    assert not slot_applies("Is it?", "high")  # no content word: nothing to route
+    record = serialize(assemble(yes_no, [{"id": "c-1", "text": PARAGRAPH}]))
+    high = Guard(SurfacePolicy(name="docs", stakes="high")).run(record, _answer_quoting(NEAR))
+    low = Guard(SurfacePolicy(name="docs", stakes="low")).run(record, _answer_quoting(NEAR))
+    assert high.relevance is not None and high.relevance.slot_score is not None  # the slot check routed it
+    assert high.relevance.slot_score < slot_routing("high").fail_below  # a football sentence for a bridge question
+    assert high.relevance.slot_route == "review"  # not factoid: review at worst, never fail
+    assert low.relevance is not None and low.relevance.slot_score is None  # low stakes: the focus check alone
 
 
 def test_unknown_detector_is_a_usage_error_naming_the_choices() -> None:

@@ -144,7 +144,9 @@ def test_eight_first_writers_on_a_new_database_lose_nothing(dialect: str, tmp_pa
     with _new_database(dialect, tmp_path, "ref") as reference:
         assert _run_writers(reference, 1) == [0]
         one = _counts(reference, 1)
-    assert one["log"] == 1 and one["results"] == 1 and one["queue"] == 3 and one["verdicts"] >= 1
+    # WRONG_CHUNK, ID_NOT_IN_PROMPT, UNCITED_CLAIM, and OFF_QUESTION for review: at high stakes the slot check
+    # routes this short question, and no claim says how 2024 went
+    assert one["log"] == 1 and one["results"] == 1 and one["queue"] == 4 and one["verdicts"] >= 1
     per_writer = one["queue"]
     outcomes = []
     for trial in range(TRIALS):

@@ -11,6 +11,11 @@ champion ..."). Three things tell them apart, each a feature of one (question, c
   it asks about: "take place", "theme", "won") that the claim holds, beside the share of all its terms;
 - **the passage**: how the claim compares with the other sentences of the passage it quotes. The guard sees the
   prompt, so it can see that another sentence of the same chunk fills the slot and matches the predicate better.
+  The question's words are also weighed by how few of the passage's sentences hold them (a passage-local inverse
+  document frequency): the topic entity is in every sentence of its paragraph and tells them apart by nothing,
+  the predicate ("composed", "evacuated") is in one. A near miss shares the entity; the answer holds the rare term.
+
+Text is compared with its diacritics folded ("Beyonce" in a question meets "Beyoncé" in the passage).
 
 :func:`slot_score` combines them with a logistic model whose weights were fitted on the calibration half of the
 near-miss set (``scripts/near_miss_set.py --fit``, SQuAD 2.0 train articles) and ship in
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -39,6 +45,7 @@ from citelock.text._answer_slot import detector, lemmas, question_slot, slot_clo
 __all__ = [
     "FEATURES",
     "NAMED_MAX_WORDS",
+    "SHORT_MAX_WORDS",
     "SLOT_MAX_WORDS",
     "RankedSentence",
     "SlotModel",
@@ -59,6 +66,13 @@ Longer, open questions (ExpertQA's) keep the focus-coverage check, which was mea
 NAMED_MAX_WORDS = 10
 """A "what/which ..." question asking for a named thing is factoid up to this many words."""
 
+SHORT_MAX_WORDS = 12
+"""On a high-stakes surface the slot check also routes every question up to this many words, factoid or not
+("What was the theme of the anniversary?", "What happened to the office buildings?"): a near miss there would
+otherwise pass on the focus check alone. It sends such an answer to review at worst, never fails it. Chosen on
+the calibration halves: the longest cut that leaves ExpertQA's off-question flag rate on relevant answers
+unchanged on its calibration half (14 and 16 words raise it)."""
+
 FEATURES: tuple[str, ...] = (
     "coverage",
     "predicate",
@@ -73,29 +87,46 @@ FEATURES: tuple[str, ...] = (
     "words",
     "closeness",
     "focus",
+    "idf_coverage",
+    "idf_margin",
+    "rare_term",
 )
-"""The features of :func:`slot_features`, in the order of the model's weights."""
+"""The features of :func:`slot_features`, in order. A model names the ones it weighs (:attr:`SlotModel.features`)."""
 
 
 @dataclass(frozen=True)
 class SlotModel:
-    """Logistic weights over :data:`FEATURES` and where they came from.
+    """Logistic weights over features of :data:`FEATURES` and where they came from.
 
     Attributes:
-        weights: One weight per feature.
+        weights: One weight per feature of ``features``.
         bias: The intercept.
         detector: The typed-span detector they were fitted with (``rules`` or ``spacy:...``).
         source: How they were fitted.
+        features: The names of the features it weighs, a subset of :data:`FEATURES` (a model fitted before a
+            feature was added keeps weighing the ones it was fitted on).
     """
 
     weights: tuple[float, ...]
     bias: float
     detector: str
     source: str
+    features: tuple[str, ...] = FEATURES
+
+    def __post_init__(self) -> None:
+        unknown = [n for n in self.features if n not in FEATURES]
+        if unknown or len(self.weights) != len(self.features):
+            raise RuntimeFailure(
+                f"slot model: expected one weight per feature of {list(FEATURES)}, got {len(self.weights)} weights "
+                f"for {list(self.features)}"
+            )
 
     def probability(self, features: Sequence[float]) -> float:
-        """The model's probability that the claim is on-question."""
-        z = self.bias + sum(w * f for w, f in zip(self.weights, features, strict=True))
+        """The model's probability that the claim is on-question, from :func:`slot_features`' full vector."""
+        if len(features) != len(FEATURES):
+            raise RuntimeFailure(f"slot model: expected {len(FEATURES)} feature values, got {len(features)}")
+        picked = features if self.features == FEATURES else [features[FEATURES.index(n)] for n in self.features]
+        z = self.bias + sum(w * f for w, f in zip(self.weights, picked, strict=True))
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
@@ -108,15 +139,18 @@ _OPEN_WHAT = re.compile(
 )
 
 
-def slot_applies(question: str) -> bool:
+def slot_applies(question: str, stakes: Stakes | None = None) -> bool:
     """Whether the slot check routes this question: a factoid question that asks for a slot.
 
     A typed slot (place, date, person, organisation, quantity) within :data:`SLOT_MAX_WORDS` words; a named
     thing only within :data:`NAMED_MAX_WORDS` and not an open "what are / what would / what is the best"
     question. "Why" questions and open ones ask for an explanation, which the focus check measures (ExpertQA):
-    no typed span marks a reason.
+    no typed span marks a reason. With ``stakes`` ``"high"``, also any question of up to
+    :data:`SHORT_MAX_WORDS` words that has a content word (an uncertain answer to it goes to review).
     """
     words = len(question.split())
+    if stakes == "high" and words <= SHORT_MAX_WORDS and question_focus(question).terms:
+        return True
     slot = question_slot(question)
     if slot is None or slot == "reason" or words > SLOT_MAX_WORDS:
         return False
@@ -153,7 +187,9 @@ def with_slot_route(
     """The check routed by the slot check too: the worse of its own route and the slot check's.
 
     The slot check's route is its best claim's :func:`slot_score` at the stakes' thresholds; the focus check's
-    own route stands beside it, so it keeps flagging answers to another question.
+    own route stands beside it, so it keeps flagging answers to another question. A question the slot check
+    routes only because it is short on a high-stakes surface (not factoid, see :func:`slot_applies`) is sent to
+    review at worst by it, never failed: the model was fitted on factoid questions.
 
     Args:
         check: The focus-coverage check of the same answer (its score is one of the slot model's features).
@@ -168,6 +204,8 @@ def with_slot_route(
     ]
     best = max(scores, default=0.0)
     slot = (routing or slot_routing(stakes or "low")).route(best)
+    if slot == "fail" and not slot_applies(check.question):
+        slot = "review"
     route = max(check.route, slot, key=_SEVERITY.__getitem__)  # the focus check's far-miss flags stand
     return check.model_copy(
         update={"route": route, "slot": question_slot(check.question), "slot_score": round(best, 4), "slot_route": slot}
@@ -184,9 +222,11 @@ def slot_model(kind: str | None = None) -> SlotModel:
     kind = kind or ("rules" if detector() == "rules" else "spacy")
     data: dict[str, Any] = load_params("relevance_slot.v1")
     model = data.get("models", {}).get(kind)
-    if not isinstance(model, dict) or len(model.get("weights", ())) != len(FEATURES):
-        raise RuntimeFailure(f"relevance_slot.v1.json: expected a {kind!r} model with {len(FEATURES)} weights")
-    return SlotModel(tuple(float(w) for w in model["weights"]), float(model["bias"]), kind, str(data["source"]))
+    if not isinstance(model, dict) or not isinstance(model.get("weights"), list):
+        raise RuntimeFailure(f"relevance_slot.v1.json: no {kind!r} model with weights")
+    names = tuple(str(n) for n in model.get("features", data.get("features", FEATURES)))
+    weights = tuple(float(w) for w in model["weights"])
+    return SlotModel(weights, float(model["bias"]), kind, str(data["source"]), names)
 
 
 def passage_sentences(passage: str) -> tuple[str, ...]:
@@ -215,6 +255,42 @@ _FILL_BONUS = 2.0
 question's words (a sentence restating the question beside the one that answers it is the near miss)."""
 
 
+def _fold(text: str) -> str:
+    """``text`` with its diacritics dropped (NFKD, combining marks removed): "Beyoncé" -> "Beyonce"."""
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def _passage_terms(question: str, claim: str, passage: Sequence[str]) -> tuple[float, float, float]:
+    """The passage features of a claim (see the module docstring).
+
+    Its passage-local IDF-weighted share of the question's terms, its margin over the passage's other sentences,
+    and whether it holds the question's term that the fewest of the passage's sentences hold.
+    """
+    terms = list(dict.fromkeys(content_terms(question)))
+    if not terms:
+        return 1.0, 0.0, 1.0
+    own = set(content_terms(claim))
+    others = [set(content_terms(s)) for s in passage if s.strip() and s.strip() not in claim]
+    sets = [own, *others]
+    n = len(sets)
+    df = {t: sum(1 for st in sets if t in st) for t in terms}
+    # no other sentence to tell terms apart by: every term weighs the same (the plain share)
+    weight = {t: math.log((n + 1) / (df[t] + 0.5)) if others else 1.0 for t in terms}
+    total = sum(weight.values())
+
+    def share(st: set[str]) -> float:
+        return sum(weight[t] for t in terms if t in st) / total
+
+    mine = share(own)
+    margin = mine - max((share(st) for st in others), default=mine)
+    present = [t for t in terms if df[t] > 0]
+    rarest = min((df[t] for t in present), default=0)
+    rare = 1.0 if any(t in own for t in present if df[t] == rarest) else 0.0
+    return mine, margin, rare
+
+
 def _base(question: str, text: str) -> tuple[float, float]:
     """A sentence's own score before the passage is seen (what the margin compares), and its predicate share."""
     coverage, predicate, lemma_share = _shares(question, text)
@@ -231,6 +307,7 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
         passage: The sentences of the passage it cites (the claim's own sentence among them or not); empty when
             it cites none, and then the passage features are neutral.
     """
+    question, claim, passage = _fold(question), _fold(claim), tuple(_fold(s) for s in passage)
     coverage, predicate, lemma_share = _shares(question, claim)
     filled = slot_filled(question, claim)
     own = coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0)
@@ -254,6 +331,7 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
         math.log1p(len(claim.split())),
         slot_closeness(question, claim),
         focus,
+        *_passage_terms(question, claim, passage),
     )
 
 

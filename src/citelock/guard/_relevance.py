@@ -97,9 +97,10 @@ def check_relevance(
     """The free relevance check of one answer, or None when there is nothing to check.
 
     Nothing to check: the question is unknown, has no content words, or the answer has no factual claim (an
-    abstention is not an answer to another question). A short factoid question (one that asks for a slot, see
-    :func:`citelock.guard._near_miss.slot_applies`) is routed by the slot check instead, at the thresholds of
-    ``stakes`` (low when None): it sees near misses, true sentences of the right passage that miss the slot.
+    abstention is not an answer to another question). A short factoid question (one that asks for a slot, or at
+    high stakes any short question, see :func:`citelock.guard._near_miss.slot_applies`) is routed by the slot
+    check too, at the thresholds of ``stakes`` (low when None): it sees near misses, true sentences of the right
+    passage that miss the slot.
 
     Args:
         question: The question (the prompt record's), or None.
@@ -129,7 +130,7 @@ def check_relevance(
         answer_type=focus.answer_type,
         missing=tuple(t for t in focus.terms if t not in present),
     )
-    if not _near_miss.slot_applies(question):
+    if not _near_miss.slot_applies(question, stakes):
         return check
     return _near_miss.with_slot_route(check, texts, [passages[i] for i in factual], stakes)
 
