@@ -16,8 +16,16 @@ where the corpus is every paragraph of the held-out articles, one chunk each. Ou
 For unanswerable questions, **served** is an answer with claims printed OK. ``before`` runs the same code with the
 slot check turned off (no ranking, no admitted set, the focus check only): what main did before this change.
 
+``--split tune`` asks the calibration half's questions instead (the corpus is then the calibration articles): the
+half the admission rule (:data:`citelock.guard._ranked.ADMIT_TOP`, :data:`~citelock.guard._ranked.ADMIT_FLOOR`)
+is chosen on; ``--admit-top`` / ``--admit-floor`` override them for that. ``--model first`` replaces the bundled
+model by a scripted one that quotes, whole, the first sentence the schema offers (what a small model that copies
+whatever is first does): with one admitted sentence it is the only answer the grammar allows, so it measures the
+ranking and the admission rule in seconds, without the model. Figures for the README come from the bundled model.
+
 Usage:
     python scripts/near_miss_answers.py --squad PATH [--questions 30] [--unanswerable 8] [--arms before,after]
+        [--split heldout|tune] [--model bundled|first] [--admit-top N] [--admit-floor F] [--out PATH]
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from near_miss_set import Question, load_questions
 
+from citelock import _request
 from citelock.cli import app
 from citelock.guard import _near_miss, _ranked
 
@@ -58,11 +67,11 @@ def _corpus(path: Path, articles: set[str], out: Path) -> int:
     return n
 
 
-def _pick(questions: Sequence[Question], answerable: bool, n: int) -> list[Question]:
-    """Round-robin over the held-out articles, in the set's own (seeded) order."""
+def _pick(questions: Sequence[Question], answerable: bool, n: int, split: str = "heldout") -> list[Question]:
+    """Round-robin over the half's articles, in the set's own (seeded) order."""
     by_article: dict[str, list[Question]] = {}
     for q in questions:
-        if q.split == "heldout" and bool(q.gold) == answerable:
+        if q.split == split and bool(q.gold) == answerable:
             by_article.setdefault(q.article, []).append(q)
     out: list[Question] = []
     while len(out) < n and any(by_article.values()):
@@ -77,9 +86,27 @@ def _arm(name: str) -> None:
     on = name == "after"
     _near_miss.slot_applies = _SLOT_APPLIES if on else (lambda question: False)  # type: ignore[assignment]
     _ranked.slot_applies = _near_miss.slot_applies  # type: ignore[attr-defined]
+    _request.rank_request = _RANK_REQUEST if on else (lambda *args, **kwargs: None)  # type: ignore[assignment]
 
 
+_RANK_REQUEST = _request.rank_request
 _SLOT_APPLIES = _near_miss.slot_applies
+
+
+def _first_quoter() -> Any:
+    """A scripted constrained backend that quotes, whole, the first sentence the schema offers (no model)."""
+    from citelock.backends import FakeBackend
+    from citelock.backends._local import LOCAL_LIMITS
+    from citelock.constraint import quote_tails
+
+    def script(record: Any, schema: Any) -> dict[str, Any]:
+        for chunk_id in schema.ids:
+            quotes = quote_tails(schema.sentences.get(chunk_id, ()), schema.options.max_text_chars)
+            if quotes:  # the longest quote of the first offered sentence that fits the bound
+                return {"claims": [{"text": quotes[0], "citations": [{"chunk_id": chunk_id}]}]}
+        return {"claims": [], "abstained": True}
+
+    return FakeBackend(script, limits=LOCAL_LIMITS, name="first", model="first-offered")
 
 
 def _ask(runner: CliRunner, q: Question, corpus: Path, db: Path) -> dict[str, Any]:
@@ -112,14 +139,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--unanswerable", type=int, default=8)
     parser.add_argument("--arms", default="before,after")
     parser.add_argument("--out", type=Path, default=None, help="write every outcome as JSON here")
+    parser.add_argument("--split", choices=("heldout", "tune"), default="heldout", help="tune: the calibration half")
+    parser.add_argument("--model", choices=("bundled", "first"), default="bundled")
+    parser.add_argument("--admit-top", type=int, default=None, help="override ADMIT_TOP (choose it on --split tune)")
+    parser.add_argument("--admit-floor", type=float, default=None, help="override ADMIT_FLOOR['high'] (likewise)")
     args = parser.parse_args(argv)
+    if args.admit_top is not None:
+        _ranked.ADMIT_TOP = args.admit_top
+    if args.admit_floor is not None:
+        _ranked.ADMIT_FLOOR = {**_ranked.ADMIT_FLOOR, "high": args.admit_floor}  # type: ignore[attr-defined]
+    if args.model == "first":
+        from citelock.backends import _registry
+
+        fake = _first_quoter()
+        _registry.make_backend = lambda kind, **options: fake  # type: ignore[assignment]
     if not args.squad.is_file():
         print(f"no SQuAD file at {args.squad}: pass --squad, a SQuAD 2.0 train JSON file", file=sys.stderr)
         return 2
     questions = load_questions(args.squad, args.seed, 80)
-    asked = _pick(questions, True, args.questions) + _pick(questions, False, args.unanswerable)
+    asked = _pick(questions, True, args.questions, args.split) + _pick(questions, False, args.unanswerable, args.split)
     runner = CliRunner()
-    report: dict[str, Any] = {"questions": args.questions, "unanswerable": args.unanswerable, "arms": {}}
+    report: dict[str, Any] = {
+        "split": args.split,
+        "model": args.model,
+        "admit_top": _ranked.ADMIT_TOP,
+        "admit_floor": getattr(_ranked, "ADMIT_FLOOR", None),
+        "questions": args.questions,
+        "unanswerable": args.unanswerable,
+        "arms": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
         report["chunks"] = _corpus(args.squad, {q.article for q in asked}, corpus)

@@ -22,6 +22,7 @@ from citelock.constraint import CitationSchema, SchemaOptions, SpanPolicy, fit_s
 from citelock.errors import OutputBoundsError, ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
 from citelock.guard import Guard, GuardResult
 from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT
+from citelock.guard._focus_check import Stakes
 from citelock.guard._ranked import rank_request
 from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
 from citelock.prompt._parse import parse_constrained
@@ -52,6 +53,8 @@ class Prepared:
     requested: SpanPolicy | None
     template: str
     max_tokens: int
+    admits_nothing: bool = False
+    """The ranked grammar admits no sentence the guard would serve (a surface that abstains abstains)."""
 
 
 def prepare(
@@ -68,13 +71,23 @@ def prepare(
     request_id: str | None,
     metadata: Mapping[str, Any] | None,
     history: Iterable[Message | Mapping[str, Any]] | None = None,
+    stakes: Stakes | None = None,
 ) -> Prepared:
-    """Assemble, build the schema and serialize one request (not logged: :meth:`Runner.log` appends it)."""
+    """Assemble, build the schema and serialize one request (not logged: :meth:`Runner.log` appends it).
+
+    ``stakes`` is the guarding surface's (None: low): the ranked grammar admits only sentences the guard would
+    serve at those stakes (:func:`citelock.guard._ranked.rank_request`).
+    """
     constrains = backend.limits.constrains
     tmpl = template if template is not None else ("answer_structured" if constrains else "answer_naive")
     context = assemble(question, chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
     # the slot ranking hook (issue #35): chunks best first, the grammar admits only the top sentences
-    ranked = rank_request(context, policy if constrains else None)
+    ranked = rank_request(
+        context,
+        policy if constrains else None,
+        stakes=stakes,
+        quote_chars=options.max_text_chars if options is not None else None,
+    )
     if ranked is not None and [c.id for c in ranked.chunks] != list(context.ids):
         # the chunks that fit, best first; the chunks the first assembly left out stay recorded as dropped
         reordered = assemble(question, ranked.chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
@@ -98,7 +111,8 @@ def prepare(
     if max_tokens < 1:
         raise UsageError(f"max_tokens must be positive, got {max_tokens}")
     name = f"{record.template.name}.v{record.template.version}"
-    return Prepared(context, record, schema, build_ms, policy if constrains else None, name, max_tokens)
+    nothing = ranked is not None and ranked.admits_nothing
+    return Prepared(context, record, schema, build_ms, policy if constrains else None, name, max_tokens, nothing)
 
 
 def output_bounds(schema: CitationSchema) -> tuple[int, int]:

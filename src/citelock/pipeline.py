@@ -300,7 +300,7 @@ class Citelock:
                     self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
                 )
                 prep: Prepared = assembled(prepared)
-            early = early_abstention(self.guard, prep.context, backend)
+            early = early_abstention(self.guard, prep.context, backend, prep.admits_nothing)
             if early is not None:  # nothing relevant was assembled: abstain, no tokens spent
                 abstained: GuardedAnswer = yield step(self._runner.finish, prep, early, style, known_ids)
                 return abstained
@@ -418,7 +418,7 @@ class Citelock:
         style = self._style(render)
         backend = self.backend
         prep = self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata, history)
-        early = early_abstention(self.guard, prep.context, backend)
+        early = early_abstention(self.guard, prep.context, backend, prep.admits_nothing)
         if early is not None:  # nothing relevant was assembled: the stream is the abstention, no tokens spent
             return self._runner.stream_job(
                 prep, Abstaining(backend.name, backend.limits, early), style, known_ids, show, on_diverge
@@ -445,7 +445,7 @@ class Citelock:
             question, chunks, backend, policy if policy is not None else self.policy,
             template=self.template, max_chars=self.max_chars, on_overflow=self.on_overflow,
             max_tokens=max_tokens, options=self.options, request_id=request_id, metadata=metadata,
-            history=history,
+            history=history, stakes=self.guard.policy.stakes if self.guard.policy is not None else None,
         )  # fmt: skip
         self._runner.log(prep.record)  # before generation: the prompt exactly as it is sent
         return prep

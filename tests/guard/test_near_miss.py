@@ -275,7 +275,9 @@ def test_the_pipeline_hook_orders_chunks_and_admits_only_the_top_sentences() -> 
     assert ranked is not None and ranked.admitted is not None
     assert prep.schema.sentences == {k: tuple(v) for k, v in ranked.admitted.items()}
     assert rank_request(prep.context, "id") is None  # free spans: no sentence set
-    assert rank_request(assemble("Is it open?", chunks), "quote") is None  # no slot asked: not ranked
+    assert rank_request(assemble("Is it open?", chunks), "sentence") is None  # no slot asked: no enum order
+    assert rank_request(assemble("Is it open?", chunks), "quote") is not None  # the quote grammar ranks any question
+    assert rank_request(assemble("Is it?", chunks), "quote") is None  # no content word: nothing to rank by
 
 
 def test_the_pipeline_hook_keeps_the_chunks_the_budget_dropped() -> None:

@@ -50,3 +50,21 @@ def test_every_quote_is_one_of_the_admitted_sentences(local: citelock.Backend, q
         body = quote_body(claim.text)
         admitted = ranked.admitted.get(cited, [])
         assert any(sentence.endswith(body) for sentence in admitted), (body, admitted)
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_at_high_stakes_the_model_quotes_an_admitted_sentence_or_is_never_called(
+    local: citelock.Backend, question: str
+) -> None:
+    context = citelock.assemble(question, CHUNKS)
+    ranked = rank_request(context, "quote", stakes="high")
+    assert ranked is not None
+    surface = citelock.SurfacePolicy(name="docs", stakes="high", on_fail="drop_claim")
+    result = citelock.answer(question, CHUNKS, backend=local, policy="quote", surface=surface)
+    if ranked.admits_nothing:  # the guard would serve no candidate: the pipeline abstains, no token spent
+        assert result.abstained_before_generation and (result.generation.completion_tokens or 0) == 0
+        return
+    assert ranked.admitted is not None and not result.abstained_before_generation
+    for claim in result.answer.claims:
+        admitted = ranked.admitted.get(claim.citations[0].chunk_id, [])
+        assert any(sentence.endswith(quote_body(claim.text)) for sentence in admitted), (claim.text, admitted)

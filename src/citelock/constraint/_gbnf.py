@@ -101,6 +101,7 @@ def gbnf_grammar(
     *,
     sentences: Mapping[str, Sequence[str]] | None = None,
     bodies: Mapping[str, str] | None = None,
+    whole_quotes: bool = False,
 ) -> str:
     """A GBNF grammar for ``policy`` (``quote``, ``quote_sentence``, ``substring``, ``sentence``, ``id``).
 
@@ -117,7 +118,7 @@ def gbnf_grammar(
     lines = [f"root ::= {open_claims} {_claims(bounds)} {close_claims}"]
     if policy in ("quote", "quote_sentence"):
         lines.append("claim ::= " + _lit('{"text":') + " qclaim")
-        lines.extend(_quote_rules(policy, bounds, sentences or {}))
+        lines.extend(_quote_rules(policy, bounds, sentences or {}, whole_quotes))
         return "\n".join(lines) + "\n"
     lines.append(
         "claim ::= "
@@ -323,7 +324,7 @@ class _TrieWriter:
         return lines
 
 
-def _quote_rules(policy: str, bounds: Bounds, sentences: Mapping[str, Sequence[str]]) -> list[str]:
+def _quote_rules(policy: str, bounds: Bounds, sentences: Mapping[str, Sequence[str]], whole: bool = False) -> list[str]:
     """The rules of the two quote policies (see :func:`~citelock.constraint._grammar.lark_grammar`)."""
     lines: list[str] = []
     alternatives: list[str] = []
@@ -335,7 +336,7 @@ def _quote_rules(policy: str, bounds: Bounds, sentences: Mapping[str, Sequence[s
             lines.append(f"q-{n} ::= ({choices}) {tail}")
             alternatives.append(f"q-{n}")
             continue
-        entries = _quote_chains(n, source, bounds.max_text_chars, lines)
+        entries = _quote_chains(n, source, bounds.max_text_chars, lines, whole)
         if not entries:
             continue
         quote = _lit('"')
@@ -347,11 +348,12 @@ def _quote_rules(policy: str, bounds: Bounds, sentences: Mapping[str, Sequence[s
     return lines
 
 
-def _quote_chains(n: int, source: Sequence[str], most: int, lines: list[str]) -> list[str]:
+def _quote_chains(n: int, source: Sequence[str], most: int, lines: list[str], whole: bool = False) -> list[str]:
     """Per sentence, a chain of word rules; the entries are the words a quote may start at.
 
     The quotes are exactly :func:`~citelock.constraint._grammar.quote_tails`: tails of a sentence that start at a
-    word, have at least :data:`QUOTE_MIN_WORDS` words and at most ``most`` JSON-escaped characters.
+    word, have at least :data:`QUOTE_MIN_WORDS` words and at most ``most`` JSON-escaped characters (with
+    ``whole``, only the longest of each sentence).
     """
     seen: set[str] = set()
     entries: list[str] = []
@@ -365,6 +367,8 @@ def _quote_chains(n: int, source: Sequence[str], most: int, lines: list[str]) ->
             seen.add(tail)
             entries.append(f"t-{n}-{k}-{start}")
             used = True
+            if whole:
+                break
         if not used:
             continue
         first = min(int(e.rsplit("-", 1)[1]) for e in entries if e.startswith(f"t-{n}-{k}-"))

@@ -118,11 +118,12 @@ def quote_body(text: str) -> str:
     return text
 
 
-def quote_tails(sentences: Sequence[str], most: int) -> list[str]:
+def quote_tails(sentences: Sequence[str], most: int, *, whole: bool = False) -> list[str]:
     """The quotes the ``quote`` grammar offers from one chunk's sentences.
 
     Every tail of one of its sentences that starts at a word, has at least :data:`QUOTE_MIN_WORDS` words and at
-    most ``most`` JSON-escaped characters.
+    most ``most`` JSON-escaped characters. With ``whole``, only the longest such tail of each sentence: the
+    sentence itself when it fits (the grammar of a ranked request, whose admitted sentences were scored whole).
 
     A quote thus ends where a sentence of the chunk ends and reads as a statement ("opened to traffic in 1932."):
     with any substring allowed a 135M model quotes two words ("2018 survey") and stops. The shape is spelled as
@@ -137,6 +138,8 @@ def quote_tails(sentences: Sequence[str], most: int) -> list[str]:
             tail = " ".join(words[start:])
             if words[start] and len(json_body(tail)) <= most:
                 out[tail] = None
+                if whole:
+                    break
     return list(out)
 
 
@@ -286,6 +289,7 @@ def lark_grammar(
     *,
     sentences: Mapping[str, Sequence[str]] | None = None,
     bodies: Mapping[str, str] | None = None,
+    whole_quotes: bool = False,
 ) -> str:
     """An llguidance Lark grammar for ``policy`` (``quote``, ``quote_sentence``, ``substring``, ``sentence``, ``id``).
 
@@ -295,9 +299,10 @@ def lark_grammar(
         bounds: Size bounds.
         sentences: Per chunk id, its sentences (``sentence``, ``quote_sentence`` and ``quote`` policies).
         bodies: Per chunk id, its normalized text (``substring`` policy).
+        whole_quotes: ``quote``: each sentence is quoted whole (its longest tail that fits), not from any word.
     """
     if policy in ("quote", "quote_sentence"):
-        return _quote_grammar(policy, bounds, sentences=sentences or {})
+        return _quote_grammar(policy, bounds, sentences=sentences or {}, whole=whole_quotes)
     lines = _frame(bounds)
     if policy == "id":
         lines.append(
@@ -331,7 +336,7 @@ def _substrings(body: str, most: int) -> str:
     return f"%regex {pieces} & /{SPAN_START_CHAR}(?s:.){{0,{most - 1}}}/"
 
 
-def _quote_grammar(policy: str, bounds: Bounds, *, sentences: Mapping[str, Sequence[str]]) -> str:
+def _quote_grammar(policy: str, bounds: Bounds, *, sentences: Mapping[str, Sequence[str]], whole: bool = False) -> str:
     """The grammar of the two quote policies: per chunk, the claim text and then the one citation naming that chunk.
 
     ``quote``: the text is an optional lead-in, then one of :func:`quote_tails` of that chunk, so text and chunk id
@@ -344,7 +349,7 @@ def _quote_grammar(policy: str, bounds: Bounds, *, sentences: Mapping[str, Seque
     for n, (chunk_id, source) in enumerate(sentences.items()):
         tail = lark_literal(',"citations":[{"chunk_id":' + json.dumps(chunk_id, ensure_ascii=False) + "}]}")
         if policy == "quote":
-            quotes = quote_tails(source, bounds.max_text_chars)
+            quotes = quote_tails(source, bounds.max_text_chars, whole=whole)
             if not quotes:
                 continue
             lines.append(f"q_{n}: " + lark_literal('"') + f" ({leads})? QUOTE_{n} " + lark_literal('"') + " " + tail)

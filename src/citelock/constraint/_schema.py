@@ -179,6 +179,8 @@ class CitationSchema:
         excluded: Chunk ids left out of the span alternatives (e.g. empty text: nothing to quote).
         requested_policy: The policy the caller asked for (set by :func:`fit_schema`).
         downgrade_reason: Why ``policy`` is weaker than ``requested_policy``, or None.
+        whole_quotes: ``quote`` under an admitted sentence set: each admitted sentence is quoted whole (its
+            longest tail within ``max_text_chars``), not from any word, so the quote is the text it was admitted as.
     """
 
     policy: SpanPolicy
@@ -193,11 +195,19 @@ class CitationSchema:
     excluded: tuple[str, ...] = ()
     requested_policy: SpanPolicy | None = None
     downgrade_reason: str | None = None
+    whole_quotes: bool = False
 
     @cached_property
     def gbnf(self) -> str:
         """:attr:`grammar`'s language in GBNF (llama.cpp's ``grammar``; SGLang and vLLM take it as EBNF)."""
-        return gbnf_grammar(self.policy, self.ids, self.options.bounds, sentences=self.sentences, bodies=self.bodies)
+        return gbnf_grammar(
+            self.policy,
+            self.ids,
+            self.options.bounds,
+            sentences=self.sentences,
+            bodies=self.bodies,
+            whole_quotes=self.whole_quotes,
+        )
 
     def grammar_in(self, dialect: GrammarDialect) -> str:
         """The grammar in ``dialect``: ``lark`` (:attr:`grammar`) or ``gbnf`` (:attr:`gbnf`).
@@ -516,6 +526,7 @@ def _build(
     sentences: dict[str, tuple[str, ...]] = {}
     bodies: dict[str, str] = {}
     excluded: list[str] = []
+    whole = policy == "quote" and admitted is not None  # a ranked quote is the admitted sentence, whole
     if policy in _SENTENCES:
         for chunk in context.chunks:
             spans = _admit(chunk.id, chunk_sentences(chunk.text), admitted)
@@ -547,7 +558,7 @@ def _build(
         elif policy == "quote":
             for chunk in context.chunks:
                 spans = _admit(chunk.id, chunk_sentences(chunk.text), admitted)
-                if quote_tails(spans, opts.max_text_chars):
+                if quote_tails(spans, opts.max_text_chars, whole=admitted is not None):
                     sentences[chunk.id] = spans
                     bodies[chunk.id] = normalize(chunk.text)
                 else:
@@ -560,7 +571,7 @@ def _build(
         json_schema = schema_quote(list(bodies), bounds) if policy == "quote" else schema_id(ids, bounds)
         enum_values = len(ids)
         enum_chars = sum(len(i) for i in ids)
-        grammar = lark_grammar(policy, ids, bounds, sentences=sentences, bodies=bodies)
+        grammar = lark_grammar(policy, ids, bounds, sentences=sentences, bodies=bodies, whole_quotes=whole)
     stats = SchemaStats(
         chunks=len(ids) - len(excluded),
         enum_values=enum_values,
@@ -581,6 +592,7 @@ def _build(
         grammar=grammar,
         stats=stats,
         excluded=tuple(excluded),
+        whole_quotes=whole,
     )
 
 

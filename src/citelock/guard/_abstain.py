@@ -24,18 +24,25 @@ ABSTENTION_TEXT = "The sources do not answer this question."
 """What a pre-generation abstention renders."""
 
 
-def early_abstention(guard: Guard, context: Context, backend: object) -> Generation | None:
+def early_abstention(
+    guard: Guard, context: Context, backend: object, admits_nothing: bool = False
+) -> Generation | None:
     """The abstention the pipeline returns instead of generating, or None to generate.
 
     Args:
         guard: The client's guard (only a surface policy abstains by itself).
         context: The assembled context (the question and the chunks as assembled).
         backend: The backend that would have generated (its name and model are recorded).
+        admits_nothing: The request's ranked grammar admits no sentence the guard would serve at the surface's
+            stakes (:attr:`citelock.guard._ranked.RankedRequest.admits_nothing`): abstaining then is the only
+            answer the guard would not refuse.
     """
     policy = guard.policy
     if policy is None or policy.abstain_below is None or policy.relevance == "off":
         return None
-    if not should_abstain(context.question, [c.text for c in context.chunks], policy.abstain_below):
+    if not admits_nothing and not should_abstain(
+        context.question, [c.text for c in context.chunks], policy.abstain_below
+    ):
         return None
     name = str(getattr(backend, "name", "unknown"))
     return Generation(

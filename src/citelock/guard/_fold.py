@@ -18,7 +18,7 @@ from citelock.guard._checks import ClaimChecks, check_claim, combine_checks
 from citelock.guard._policy import SurfacePolicy, require_routing_for
 from citelock.guard._result import ClaimOutcome, GuardResult, SupportCheck
 from citelock.guard._support import Judging
-from citelock.guard._targets import Selection, combine_selections, select_claim_targets
+from citelock.guard._targets import Selection, combine_selections, judged_text, select_claim_targets
 from citelock.judges import Judge
 from citelock.judges._routing import Routing
 from citelock.prompt import PromptIndex
@@ -126,7 +126,12 @@ class GuardFold:
             checked = self.checks[n]
             number_failed = any(f.reason == ReasonCode.NUMBER_MISMATCH for f in checked.findings)
             selection = select_claim_targets(
-                policy, self.claims[n].text, checked.citations, number_failed, self.index, ordering=self.guard.ordering
+                policy,
+                judged_text(self.claims[n].text, self.span_policy),
+                checked.citations,
+                number_failed,
+                self.index,
+                ordering=self.guard.ordering,
             )
             self.supports[n] = selection
             if not selection.targets or self.judging is None:

@@ -68,20 +68,22 @@ __all__ = [
 ]
 
 
-def should_abstain(question: str | None, chunks: Sequence[str], abstain_below: float = ABSTAIN_BELOW) -> bool:
+def should_abstain(
+    question: str | None, chunks: Sequence[str], abstain_below: float = ABSTAIN_BELOW, stakes: Stakes | None = None
+) -> bool:
     """Whether no assembled chunk is relevant enough to answer from (the pipeline abstains before generating).
 
     True when the question is known and has content words, and no chunk both reaches ``abstain_below`` and
     meets the focus (holds the answer type the question expects and names the measure it asks for), or, for a
-    factoid question, when no sentence of any chunk reaches the slot check's admission score
-    (:func:`citelock.guard._ranked.none_qualifies`: the ranked grammar would admit nothing). With no chunk at
-    all it is True; ``abstain_below <= 0`` turns the score part off (the focus part stays).
+    factoid question, when the ranked grammar would admit no sentence the guard would serve at ``stakes`` (None:
+    low; :func:`citelock.guard._ranked.none_qualifies`). With no chunk at all it is True; ``abstain_below <= 0``
+    turns the score part off (the focus part stays).
     """
     if not question or not question_focus(question).terms:
         return False
     if not any(score >= abstain_below and met for score, met in (chunk_relevance(question, c) for c in chunks)):
         return True
-    return none_qualifies(question, chunks)
+    return none_qualifies(question, chunks, stakes)
 
 
 def check_relevance(

@@ -12,13 +12,24 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from citelock.constraint import quote_body
 from citelock.guard._policy import SurfacePolicy
 from citelock.guard._result import SupportCheck, SupportStatus
 from citelock.guard._support import SupportTarget
 from citelock.prompt import PromptIndex
 from citelock.records import Answer, CitationCheck, GuardReport, ReasonCode
 
-__all__ = ["Selection", "combine_selections", "select_claim_targets", "select_targets"]
+__all__ = ["Selection", "combine_selections", "judged_text", "select_claim_targets", "select_targets"]
+
+
+def judged_text(text: str, span_policy: str | None) -> str:
+    """The claim text the support judge sees: a quote claim's without its lead-in.
+
+    A ``quote`` claim's lead-in ("The source says: ") only attributes the quote (see
+    :data:`citelock.constraint.QUOTE_LEAD_INS`); judged with it, a verbatim quote scores below itself (the lexical
+    judge sends a whole quoted sentence to review for the three words it does not find in the passage).
+    """
+    return quote_body(text) if span_policy in ("quote", "quote_sentence") else text
 
 
 @dataclass(frozen=True)
@@ -60,7 +71,7 @@ def select_targets(
             whose chunk is in the prompt, which only exists to measure what ordering saves.
     """
     number_failed = {f.claim_index for f in report.findings if f.reason == ReasonCode.NUMBER_MISMATCH}
-    texts = {n: claim.text for n, claim in enumerate(parsed.claims)}
+    texts = {n: judged_text(claim.text, parsed.span_policy) for n, claim in enumerate(parsed.claims)}
     return _select(policy, texts, report.citations, number_failed, index, ordering=ordering)
 
 
