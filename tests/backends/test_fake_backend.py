@@ -51,7 +51,13 @@ def test_zero_config_cites_each_chunks_first_sentence_under_every_policy(policy:
     assert result.span_policy == policy and result.downgrade_reason is None
     assert result.ok and not result.findings, result.findings
     cited = [(claim.text, claim.citations[0].chunk_id) for claim in result.answer.claims]
-    assert cited == [(FIRST[c["id"]], c["id"]) for c in CHUNKS]
+    if policy in ("quote", "quote_sentence"):
+        # the ranked grammar admits only the top sentence the guard would serve (guard/_ranked.py): the fake cites
+        # what the schema allows, and nothing else
+        assert cited and set(cited) <= {(FIRST[c["id"]], c["id"]) for c in CHUNKS}
+        assert len(cited) == len(set(cited))
+    else:
+        assert cited == [(FIRST[c["id"]], c["id"]) for c in CHUNKS]
     for claim in result.answer.claims:
         span = claim.citations[0].span
         assert span == (quote_body(claim.text) if policy in ("quote", "quote_sentence") else claim.text)
