@@ -50,21 +50,22 @@ def reset() -> None:
     _cache.clear()
 
 
+def _scoped(key: str, provider: Any, method: str, default: Any) -> Any:
+    """The cached tracer or logger of citelock's scope: ``provider.<method>`` when configured, else ``default``."""
+    got = _cache.get(key)
+    if got is None:
+        getter = getattr(provider, method) if provider is not None else default
+        got = _cache[key] = getter(_SCOPE, __version__, schema_url=_SCHEMA_URL)
+    return got
+
+
 def tracer() -> Tracer:
-    tracer = _cache.get("tracer")
-    if tracer is None:
-        provider = SETTINGS.tracer_provider
-        getter = provider.get_tracer if provider is not None else trace.get_tracer
-        tracer = _cache["tracer"] = getter(_SCOPE, __version__, schema_url=_SCHEMA_URL)
+    tracer: Tracer = _scoped("tracer", SETTINGS.tracer_provider, "get_tracer", trace.get_tracer)
     return tracer
 
 
 def event_logger() -> _logs.Logger:
-    logger = _cache.get("logger")
-    if logger is None:
-        provider = SETTINGS.logger_provider
-        getter = provider.get_logger if provider is not None else _logs.get_logger
-        logger = _cache["logger"] = getter(_SCOPE, __version__, schema_url=_SCHEMA_URL)
+    logger: _logs.Logger = _scoped("logger", SETTINGS.logger_provider, "get_logger", _logs.get_logger)
     return logger
 
 
