@@ -146,6 +146,8 @@ class GuardFold:
         """What the surface does with claim ``n`` on its own findings (answer-level checks come with the result)."""
         from citelock.guard._repair import decide, decide_free
 
+        if not self.checks[n].findings and not support[1]:  # nothing against it: served as is, on every surface
+            return ClaimOutcome(claim_index=n, claim=self.claims[n].text, action="serve", reasons=())
         findings = tuple(f.model_copy(update={"claim_index": 0}) for f in (*self.checks[n].findings, *support[1]))
         alone = Answer(claims=(self.claims[n],))
         coverage = self.checks[n].coverage.model_copy(update={"claim_index": 0})

@@ -171,7 +171,7 @@ class StreamRun(Generic[A]):
 
     def feed(self, item: str | Generation) -> list[Event]:
         """One item from the backend: a text delta's events; the final generation is kept (no events)."""
-        if isinstance(item, Generation):
+        if item.__class__ is not str and isinstance(item, Generation):
             self.generation = item
             self.halted = True
             return []
@@ -260,8 +260,11 @@ def stream_events(job: StreamJob[A], observer: StreamObserver | None = None) -> 
     source = _deltas(job)
     try:
         try:
+            feed = run.feed
             for item in source:
-                yield from run.feed(item)
+                events = feed(item)
+                if events:  # most deltas have none: no iterator made for them
+                    yield from events
                 if run.halted:
                     break
         except CitelockError as exc:

@@ -32,6 +32,7 @@ _PARTIAL_ENTITY = re.compile(r"&[#A-Za-z0-9]*$")
 _BRACKET_MARKER = DEFAULT_MARKERS[1].regex
 _BREAKS = re.compile(r"[.!?\n\r\u2026\]>]")  # what can end a sentence, a line or a marker
 _WORDS_AFTER_BREAK = 2
+_MARKER_WINDOW = 200  # how far back a ``[`` still open counts as a marker being typed
 
 
 class JsonReader(ClaimScanner):
@@ -53,7 +54,7 @@ class FreeTextReader:
     claims differ from it is guarded again as a whole).
     """
 
-    touched = 2  # every delta may change any claim
+    touched = 2  # what the last delta changed: 2 any claim may have, 0 none (no new reading, no marker open)
 
     def __init__(self, *, live: bool = True) -> None:
         self.text = ""
@@ -76,7 +77,14 @@ class FreeTextReader:
         if not self.live and delta:
             # Without a screen showing the open claim, only a boundary matters: one can appear only at a
             # character that may end a sentence, a line or a marker, or in the few deltas after it (a claim
-            # read complete a few deltas late is still the final parse's claim).
+            # read complete a few deltas late is still the final parse's claim). A marker being typed ends no
+            # claim (the claim before it waits for it): only its ids are checked, no reading is made.
+            text = self.text
+            window = max(0, len(text) - _MARKER_WINDOW)
+            if text.rfind("[", window) > text.rfind("]", window):
+                self.touched = 2  # the open marker grew: its ids are checked
+                return self.claims
+            self.touched = 0
             breaks = _BREAKS.split(delta)
             if len(breaks) > 1:  # a break: a boundary after it shows once the next word arrives
                 self._quiet = 0
@@ -85,6 +93,7 @@ class FreeTextReader:
             self._quiet += 1
             if self._quiet > _WORDS_AFTER_BREAK:
                 return self.claims
+            self.touched = 2
         tail = self._tail_claims(self.text[self._base :])
         if tail is None:
             return self.claims
@@ -158,7 +167,7 @@ class FreeTextReader:
 
     def open_marker(self) -> str | None:
         """The ids typed so far inside a ``[`` not yet closed at the end of the text (None outside one)."""
-        found = _OPEN_MARKER.search(self.text[-200:])
+        found = _OPEN_MARKER.search(self.text[-_MARKER_WINDOW:])
         return found.group(1) if found else None
 
 
@@ -225,6 +234,24 @@ class PrefixChecker:
                     return diverged
                 cite.checked = (chunk_id, span, claim.done)
         return None
+
+    def span_holds(self, cite: PartialCitation | None) -> bool:
+        """The quick test of a span that grew: True when it provably still holds where it was last found.
+
+        Only for a plain span (what :meth:`_span` compares by its new characters alone) of a citation whose id
+        holds; False means only "run the full check" (:meth:`claim`), never a divergence.
+        """
+        if cite is None or cite.found_at < 0:
+            return False
+        span = cite.span
+        if not span or not (span.isascii() and span.isprintable()) or "&" in span or "  " in span:
+            return False
+        placed = self.index.by_id.get(cite.chunk_id)
+        p = placed.placement if placed is not None else None
+        if p is None or cite.found_at < p.norm_start:
+            return False
+        needle = (span[:-1] if span[-1].isalpha() or span[-1] in "=<>" else span).strip(" ")
+        return self.index.record.normalized[p.message].startswith(needle, cite.found_at, p.norm_end)
 
     def marker(self, typed: str) -> Divergence | None:
         """A free-text ``[`` marker being typed: every finished id assembled, the last a prefix of one."""

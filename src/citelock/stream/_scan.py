@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 from citelock.constraint._grammar import quote_body
 from citelock.records import Citation, Claim
 
-__all__ = ["ClaimScanner", "PartialCitation", "PartialClaim"]
+__all__ = ["FIELD", "SHAPE", "SPAN", "TEXT", "ClaimScanner", "PartialCitation", "PartialClaim"]
+
+TEXT, FIELD, SHAPE, SPAN = 1, 2, 3, 4
+"""What a delta changed (:attr:`ClaimScanner.touched`): only the open claim's text; an id, a claim's end, or more
+than one kind of change; only the shape (a claim or citation begun, a citation closed, a field begun empty); only
+the open citation's span grew."""
 
 
 @dataclass(eq=False)
@@ -79,9 +84,11 @@ class ClaimScanner:
         claims: The claims begun so far (the last one may still be open), updated in place.
         complete: The root value closed and everything after it is whitespace: the text is one JSON document.
         failed: The text stopped being JSON; nothing after that point is read.
-        touched: What the last delta changed: 0 no claim (pure structure: ``"``, ``:``, ``,``), 1 only the text
-            of the claim being generated, 2 anything else (an id or span grew, a citation or claim opened or
-            closed). The per-delta checks skip what did not change.
+        touched: What the last delta changed: 0 no claim (pure structure: ``"``, ``:``, ``,``), :data:`TEXT` only
+            the text of the claim being generated, :data:`SPAN` only the open citation's span grew, :data:`SHAPE`
+            only the shape (a claim or citation begun, a citation closed, a field begun empty: nothing a prefix
+            check reads), ``FIELD`` (2) anything else (an id grew or closed, a claim closed, several kinds at
+            once). The per-delta checks skip what did not change.
     """
 
     def __init__(self) -> None:
@@ -214,7 +221,7 @@ class ClaimScanner:
         key = self._key if parent in _OBJECTS else ""
         claim, cite = self._claim, self._cite
         if parent in (_CLAIM, _CITE, _CLAIMS, _CITES):
-            self.touched = 2
+            self._touch(SHAPE)  # a field begins empty, a claim or citation begins: nothing a check reads yet
         if parent == _CLAIM and claim is not None:
             if key == "text":
                 claim.text = ""
@@ -283,7 +290,7 @@ class ClaimScanner:
             self.touched = 2
         elif role == _CITE:
             self._cite = None
-            self.touched = 2
+            self._touch(SHAPE)
         return _AFTER if self._stack else _END
 
     def _close_string(self) -> int:
@@ -295,6 +302,16 @@ class ClaimScanner:
             self._cite.chunk_id_done = True
             self.touched = 2
         return _AFTER if self._stack else _END
+
+    def _touch(self, kind: int) -> None:
+        touched = self.touched
+        if touched != kind:
+            self.touched = kind if not touched else FIELD
+
+    @property
+    def open_citation(self) -> PartialCitation | None:
+        """The citation object being generated (None outside one)."""
+        return self._cite
 
     def _bare_done(self) -> bool:
         return _BARE_TOKEN.fullmatch("".join(self._buffer)) is not None
@@ -309,15 +326,14 @@ class ClaimScanner:
             self._buffer.append(piece)
             return
         if target == _TEXT and self._claim is not None:
-            if not self.touched:
-                self.touched = 1
+            self._touch(TEXT)
             self._claim.text += piece
         elif target == _ID and self._cite is not None:
             self.touched = 2
             self._cite.chunk_id += piece
             self._cite.found_at = -1
         elif target == _SPAN and self._cite is not None:
-            self.touched = 2
+            self._touch(SPAN)
             self._cite.span = (self._cite.span or "") + piece
 
     def _add_code(self, code: int) -> None:

@@ -38,6 +38,7 @@ from citelock.stream._events import (
     Show,
 )
 from citelock.stream._incremental import FreeTextReader, JsonReader, PartialClaim, PrefixChecker
+from citelock.stream._scan import FIELD, SHAPE, SPAN, TEXT
 from citelock.stream._serial import SerialLane
 
 __all__ = [
@@ -194,8 +195,8 @@ class Session:
             self.over = self._beyond(claims)
         else:
             touched = reader.touched
-            if not touched or (touched == 1 and not self._text_checked):
-                return []  # no claim changed (a quote, a colon), or only a text no check or screen reads
+            if touched != FIELD and self._quiet(touched, reader):
+                return []
         out: list[Event] = []
         for n in range(len(self.checked), min(len(claims), self._limit)):
             claim = claims[n]
@@ -212,6 +213,19 @@ class Session:
             if claim.done and n == len(self.checked):
                 out += self._complete(claims, n)
         return out
+
+    def _quiet(self, touched: int, reader: Any) -> bool:
+        """The delta changed nothing a check or the screen reads: no claim (a quote, a colon), a text nothing reads,
+        the shape alone with no screen showing it, or a span that provably still holds where it was found."""
+        if not touched:
+            return True
+        if touched == TEXT:
+            return not self._text_checked
+        if self.show == "immediately":
+            return False
+        if touched == SHAPE:
+            return True
+        return touched == SPAN and (self.quoting or self._prefix.span_holds(reader.open_citation))
 
     @property
     def _max_claims(self) -> int:
