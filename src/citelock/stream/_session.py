@@ -215,8 +215,11 @@ class Session:
         return out
 
     def _quiet(self, touched: int, reader: Any) -> bool:
-        """The delta changed nothing a check or the screen reads: no claim (a quote, a colon), a text nothing reads,
-        the shape alone with no screen showing it, or a span that provably still holds where it was found."""
+        """True when the delta changed nothing a check or the screen reads.
+
+        That is no claim (a quote, a colon), a text nothing reads, the shape alone with no screen showing it, or a
+        span that provably still holds where it was found.
+        """
         if not touched:
             return True
         if touched == TEXT:
