@@ -180,7 +180,7 @@ class StreamRun(Generic[A]):
         session = self.session
         events = session.step(item)
         if session.judged:
-            events += session.poll()
+            events = [*events, *session.poll()]  # a new list: a quiet step's is shared
         if events or session.over is not None:  # a cut comes with its event; the bounds with none
             self.halted = self.stopped
         return events

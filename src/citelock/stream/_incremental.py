@@ -31,7 +31,7 @@ _MARKER_IDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#/-]*")
 _PARTIAL_ENTITY = re.compile(r"&[#A-Za-z0-9]*$")
 _BRACKET_MARKER = DEFAULT_MARKERS[1].regex
 _BREAKS = re.compile(r"[.!?\n\r\u2026\]>]")  # what can end a sentence, a line or a marker
-_WORDS_AFTER_BREAK = 2
+_WORDS_AFTER_BREAK = 1
 _MARKER_WINDOW = 200  # how far back a ``[`` still open counts as a marker being typed
 
 

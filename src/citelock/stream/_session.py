@@ -55,6 +55,7 @@ OnDiverge = Literal["cut", "continue"]
 """What a divergence does: stop generating (the answer will be refused) or drop that claim and go on."""
 
 Event = Any  # one of the event models (citelock.stream._events)
+_NO_EVENTS: list[Event] = []  # what a quiet delta returns (callers never mutate a step's list)
 
 
 class MemoJudge:
@@ -185,7 +186,8 @@ class Session:
         """Take one delta (one token or step): text events, a divergence, checks of claims it completed.
 
         The work is bounded by the delta and the claim it extends (the reader scans only the new characters,
-        the prefix checks look only at fields that changed), never by the answer so far.
+        the prefix checks look only at fields that changed), never by the answer so far. The list returned is
+        the caller's to read, not to change (a quiet delta's is shared).
         """
         self.tokens += 1
         reader = self._reader
@@ -195,8 +197,10 @@ class Session:
             self.over = self._beyond(claims)
         else:
             touched = reader.touched
-            if touched != FIELD and self._quiet(touched, reader):
-                return []
+            if touched != FIELD and (
+                not touched or (touched == TEXT and not self._text_checked) or self._quiet(touched, reader)
+            ):
+                return _NO_EVENTS  # shared, never mutated: most deltas make no list
         out: list[Event] = []
         for n in range(len(self.checked), min(len(claims), self._limit)):
             claim = claims[n]
