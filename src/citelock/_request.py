@@ -11,8 +11,8 @@ its own: it translates its caller's shapes into a :class:`Prepared` request and 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, fields, replace
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -21,14 +21,14 @@ from citelock.backends._protocol import Backend
 from citelock.constraint import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock.errors import OutputBoundsError, ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
 from citelock.guard import Guard, GuardResult
-from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT
+from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT, Abstaining, early_abstention
 from citelock.guard._focus_check import Stakes
 from citelock.guard._ranked import rank_request
 from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
 from citelock.prompt._parse import parse_constrained
 from citelock.prompt._serialize import with_history
 from citelock.records import Answer, Chunk, Context, Finding, Generation, Message, PromptRecord
-from citelock.render import RenderStyle, render_answer
+from citelock.render import RenderStyle, render_answer, require_style
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 from citelock.telemetry._hook import trace_metadata
 
@@ -37,9 +37,60 @@ if TYPE_CHECKING:
     from citelock.stream import OnDiverge, Show
     from citelock.stream._drive import StreamJob
 
-__all__ = ["NAIVE_MAX_TOKENS", "Prepared", "Runner", "guarded", "output_bounds", "parse", "prepare", "stats"]
+__all__ = [
+    "NAIVE_MAX_TOKENS",
+    "Prepared",
+    "Request",
+    "Runner",
+    "guarded",
+    "output_bounds",
+    "parse",
+    "prepare",
+    "stats",
+]
 
 NAIVE_MAX_TOKENS = 384
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request's parameters, made once at a public entry and passed on as one object.
+
+    Every door builds it from its explicit keyword arguments (``Citelock.answer`` / ``aanswer`` / ``stream`` /
+    ``astream`` with :meth:`of`, ``wrap``'s ``create`` from the call it located); after the entry no door passes
+    the parameters one by one. A None is "the client's" (its policy, render style, known ids) or "the surface's
+    default" (``show``, ``on_diverge``), resolved by :class:`Runner` and :func:`prepare`.
+    """
+
+    question: str
+    chunks: tuple[Chunk | Mapping[str, Any], ...]
+    request_id: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    policy: SpanPolicy | None = None
+    max_tokens: int | None = None
+    render: RenderStyle | None = None
+    known_ids: Collection[str] | None = None
+    history: tuple[Message | Mapping[str, Any], ...] | None = None
+    show: Show | None = None
+    on_diverge: OnDiverge | None = None
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> Request:
+        """The request a public entry's arguments describe (its ``locals()``: names that are not fields are ignored).
+
+        The chunks and the history are read once, here (a generator passed as ``chunks`` is consumed once).
+        """
+        given = {f.name: arguments[f.name] for f in fields(cls) if f.name in arguments}
+        given["chunks"] = tuple(given["chunks"])
+        if given.get("history") is not None:
+            given["history"] = tuple(given["history"])
+        if given.get("render") is not None:
+            require_style(given["render"])
+        return cls(**given)
+
+    def showing(self, show: Show | None) -> Request:
+        """This request under another show policy (None: keep this one's)."""
+        return self if show is None else replace(self, show=show)
 
 
 @dataclass(frozen=True)
@@ -58,26 +109,23 @@ class Prepared:
 
 
 def prepare(
-    question: str,
-    chunks: Iterable[Chunk | Mapping[str, Any]],
+    request: Request,
     backend: Backend,
     policy: SpanPolicy,
     *,
     template: str | PromptTemplate | None,
     max_chars: int | None,
     on_overflow: Literal["error", "drop"],
-    max_tokens: int | None,
     options: SchemaOptions | None,
-    request_id: str | None,
-    metadata: Mapping[str, Any] | None,
-    history: Iterable[Message | Mapping[str, Any]] | None = None,
     stakes: Stakes | None = None,
 ) -> Prepared:
     """Assemble, build the schema and serialize one request (not logged: :meth:`Runner.log` appends it).
 
-    ``stakes`` is the guarding surface's (None: low): the ranked grammar admits only sentences the guard would
-    serve at those stakes (:func:`citelock.guard._ranked.rank_request`).
+    ``policy`` is the request's span policy resolved against the client's; the rest is the client's
+    configuration. ``stakes`` is the guarding surface's (None: low): the ranked grammar admits only sentences the
+    guard would serve at those stakes (:func:`citelock.guard._ranked.rank_request`).
     """
+    question, chunks, max_tokens = request.question, request.chunks, request.max_tokens
     constrains = backend.limits.constrains
     tmpl = template if template is not None else ("answer_structured" if constrains else "answer_naive")
     context = assemble(question, chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
@@ -98,14 +146,14 @@ def prepare(
         started = perf_counter()
         schema = fit_schema(context, policy, backend.limits, options, ranked.admitted if ranked else None)
         build_ms = (perf_counter() - started) * 1000
-    meta = {**trace_metadata(), **(metadata or {})}  # the trace it was answered in, for later audits
+    meta = {**trace_metadata(), **(request.metadata or {})}  # the trace it was answered in, for later audits
     meta.setdefault("backend", backend.name)
     meta["span_policy"] = schema.policy if schema is not None else None
     if schema is not None and schema.downgrade_reason:
         meta["downgrade_reason"] = schema.downgrade_reason
-    record = serialize(context, template=tmpl, request_id=request_id, metadata=meta)
-    if history is not None:
-        record = with_history(record, history)  # [system, *history, user]: the whole conversation as sent
+    record = serialize(context, template=tmpl, request_id=request.request_id, metadata=meta)
+    if request.history is not None:
+        record = with_history(record, request.history)  # [system, *history, user]: the whole conversation as sent
     if max_tokens is None:
         max_tokens = schema.max_output_chars() if schema is not None else NAIVE_MAX_TOKENS
     if max_tokens < 1:
@@ -234,15 +282,18 @@ class _Config(Protocol):
     def sinks(self) -> tuple[Any, ...]: ...
     @property
     def known_ids(self) -> Collection[str] | None: ...
+    @property
+    def render(self) -> RenderStyle: ...
 
 
 class Runner:
     """The one per-request runner every door uses (``Citelock.answer`` / ``stream``, ``wrap``'s ``create``).
 
     A door prepares its request its own way (assembled from chunks, or the caller's own messages located), then
-    hands it here: :meth:`log` appends the prompt (the one place that does), :meth:`finish` parses, guards,
+    hands it here: :meth:`log` appends the prompt (the one place that does), :meth:`abstention` decides whether
+    the request is answered without generating (the one place that does), :meth:`finish` parses, guards,
     repairs and persists a whole generation, :meth:`stream_job` builds the guarded stream of one request. It reads
-    only the client's public configuration (log, guard, sinks, known ids).
+    only the client's public configuration (log, guard, sinks, known ids, render style).
 
     Args:
         config: The client (:class:`~citelock.Citelock`) whose configuration the request runs under.
@@ -256,12 +307,28 @@ class Runner:
         if self.config.log is not None:
             self.config.log.append(record)
 
+    def abstention(self, prep: Prepared, backend: object) -> Generation | None:
+        """The abstention to answer with instead of generating, or None to generate.
+
+        On a surface that abstains (:func:`citelock.guard._abstain.early_abstention`): nothing assembled is
+        relevant enough to the question, or the ranked grammar admits no sentence the guard would serve. Every
+        door asks here before it calls its backend or server, so none of them spends a token on such a request.
+        """
+        return early_abstention(self.config.guard, prep.context, backend, prep.admits_nothing)
+
+    def _style(self, request: Request) -> RenderStyle:
+        style = request.render if request.render is not None else self.config.render
+        require_style(style)
+        return style
+
+    def _scope(self, request: Request) -> Collection[str] | None:
+        return request.known_ids if request.known_ids is not None else self.config.known_ids
+
     def finish(
         self,
         prep: Prepared,
         generation: Generation,
-        render: RenderStyle,
-        known_ids: Collection[str] | None,
+        request: Request,
         *,
         guard: Guard | None = None,
         fold: GuardFold | None = None,
@@ -269,11 +336,10 @@ class Runner:
         """Parse, guard (assembled from ``fold`` when a stream checked the claims), render and persist."""
         parsed = parse(prep, generation)
         run = guard if guard is not None else self.config.guard
-        scope = known_ids if known_ids is not None else self.config.known_ids
-        result = run.run(prep.record, parsed, known_ids=scope, fold=fold)
+        result = run.run(prep.record, parsed, known_ids=self._scope(request), fold=fold)
         if ABSTAIN_NOTE in generation.notes:
             result = result.model_copy(update={"abstention": "pipeline"})
-        return self.deliver(guarded(prep, generation, parsed, result, render), result)
+        return self.deliver(guarded(prep, generation, parsed, result, self._style(request)), result)
 
     def deliver(self, answer: GuardedAnswer, result: GuardResult) -> GuardedAnswer:
         """Hand the result to every sink (queue, result store, callables), in order; return the answer."""
@@ -286,35 +352,36 @@ class Runner:
                 sink(answer, result)
         return answer
 
-    def stream_job(
-        self,
-        prep: Prepared,
-        backend: Backend,
-        style: RenderStyle,
-        known_ids: Collection[str] | None,
-        show: Show | None,
-        on_diverge: OnDiverge | None,
-    ) -> StreamJob[GuardedAnswer]:
-        """The stream of a prepared request over ``backend`` (also the wrapped client's ``stream=True`` call)."""
+    def stream_job(self, prep: Prepared, backend: Backend, request: Request) -> StreamJob[GuardedAnswer]:
+        """The stream of a prepared request over ``backend`` (also the wrapped client's ``stream=True`` call).
+
+        When the request is answered without generating (:meth:`abstention`) the stream is the abstention: the
+        backend is never called.
+        """
         from citelock.stream._drive import StreamJob
         from citelock.stream._session import Session, default_hold, default_on_diverge, default_show, memo_guard
 
-        scope = known_ids if known_ids is not None else self.config.known_ids
+        early = self.abstention(prep, backend)
+        if early is not None:
+            backend = Abstaining(backend.name, backend.limits, early)
+        scope = self._scope(request)
+        style = self._style(request)
+        config_guard = self.config.guard
         schema = prep.schema
         session = Session(
             record=prep.record,
-            guard=memo_guard(self.config.guard),
-            show=show if show is not None else default_show(self.config.guard),
-            on_diverge=on_diverge if on_diverge is not None else default_on_diverge(self.config.guard),
-            free_text=prep.schema is None,
-            span_policy=prep.schema.policy if prep.schema is not None else None,
+            guard=memo_guard(config_guard),
+            show=request.show if request.show is not None else default_show(config_guard),
+            on_diverge=request.on_diverge if request.on_diverge is not None else default_on_diverge(config_guard),
+            free_text=schema is None,
+            span_policy=schema.policy if schema is not None else None,
             known_ids=scope,
-            hold=default_hold(self.config.guard),
+            hold=default_hold(config_guard),
             bounds=output_bounds(schema) if schema is not None else None,
         )
 
         def finish(generation: Generation, guard: Guard) -> GuardedAnswer:
-            return self.finish(prep, generation, style, scope, guard=guard, fold=session.fold)
+            return self.finish(prep, generation, request, guard=guard, fold=session.fold)
 
         def finish_partial(generation: Generation, parsed: Answer, guard: Guard, cut: Finding) -> GuardedAnswer:
             # a fresh fold over the claims checked by then (judges in flight may be cancelled), on the same index

@@ -32,14 +32,13 @@ from citelock._guarded import (
 )
 
 # the records live in their own module; they are part of this module's public names
-from citelock._request import Prepared, Runner, prepare
+from citelock._request import Prepared, Request, Runner, prepare
 from citelock._steps import Step, arun_steps, run_steps, step
 from citelock.backends._protocol import Backend
 from citelock.constraint import DEFAULT_POLICY, SchemaOptions, SpanPolicy
 from citelock.errors import UsageError
 from citelock.guard import Guard, GuardResult, SurfacePolicy
 from citelock.guard._abstain import ABSTENTION_TEXT as ABSTENTION_TEXT  # the text of an early abstention
-from citelock.guard._abstain import Abstaining, early_abstention
 from citelock.judges import Judge
 from citelock.prompt import PromptTemplate
 from citelock.records import (
@@ -246,9 +245,7 @@ class Citelock:
             TruncatedOutputError: generation hit ``max_tokens`` mid-answer (with the partial text).
             BackendError: the backend failed (typed: timeout, connection, HTTP status, refusal).
         """
-        return run_steps(
-            self._answering(question, chunks, request_id, metadata, policy, max_tokens, render, known_ids, history)
-        )
+        return run_steps(self._answering(Request.of(locals())))
 
     async def aanswer(
         self,
@@ -270,43 +267,24 @@ class Citelock:
         the default model, logging, guarding, persisting), run in a worker thread so the event loop is never
         blocked.
         """
-        return await arun_steps(
-            self._answering(question, chunks, request_id, metadata, policy, max_tokens, render, known_ids, history)
-        )
+        return await arun_steps(self._answering(Request.of(locals())))
 
-    def _answering(
-        self,
-        question: str,
-        chunks: Iterable[Chunk | Mapping[str, Any]],
-        request_id: str | None,
-        metadata: Mapping[str, Any] | None,
-        policy: SpanPolicy | None,
-        max_tokens: int | None,
-        render: RenderStyle | None,
-        known_ids: Collection[str] | None,
-        history: Iterable[Message | Mapping[str, Any]] | None,
-    ) -> Generator[Step, Any, GuardedAnswer]:
+    def _answering(self, request: Request) -> Generator[Step, Any, GuardedAnswer]:
         """:meth:`answer`'s work, once, for :meth:`answer` and :meth:`aanswer` (citelock._steps runs it).
 
         The blocking steps (loading the default model, assembling and logging, generating, guarding and
         persisting) are yielded: :meth:`aanswer` runs them in a worker thread, and awaits a backend's
         ``agenerate`` when it is a coroutine function.
         """
-        style = self._style(render)
         backend: Backend = yield Step(lambda: self.backend)
-        with answer_trace(question) as trace:  # spans per step when the otel extra is installed
+        with answer_trace(request.question) as trace:  # spans per step when the otel extra is installed
             with trace.assembling() as assembled:  # the span observes the step; the step is ours
-                prepared = yield step(
-                    self._prepare, question, chunks, backend, policy, max_tokens, request_id, metadata, history
-                )
-                prep: Prepared = assembled(prepared)
-            early = early_abstention(self.guard, prep.context, backend, prep.admits_nothing)
-            if early is not None:  # nothing relevant was assembled: abstain, no tokens spent
-                abstained: GuardedAnswer = yield step(self._runner.finish, prep, early, style, known_ids)
-                return abstained
-            with trace.generating(prep.record, backend) as done:
-                generation = done((yield _generating(backend, prep)))
-            guarded: GuardedAnswer = yield step(self._runner.finish, prep, generation, style, known_ids)
+                prep: Prepared = assembled((yield step(self._prepare, request, backend)))
+            generation = self._runner.abstention(prep, backend)  # None: generate (else abstain, no tokens spent)
+            if generation is None:
+                with trace.generating(prep.record, backend) as done:
+                    generation = done((yield _generating(backend, prep)))
+            guarded: GuardedAnswer = yield step(self._runner.finish, prep, generation, request)
             return guarded
 
     def stream(
@@ -358,12 +336,7 @@ class Citelock:
 
         streamed = stream_trace()  # Citelock.answer's spans, across the caller's iteration (otel extra)
         with streamed.assembling() as assembled:
-            job = assembled(
-                self._stream_job(
-                    question, chunks, request_id, metadata, policy, max_tokens, render, known_ids, show, on_diverge,
-                    history,
-                )
-            )  # fmt: skip
+            job = assembled(self._stream_job(Request.of(locals())))
         events: Iterator[StreamEvent | Done[GuardedAnswer]] = streamed.events(job, stream_events)
         return events
 
@@ -391,61 +364,20 @@ class Citelock:
 
         streamed = stream_trace()
         with streamed.assembling() as assembled:
-            job = assembled(
-                await asyncio.to_thread(
-                    self._stream_job, question, chunks, request_id, metadata, policy, max_tokens, render,
-                    known_ids, show, on_diverge, history,
-                )
-            )  # fmt: skip
+            job = assembled(await asyncio.to_thread(self._stream_job, Request.of(locals())))
         async with aclosing(streamed.aevents(job, astream_events)) as events:
             async for event in events:  # closed with this generator: aclose() persists before it returns
                 yield event
 
-    def _stream_job(
-        self,
-        question: str,
-        chunks: Iterable[Chunk | Mapping[str, Any]],
-        request_id: str | None,
-        metadata: Mapping[str, Any] | None,
-        policy: SpanPolicy | None,
-        max_tokens: int | None,
-        render: RenderStyle | None,
-        known_ids: Collection[str] | None,
-        show: Show | None,
-        on_diverge: OnDiverge | None,
-        history: Iterable[Message | Mapping[str, Any]] | None = None,
-    ) -> StreamJob[GuardedAnswer]:
-        style = self._style(render)
+    def _stream_job(self, request: Request) -> StreamJob[GuardedAnswer]:
         backend = self.backend
-        prep = self._prepare(question, chunks, backend, policy, max_tokens, request_id, metadata, history)
-        early = early_abstention(self.guard, prep.context, backend, prep.admits_nothing)
-        if early is not None:  # nothing relevant was assembled: the stream is the abstention, no tokens spent
-            return self._runner.stream_job(
-                prep, Abstaining(backend.name, backend.limits, early), style, known_ids, show, on_diverge
-            )
-        return self._runner.stream_job(prep, backend, style, known_ids, show, on_diverge)
+        return self._runner.stream_job(self._prepare(request, backend), backend, request)
 
-    def _style(self, render: RenderStyle | None) -> RenderStyle:
-        style = render if render is not None else self.render
-        require_style(style)
-        return style
-
-    def _prepare(
-        self,
-        question: str,
-        chunks: Iterable[Chunk | Mapping[str, Any]],
-        backend: Backend,
-        policy: SpanPolicy | None,
-        max_tokens: int | None,
-        request_id: str | None,
-        metadata: Mapping[str, Any] | None,
-        history: Iterable[Message | Mapping[str, Any]] | None = None,
-    ) -> Prepared:
+    def _prepare(self, request: Request, backend: Backend) -> Prepared:
         prep = prepare(
-            question, chunks, backend, policy if policy is not None else self.policy,
-            template=self.template, max_chars=self.max_chars, on_overflow=self.on_overflow,
-            max_tokens=max_tokens, options=self.options, request_id=request_id, metadata=metadata,
-            history=history, stakes=self.guard.policy.stakes if self.guard.policy is not None else None,
+            request, backend, request.policy if request.policy is not None else self.policy,
+            template=self.template, max_chars=self.max_chars, on_overflow=self.on_overflow, options=self.options,
+            stakes=self.guard.policy.stakes if self.guard.policy is not None else None,
         )  # fmt: skip
         self._runner.log(prep.record)  # before generation: the prompt exactly as it is sent
         return prep

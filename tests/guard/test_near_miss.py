@@ -258,14 +258,14 @@ def test_admitted_order_is_the_enum_order_and_part_of_the_cache_key() -> None:
 
 
 def test_the_pipeline_hook_orders_chunks_and_admits_only_the_top_sentences() -> None:
-    from citelock._request import prepare
+    from citelock._request import Request, prepare
     from citelock.backends import FakeBackend
     from citelock.guard._ranked import ADMIT_TOP, rank_request
 
     chunks = [{"id": "c-2", "text": "Bananas are a good source of potassium."}, {"id": "c-1", "text": PARAGRAPH}]
     prep = prepare(
-        WHERE, chunks, FakeBackend([]), "quote", template=None, max_chars=None, on_overflow="error",
-        max_tokens=None, options=None, request_id=None, metadata=None,
+        Request(WHERE, tuple(chunks)), FakeBackend([]), "quote", template=None, max_chars=None,
+        on_overflow="error", options=None,
     )  # fmt: skip
     assert [c.id for c in prep.context.chunks] == ["c-1", "c-2"]  # the chunk of the best sentence first
     assert prep.schema is not None
@@ -281,7 +281,7 @@ def test_the_pipeline_hook_orders_chunks_and_admits_only_the_top_sentences() -> 
 
 
 def test_the_pipeline_hook_keeps_the_chunks_the_budget_dropped() -> None:
-    from citelock._request import prepare
+    from citelock._request import Request, prepare
     from citelock.backends import FakeBackend
 
     chunks = [
@@ -292,8 +292,8 @@ def test_the_pipeline_hook_keeps_the_chunks_the_budget_dropped() -> None:
     budget = 1200  # room for c-2 and c-1 (about 800 characters with the template), not for c-9's 1,000 more
     assert [d.id for d in assemble(WHERE, chunks, max_chars=budget, on_overflow="drop").dropped] == ["c-9"]
     prep = prepare(
-        WHERE, chunks, FakeBackend([]), "quote", template=None, max_chars=budget, on_overflow="drop",
-        max_tokens=None, options=None, request_id=None, metadata=None,
+        Request(WHERE, tuple(chunks)), FakeBackend([]), "quote", template=None, max_chars=budget,
+        on_overflow="drop", options=None,
     )  # fmt: skip
     assert [c.id for c in prep.context.chunks] == ["c-1", "c-2"]  # reordered, best first
     assert [d.id for d in prep.context.dropped] == ["c-9"]  # and what the budget left out is still recorded

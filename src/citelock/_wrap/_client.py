@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Generator, Iterable
 from pathlib import Path
-from time import perf_counter
+from time import perf_counter, time
 from typing import TYPE_CHECKING, Any, Literal
 
 from citelock._request import Runner
@@ -99,6 +99,9 @@ class _Wrapper:
         with answer_trace() as trace:  # spans per step when the otel extra is installed, as Citelock.answer
             with trace.assembling() as assembled:
                 prepared: Prepared = assembled((yield step(self._prepare, dict(arguments), model)))
+            abstained = yield step(self._abstained, prepared)
+            if abstained is not None:  # answered without calling the server: no tokens spent
+                return abstained
             with trace.generating(prepared.record, self._backend) as done:
                 started = perf_counter()
                 ours = {"citelock_request_id": prepared.record.request_id}
@@ -124,9 +127,40 @@ class _Wrapper:
 
         ``show`` overrides the surface's show policy for this call (the gateway passes its surface's).
         """
-        config = self._citelock
         stream = CallersStream(self._backend, prepared)
-        return self._runner.stream_job(prepared.prepared, stream, config.render, None, show, None)
+        return self._runner.stream_job(prepared.prepared, stream, prepared.request.showing(show))
+
+    def _abstained(self, prepared: Prepared) -> Any | None:
+        """The SDK response of a call answered without sending it (the runner's early abstention), or None.
+
+        On a surface that abstains, when nothing located is relevant enough to the question, the server is not
+        called: the response is the abstention, finished (guarded, persisted) as any answer, ``usage`` all zeros.
+        """
+        generation = self._runner.abstention(prepared.prepared, CallersStream(self._backend, prepared))
+        if generation is None:
+            return None
+        from openai.types.chat import ChatCompletion
+
+        response = ChatCompletion.model_validate(
+            {
+                "id": f"citelock-abstained-{prepared.record.request_id}",
+                "object": "chat.completion",
+                "created": int(time()),
+                "model": generation.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": generation.text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            }
+        )
+        choice = response.choices[0]
+        guarded = self._runner.finish(prepared.prepared, generation, prepared.request)
+        _attach(response, choice, guarded, generation.text, self._content)
+        return response
 
     def _finish(self, prepared: Prepared, response: Any, choice: Any, latency: float) -> Any:
         prep = prepared.prepared
@@ -141,7 +175,7 @@ class _Wrapper:
             latency=latency,
             max_tokens=prep.max_tokens,
         )
-        guarded = self._runner.finish(prep, generation, self._citelock.render, self._citelock.known_ids)
+        guarded = self._runner.finish(prep, generation, prepared.request)
         _attach(response, choice, guarded, generation.text, self._content)
         return response
 

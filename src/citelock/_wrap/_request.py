@@ -19,6 +19,7 @@ from typing import Any
 from uuid import uuid4
 
 from citelock._request import Prepared as _Prepared
+from citelock._request import Request
 from citelock.backends._openai import OpenAIBackend
 from citelock.constraint._policy import SpanPolicy
 from citelock.constraint._schema import CitationSchema, SchemaOptions, fit_schema
@@ -54,12 +55,15 @@ class Prepared:
         prepared: The pipeline's prepared request (record, context, schema), which finishing guards against.
         sent: The JSON Schema as sent (None for a grammar delivery).
         removed: Schema keywords the server cannot take, not sent (checked after the fact).
+        request: The call as the one per-request object every door builds (the question and chunks located,
+            the span policy, the metadata, the token bound).
     """
 
     arguments: dict[str, Any]
     prepared: _Prepared
     sent: dict[str, Any] | None
     removed: tuple[str, ...]
+    request: Request
 
     @property
     def record(self) -> PromptRecord:
@@ -265,4 +269,8 @@ def prepare(
     record = record.model_copy(update={"metadata": meta, "question": question})
     name = f"{WRAP_TEMPLATE.name}.v{WRAP_TEMPLATE.version}"
     prep = _Prepared(context, record, schema, build_ms, policy, name, max_tokens)
-    return Prepared(out, prep, sent, removed)
+    request = Request(
+        question=question, chunks=context.chunks, request_id=request_id, metadata=metadata, policy=policy,
+        max_tokens=max_tokens,
+    )  # fmt: skip
+    return Prepared(out, prep, sent, removed, request)
