@@ -45,6 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from citelock import Citelock, Generation, Guard, SchemaOptions, SurfacePolicy
+from citelock._request import Request
 from citelock.backends import Backend
 from citelock.records import PromptRecord
 from citelock.stream._incremental import JsonReader
@@ -138,7 +139,7 @@ def buffered(client: Citelock, timed: Timed, rows: list[dict[str, Any]], max_tok
 
 def unguarded(client: Citelock, timed: Timed, rows: list[dict[str, Any]], max_tokens: int) -> tuple[Run, Any]:
     """Time the backend's raw stream (the prompt prepared as the pipeline prepares it)."""
-    prep = client._prepare(QUESTION, rows, timed, None, max_tokens, None, None)
+    prep = client._prepare(Request(QUESTION, tuple(rows), max_tokens=max_tokens), timed)
     timed.reset()
     for item in timed.stream(prep.record, prep.schema, max_tokens=prep.max_tokens):
         if isinstance(item, Generation):

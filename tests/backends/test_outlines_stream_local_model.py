@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from citelock import Citelock, Generation, Guard, ReasonCode, SchemaOptions, SurfacePolicy
+from citelock._request import Request
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
 pytestmark = pytest.mark.local_model
@@ -98,7 +99,7 @@ def _lock_is_free(backend: Any) -> None:
 
 def test_the_stream_deltas_are_the_verified_generation(backend: Any) -> None:
     client = Citelock(backend, options=OPTIONS)
-    prep = client._prepare(QUESTION, CHUNKS, backend, "sentence", None, None, None)
+    prep = client._prepare(Request(QUESTION, tuple(CHUNKS), policy="sentence"), backend)
     assert prep.schema is not None
     items = list(backend.stream(prep.record, prep.schema, max_tokens=prep.max_tokens))
     generation = items[-1]

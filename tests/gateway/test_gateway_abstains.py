@@ -1,8 +1,8 @@
 """The gateway's early abstention: on a high-stakes surface a request whose chunks hold nothing relevant to the
 question is answered without calling the upstream (the fake upstream keeps every request body it receives).
 
-The streamed door runs the wrapped client's stream job, whose runner abstains; the whole-answer door sends through
-the gateway's own step sequence, which does not ask the runner yet (marked, strict, until it does)."""
+Both doors ask the wrapped client's runner: the streamed one through its stream job, the whole-answer one before
+it sends."""
 
 from __future__ import annotations
 
@@ -59,9 +59,9 @@ def test_a_streamed_request_with_nothing_relevant_never_reaches_the_upstream(gat
     assert verdict["rendered"] == ABSTENTION_TEXT
 
 
-@pytest.mark.xfail(strict=True, reason="the gateway's whole-answer door sends without asking the runner to abstain")
 def test_a_whole_request_with_nothing_relevant_never_reaches_the_upstream(gateway: str, upstream: Upstream) -> None:
-    _client(gateway).chat.completions.create(
+    reply = _client(gateway).chat.completions.create(
         model="good", messages=MESSAGES, extra_body={"citelock": {"chunks": CHUNKS}}
     )
     assert upstream.seen == []
+    assert reply.model_extra["citelock"]["result"]["abstention"] == "pipeline"

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from citelock import Citelock, Generation, Guard, ReasonCode, SurfacePolicy
+from citelock._request import Request
 from citelock.errors import TruncatedOutputError
 from citelock.store import PromptLog, ResultStore, ReviewQueue
 
@@ -114,7 +115,7 @@ def test_local_model_stream_is_well_formed_and_its_verdicts_are_the_guards(local
 @pytest.mark.local_model
 def test_local_backend_deltas_are_its_generation(local: Any) -> None:
     client = Citelock(local)
-    prep = client._prepare(QUESTION, CHUNKS, local, "sentence", 120, None, None)
+    prep = client._prepare(Request(QUESTION, tuple(CHUNKS), policy="sentence", max_tokens=120), local)
     generation = _deltas_are_the_generation(local.stream(prep.record, prep.schema, max_tokens=120))
     assert generation.enforced and generation.completion_tokens
 
@@ -175,7 +176,7 @@ def test_server_stream_over_sse_is_well_formed(llama_server: Any, tmp_path: Path
     done = events[-1].answer
     again = Guard(LOW).run(log.get(done.request_id), done.answer)
     assert again.report.findings == done.report.findings
-    prep = client._prepare(QUESTION, CHUNKS, backend, "sentence", 120, None, None)
+    prep = client._prepare(Request(QUESTION, tuple(CHUNKS), policy="sentence", max_tokens=120), backend)
     _deltas_are_the_generation(backend.stream(prep.record, prep.schema, max_tokens=120))
 
 

@@ -226,6 +226,9 @@ class Doors:
         with answer_trace() as trace:  # the spans wrap's own create makes, when the otel extra is installed
             with trace.assembling() as assembled:
                 prepared = assembled(await _step(inline, wrapped._prepare, arguments, model))
+            abstained = await _step(inline, wrapped._abstained, prepared)
+            if abstained is not None:  # the runner's early abstention: answered without calling the upstream
+                return _answered(abstained, abstained.choices[0])
             started = perf_counter()
             try:
                 with trace.generating(prepared.record, wrapped.backend) as done:
@@ -246,8 +249,7 @@ class Doors:
             else:
                 work = asyncio.ensure_future(asyncio.to_thread(wrapped._finish, prepared, response, choice, latency))
                 response = await self._within(work, deadline, end - loop.time(), prepared.record.request_id)
-        usage = response.usage.model_dump() if getattr(response, "usage", None) is not None else None
-        return Answered(response.citelock, str(response.model), response.id, choice.finish_reason or "stop", usage)
+        return _answered(response, choice)
 
     async def _send(self, wrapped: AsyncWrappedOpenAI, prepared: Any) -> tuple[Any, Any]:
         """The prepared call, sent as one pre-serialized JSON body through the SDK's client; (response, choice).
@@ -345,6 +347,12 @@ class Doors:
                 await self._whole_client.close()
         if self.engine is not None:
             self.engine.dispose()
+
+
+def _answered(response: Any, choice: Any) -> Answered:
+    """The door's answer from the wrapped client's guarded SDK response and its first choice."""
+    usage = response.usage.model_dump() if getattr(response, "usage", None) is not None else None
+    return Answered(response.citelock, str(response.model), response.id, choice.finish_reason or "stop", usage)
 
 
 async def _closing(events: Any) -> AsyncIterator[Any]:
