@@ -11,7 +11,7 @@ its own: it translates its caller's shapes into a :class:`Prepared` request and 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from citelock._guarded import GenerationStats, GuardedAnswer
 from citelock.backends._protocol import Backend
 from citelock.constraint import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
-from citelock.errors import OutputBoundsError, ParseError, TruncatedOutputError, UnparsedAnswerError, UsageError
+from citelock.errors import (
+    InputError,
+    OutputBoundsError,
+    ParseError,
+    TruncatedOutputError,
+    UnparsedAnswerError,
+    UsageError,
+)
 from citelock.guard import Guard, GuardResult
 from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT, Abstaining, early_abstention
 from citelock.guard._focus_check import Stakes
@@ -81,9 +88,11 @@ class Request:
         The chunks and the history are read once, here (a generator passed as ``chunks`` is consumed once).
         """
         given = {f.name: arguments[f.name] for f in fields(cls) if f.name in arguments}
-        given["chunks"] = tuple(given["chunks"])
+        given["chunks"] = _sequence("chunks", given["chunks"], "chunks (Chunk objects or mappings with id and text)")
         if given.get("history") is not None:
-            given["history"] = tuple(given["history"])
+            given["history"] = _sequence(
+                "history", given["history"], "messages (Message objects or role/content mappings)"
+            )
         if given.get("render") is not None:
             require_style(given["render"])
         return cls(**given)
@@ -91,6 +100,13 @@ class Request:
     def showing(self, show: Show | None) -> Request:
         """This request under another show policy (None: keep this one's)."""
         return self if show is None else replace(self, show=show)
+
+
+def _sequence(name: str, value: Any, expected: str) -> tuple[Any, ...]:
+    """``value`` read once into a tuple; a value that is no iterable of items (a number, a string) is refused."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise InputError(f"{name} must be an iterable of {expected}, got {type(value).__name__}")
+    return tuple(value)
 
 
 @dataclass(frozen=True)

@@ -230,3 +230,21 @@ def test_answer_runs_the_tiered_surface_guard_and_queues(tmp_path) -> None:
     assert [e.reason.value for e in ReviewQueue(db)] == ["WRONG_CHUNK"]
     with pytest.raises(citelock.UsageError, match="surface="):
         citelock.answer("Who pays freight?", chunks, backend=FakeBackend([wrong]), judge=LexicalJudge())
+
+
+@pytest.mark.parametrize("chunks", [5, None, "The Aurora Bridge opened in 1932.", {"id": "c-1", "text": "x"}])
+def test_chunks_that_are_no_list_of_chunks_are_refused_at_every_entry(chunks: object) -> None:
+    client = citelock.Citelock(backend=FakeBackend())
+    expected = "chunks must be an iterable of chunks"
+    with pytest.raises(citelock.InputError, match=expected):
+        client.answer("When did the Aurora Bridge open?", chunks)  # type: ignore[arg-type]
+    with pytest.raises(citelock.InputError, match=expected):
+        list(client.stream("When did the Aurora Bridge open?", chunks))  # type: ignore[arg-type]
+    with pytest.raises(citelock.InputError, match=expected):
+        asyncio.run(client.aanswer("When did the Aurora Bridge open?", chunks))  # type: ignore[arg-type]
+
+
+def test_history_that_is_no_list_of_messages_is_refused() -> None:
+    client = citelock.Citelock(backend=FakeBackend())
+    with pytest.raises(citelock.InputError, match="history must be an iterable of messages"):
+        client.answer("q?", [{"id": "c-1", "text": "A."}], history="earlier turn")  # type: ignore[arg-type]
