@@ -57,3 +57,10 @@ def test_bad_options_exit_2_naming_the_option(tmp_path: Path) -> None:
     assert caught.value.exit_code == 2
     done = runner.invoke(app, ["gateway", "--db", str(tmp_path / "x.db"), "--on-block", "explode"])
     assert done.exit_code == 2 and "on_block" in done.output
+
+
+def test_no_key_id_starts_with_a_dash_so_revoke_always_parses(tmp_path: Path) -> None:
+    keys = GatewayKeys(tmp_path / "ids.db")
+    secrets = [keys.create(["support"]) for _ in range(300)]  # 1 in 64 random ids began with '-'
+    ids = [key.key_id for key in map(keys.lookup, secrets) if key is not None]
+    assert len(ids) == 300 and all(not key_id.startswith("-") for key_id in ids)

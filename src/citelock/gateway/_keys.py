@@ -97,6 +97,8 @@ class GatewayKeys:
                     "starting with a letter or digit"
                 )
         secret = KEY_PREFIX + secrets.token_urlsafe(32)
+        while secret[len(KEY_PREFIX)] == "-":  # an id starting with '-' would read as an option on the command line
+            secret = KEY_PREFIX + secrets.token_urlsafe(32)
         with self.engine.begin() as conn:
             conn.execute(
                 insert(_keys).values(
