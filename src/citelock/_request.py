@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from citelock._guarded import GenerationStats, GuardedAnswer
 from citelock.backends._protocol import Backend
-from citelock.constraint import CitationSchema, SchemaOptions, SpanPolicy, fit_schema
+from citelock.constraint import BackendLimits, CitationSchema, SchemaOptions, SpanPolicy, fit_schema
 from citelock.errors import (
     InputError,
     OutputBoundsError,
@@ -30,7 +30,7 @@ from citelock.errors import (
 from citelock.guard import Guard, GuardResult
 from citelock.guard._abstain import ABSTAIN_NOTE, ABSTENTION_TEXT, Abstaining, early_abstention
 from citelock.guard._focus_check import Stakes
-from citelock.guard._ranked import rank_request
+from citelock.guard._ranked import RankedRequest, rank_request
 from citelock.prompt import PromptTemplate, assemble, parse_answer, serialize
 from citelock.prompt._parse import parse_constrained
 from citelock.prompt._serialize import with_history
@@ -49,10 +49,12 @@ __all__ = [
     "Prepared",
     "Request",
     "Runner",
+    "fit",
     "guarded",
     "output_bounds",
     "parse",
     "prepare",
+    "rank",
     "stats",
 ]
 
@@ -146,12 +148,7 @@ def prepare(
     tmpl = template if template is not None else ("answer_structured" if constrains else "answer_naive")
     context = assemble(question, chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
     # the slot ranking hook (issue #35): chunks best first, the grammar admits only the top sentences
-    ranked = rank_request(
-        context,
-        policy if constrains else None,
-        stakes=stakes,
-        quote_chars=options.max_text_chars if options is not None else None,
-    )
+    ranked = rank(context, policy if constrains else None, options, stakes)
     if ranked is not None and [c.id for c in ranked.chunks] != list(context.ids):
         # the chunks that fit, best first; the chunks the first assembly left out stay recorded as dropped
         reordered = assemble(question, ranked.chunks, template=tmpl, max_chars=max_chars, on_overflow=on_overflow)
@@ -159,9 +156,7 @@ def prepare(
     schema: CitationSchema | None = None
     build_ms: float | None = None
     if constrains:
-        started = perf_counter()
-        schema = fit_schema(context, policy, backend.limits, options, ranked.admitted if ranked else None)
-        build_ms = (perf_counter() - started) * 1000
+        schema, build_ms = fit(context, policy, backend.limits, options, ranked)
     meta = {**trace_metadata(), **(request.metadata or {})}  # the trace it was answered in, for later audits
     meta.setdefault("backend", backend.name)
     meta["span_policy"] = schema.policy if schema is not None else None
@@ -177,6 +172,34 @@ def prepare(
     name = f"{record.template.name}.v{record.template.version}"
     nothing = ranked is not None and ranked.admits_nothing
     return Prepared(context, record, schema, build_ms, policy if constrains else None, name, max_tokens, nothing)
+
+
+def rank(
+    context: Context, policy: SpanPolicy | None, options: SchemaOptions | None, stakes: Stakes | None
+) -> RankedRequest | None:
+    """The request's ranking (issue #35), the same at every door: ``answer``'s :func:`prepare` and ``wrap``'s.
+
+    ``policy`` is the span policy the schema is built for (None: the backend takes no schema); ``stakes`` the
+    guarding surface's (None: low). See :func:`citelock.guard._ranked.rank_request`.
+    """
+    quote_chars = options.max_text_chars if options is not None else None
+    return rank_request(context, policy, stakes=stakes, quote_chars=quote_chars)
+
+
+def fit(
+    context: Context,
+    policy: SpanPolicy,
+    limits: BackendLimits,
+    options: SchemaOptions | None,
+    ranked: RankedRequest | None,
+) -> tuple[CitationSchema, float]:
+    """The per-request schema fitted to ``limits`` under the ranking's admitted set, and its build time (ms).
+
+    ``context`` lists the chunks in the order the schema's enums follow (best first when the request is ranked).
+    """
+    started = perf_counter()
+    schema = fit_schema(context, policy, limits, options, ranked.admitted if ranked is not None else None)
+    return schema, (perf_counter() - started) * 1000
 
 
 def output_bounds(schema: CitationSchema) -> tuple[int, int]:

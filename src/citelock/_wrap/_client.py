@@ -74,12 +74,14 @@ class _Wrapper:
         ours = {k: arguments.pop(k) for k in ("citelock_metadata", "citelock_policy") if k in arguments}
         if model is not None:
             arguments["model"] = model
+        surface = self._citelock.guard.policy  # its stakes decide what the ranked grammar admits, as in answer
         prepared = prepare(
             self._backend,
             arguments,
             policy=ours.get("citelock_policy") or self._citelock.policy,
             options=self._citelock.options,
             metadata=ours.get("citelock_metadata"),
+            stakes=surface.stakes if surface is not None else None,
         )
         self._runner.log(prepared.record)  # before the call: the prompt exactly as it is sent
         return prepared

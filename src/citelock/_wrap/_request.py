@@ -14,16 +14,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from time import perf_counter
 from typing import Any
 from uuid import uuid4
 
 from citelock._request import Prepared as _Prepared
-from citelock._request import Request
+from citelock._request import Request, fit, rank
 from citelock.backends._openai import OpenAIBackend
 from citelock.constraint._policy import SpanPolicy
-from citelock.constraint._schema import CitationSchema, SchemaOptions, fit_schema
+from citelock.constraint._schema import CitationSchema, SchemaOptions
 from citelock.errors import InputError, UsageError
+from citelock.guard._focus_check import Stakes
 from citelock.prompt._assemble import coerce_chunks
 from citelock.prompt._serialize import record_from_messages
 from citelock.prompt._templates import load_template
@@ -181,23 +181,43 @@ def _sent_chunk(pc: PlacedChunk, record: PromptRecord) -> Chunk:
     return pc.chunk.model_copy(update={"text": record.messages[p.message].content[p.start : p.end]})
 
 
-def _located(
-    messages: list[Mapping[str, Any]], chunks: tuple[Chunk, ...], request_id: str
-) -> tuple[list[Mapping[str, Any]], PromptRecord, int | None]:
-    """The messages to send, their record, and the index of citelock's own message (None when none was added)."""
+def _record(messages: list[Mapping[str, Any]], chunks: tuple[Chunk, ...], request_id: str) -> PromptRecord:
+    """The chunks located in the caller's messages as given (refused when the messages contradict them)."""
     record = record_from_messages(messages, chunks, request_id=request_id, template=WRAP_TEMPLATE)
     problems = _contradictions(record)
     if problems:
         raise InputError("the messages contradict chunks=: " + "; ".join(problems))
+    return record
+
+
+def _context(question: str, record: PromptRecord, order: Sequence[str] | None) -> Context:
+    """The context as the model sees it, its chunks in ``order`` of ids (None: as located)."""
+    sent = {pc.id: _sent_chunk(pc, record) for pc in record.chunks}
+    ids = order if order is not None else list(sent)
+    return Context(question=question, chunks=tuple(sent[i] for i in ids))
+
+
+def _located(
+    messages: list[Mapping[str, Any]], record: PromptRecord, chunks: tuple[Chunk, ...], order: Sequence[str] | None
+) -> tuple[list[Mapping[str, Any]], PromptRecord, int | None]:
+    """The messages to send, their record, and the index of citelock's own message (None when none was added).
+
+    The chunks the caller's messages do not hold go into citelock's own message, in ``order`` of ids (the
+    ranking's, best first; None: ``chunks=`` order).
+    """
     missing = [pc.chunk for pc in record.chunks if pc.status == "missing"]
     if not missing:
         return messages, record, None
+    if order is not None:
+        rank_of = {chunk_id: i for i, chunk_id in enumerate(order)}
+        missing.sort(key=lambda c: rank_of.get(c.id, len(rank_of)))
     at = 0
     while at < len(messages) and messages[at]["role"] == "system":
         at += 1
     ours = {"role": "system", "content": _context_message(missing)}
     sent = [*messages[:at], ours, *messages[at:]]
-    return sent, record_from_messages(sent, chunks, request_id=request_id, template=WRAP_TEMPLATE), at
+    located = record_from_messages(sent, chunks, request_id=record.request_id, template=WRAP_TEMPLATE)
+    return sent, located, at
 
 
 def prepare(
@@ -207,6 +227,7 @@ def prepare(
     policy: SpanPolicy,
     options: SchemaOptions | None,
     metadata: Mapping[str, Any] | None = None,
+    stakes: Stakes | None = None,
 ) -> Prepared:
     """Check a wrapped call and build what it sends; nothing is sent or logged here.
 
@@ -216,6 +237,8 @@ def prepare(
         policy: The requested span policy (downgraded to fit the server's limits, recorded).
         options: Bounds of the answer shape.
         metadata: Values recorded on the logged prompt.
+        stakes: The guarding surface's stakes (None: low): the ranked grammar admits only sentences the guard
+            would serve at them, as ``Citelock.answer``'s (:func:`citelock._request.rank`).
 
     Raises:
         UsageError: ``chunks=`` or ``messages=`` missing, a ``stream`` that is not a bool, ``n`` other than 1,
@@ -229,13 +252,15 @@ def prepare(
     rest.pop("stream", None)  # the caller's choice of call (create or stream), not a field of the request
     chunks = _chunks(rest.pop("chunks", None))
     messages = _messages(rest.pop("messages", None))
-    request_id = uuid4().hex
-    sent_messages, record, ours = _located(messages, chunks, request_id)
+    given = _record(messages, chunks, uuid4().hex)
     question = next(m["content"] for m in reversed(messages) if m["role"] == "user")
-    context = Context(question=question, chunks=tuple(_sent_chunk(pc, record) for pc in record.chunks))
-    started = perf_counter()
-    schema = fit_schema(context, policy, backend.limits, options)
-    build_ms = (perf_counter() - started) * 1000
+    # the slot ranking (issue #35), as Citelock.answer ranks: the grammar admits only the top sentences, the
+    # schema's enums and citelock's own context message list the chunks best first (the caller's are as sent)
+    ranked = rank(_context(question, given, None), policy, options, stakes)
+    order = [c.id for c in ranked.chunks] if ranked is not None else None
+    sent_messages, record, ours = _located(messages, given, chunks, order)
+    context = _context(question, record, order)
+    schema, build_ms = fit(context, policy, backend.limits, options, ranked)
     field = backend.profile.max_tokens_field
     given_bound = rest.get("max_tokens", rest.get("max_completion_tokens"))
     if given_bound is not None and (not isinstance(given_bound, int) or given_bound < 1):
@@ -268,9 +293,10 @@ def prepare(
         meta["downgrade_reason"] = schema.downgrade_reason
     record = record.model_copy(update={"metadata": meta, "question": question})
     name = f"{WRAP_TEMPLATE.name}.v{WRAP_TEMPLATE.version}"
-    prep = _Prepared(context, record, schema, build_ms, policy, name, max_tokens)
+    nothing = ranked is not None and ranked.admits_nothing
+    prep = _Prepared(context, record, schema, build_ms, policy, name, max_tokens, nothing)
     request = Request(
-        question=question, chunks=context.chunks, request_id=request_id, metadata=metadata, policy=policy,
+        question=question, chunks=context.chunks, request_id=record.request_id, metadata=metadata, policy=policy,
         max_tokens=max_tokens,
     )  # fmt: skip
     return Prepared(out, prep, sent, removed, request)
