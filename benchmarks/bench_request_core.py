@@ -10,13 +10,15 @@ index was built (goal: 1 on every path) and how many claim checks ran (goal: one
 characters and per other character; the last columns give the deltas and the stream's extra CPU time per delta
 (stream minus answer, over the deltas) and the floor: the CPU time of only pulling those deltas from the backend
 through a generator that does nothing with them. The ``free text`` rows run the naive baseline's path (no
-schema, ``[id]`` markers parsed from prose).
+schema, ``[id]`` markers parsed from prose); ``--cite-tags`` adds rows of the same prose citing with
+``<cite id="...">...</cite>`` tags.
 
 Usage::
 
     python benchmarks/bench_request_core.py                      # 10 and 40 claims, 7 rounds
     python benchmarks/bench_request_core.py --claims 10 --rounds 1
     python benchmarks/bench_request_core.py --no-free-text      # structured answers only
+    python benchmarks/bench_request_core.py --cite-tags         # and free text citing with <cite> tags
 """
 
 from __future__ import annotations
@@ -59,7 +61,11 @@ def _output(n: int) -> str:
     return json.dumps({"claims": claims}, separators=(",", ":"))
 
 
-def _free_text(n: int) -> str:
+def _free_text(n: int, cite: bool = False) -> str:
+    if cite:
+        return " ".join(
+            f'<cite id="c-{k}">Harbour tunnel section {k} is {100 + k} meters long.</cite>' for k in range(n)
+        )
     return " ".join(f"Harbour tunnel section {k} is {100 + k} meters long. [c-{k}]" for k in range(n))
 
 
@@ -118,10 +124,14 @@ def _floor(output: str, rounds: int) -> float:
     return statistics.median(used) * 1000
 
 
-def measure(n: int, rounds: int, free_text: bool = False) -> dict[str, Any]:
-    """Medians of ``answer`` and ``stream`` (consumed to the end) at ``n`` claims, and the per-request counts."""
+def measure(n: int, rounds: int, free_text: bool = False, cite: bool = False) -> dict[str, Any]:
+    """Medians of ``answer`` and ``stream`` (consumed to the end) at ``n`` claims, and the per-request counts.
+
+    ``cite``: the free text cites with ``<cite>`` tags, not ``[id]`` markers.
+    """
     chunks = _chunks(n)
-    output = _free_text(n) if free_text else _output(n)
+    free_text = free_text or cite
+    output = _free_text(n, cite) if free_text else _output(n)
     fake = FakeBackend([output] * (2 * rounds + 2), limits=BackendLimits(policies=()) if free_text else None)
     options = SchemaOptions(max_claims=n, max_citations=1, max_text_chars=80, max_span_chars=80)
     client = Citelock(fake, guard=Guard(SURFACE, LexicalJudge()), options=None if free_text else options)
@@ -145,7 +155,7 @@ def measure(n: int, rounds: int, free_text: bool = False) -> dict[str, Any]:
     median = {key: statistics.median(values) * 1000 for key, values in times.items()}
     return {
         "claims": n,
-        "format": "free text" if free_text else "JSON",
+        "format": "<cite> text" if cite else "free text" if free_text else "JSON",
         "answer_ms": median["answer"],
         "stream_ms": median["stream"],
         "answer_cpu_ms": median["answer_cpu"],
@@ -163,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--claims", default="10,40", help="answer sizes, comma-separated (default: 10,40)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds per size (default: 7)")
     parser.add_argument("--no-free-text", action="store_true", help="skip the free-text rows")
+    parser.add_argument("--cite-tags", action="store_true", help="add free-text rows citing with <cite> tags")
     args = parser.parse_args(argv)
     table = Table(title="stream consumed to the end vs answer (FakeBackend, high stakes, lexical judge; one run)")
     for column in (
@@ -184,9 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     ):
         table.add_column(column, justify="right")
     sizes = [int(x) for x in args.claims.split(",")]
-    runs = [(n, False) for n in sizes] + ([] if args.no_free_text else [(n, True) for n in sizes])
-    for n, free_text in runs:
-        row = measure(n, args.rounds, free_text)
+    runs = [(n, False, False) for n in sizes] + ([] if args.no_free_text else [(n, True, False) for n in sizes])
+    runs += [(n, True, True) for n in sizes] if args.cite_tags else []
+    for n, free_text, cite in runs:
+        row = measure(n, args.rounds, free_text, cite)
         (a_builds, a_checks), (s_builds, s_checks) = row["counts"]["answer"], row["counts"]["stream"]
         extra = (row["stream_cpu_ms"] - row["answer_cpu_ms"]) * 1000 / row["deltas"]
         table.add_row(

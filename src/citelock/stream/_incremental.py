@@ -29,7 +29,6 @@ __all__ = ["Divergence", "FreeTextReader", "JsonReader", "PartialCitation", "Par
 _OPEN_MARKER = re.compile(r"\[\s*([^\[\]]*)$")
 _MARKER_IDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#/-]*")
 _PARTIAL_ENTITY = re.compile(r"&[#A-Za-z0-9]*$")
-_BRACKET_MARKER = DEFAULT_MARKERS[1].regex
 _BREAKS = re.compile(r"[.!?\n\r\u2026\]>]")  # what can end a sentence, a line or a marker
 _WORDS_AFTER_BREAK = 1
 _MARKER_WINDOW = 200  # how far back a ``[`` still open counts as a marker being typed
@@ -44,7 +43,7 @@ class JsonReader(ClaimScanner):
 
 
 class FreeTextReader:
-    """The claims of a free-text answer (``[id]`` markers) as it streams, segmented over its open tail only.
+    """The claims of a free-text answer (``[id]`` markers, ``<cite>`` tags) as it streams, over its open tail only.
 
     Every claim but the last two is committed: it is final, and the text before the start of the second-to-last
     claim (with the markers that belong to the claims before it) is never segmented again. Each delta re-reads
@@ -99,8 +98,7 @@ class FreeTextReader:
             return self.claims
         shift = self._plain_base  # the tail's offsets count from where it began (before any commit below)
         if len(tail) >= 3:
-            self._commit(tail)
-            tail = tail[len(tail) - 2 :]
+            tail = self._commit(tail)
         self.claims = [
             *self._committed,
             *(
@@ -131,18 +129,18 @@ class FreeTextReader:
             claims = claims[:-1]
         return claims
 
-    def _commit(self, tail: list[Claim]) -> None:
-        """Freeze every tail claim but the last two, if the text after them reads as the same last two."""
+    def _commit(self, tail: list[Claim]) -> list[Claim]:
+        """Freeze every tail claim but the last two, if the text after them reads as the same last two.
+
+        Returns the claims still open: the last two once the others are frozen, else the whole tail (a cut that
+        would read differently is not made, and no claim is lost from what is shown).
+        """
         keep = tail[len(tail) - 2 :]
         start = keep[0].start
         tail_text = self.text[self._base :]
-        if start is None or "<cite" in tail_text:
-            return
-        cut = start  # the raw offset of that plain offset: add every marker removed up to it
-        for match in _BRACKET_MARKER.finditer(tail_text):
-            if match.start() > cut:
-                break
-            cut += match.end() - match.start()
+        cut = None if start is None else _raw_offset(tail_text, start)
+        if start is None or cut is None:
+            return tail
         again = self._tail_claims(tail_text[cut:])
         shifted = [
             c.model_copy(update={"start": c.start - start, "end": c.end - start})
@@ -150,7 +148,7 @@ class FreeTextReader:
             if c.start is not None and c.end is not None
         ]
         if again is None or again != shifted:
-            return  # the cut would read differently: keep the longer tail
+            return tail  # the cut would read differently: keep the longer tail
         shift = self._plain_base
         for c in tail[: len(tail) - 2]:
             self._committed.append(
@@ -164,11 +162,44 @@ class FreeTextReader:
             )
         self._base += cut
         self._plain_base += start
+        return keep
 
     def open_marker(self) -> str | None:
         """The ids typed so far inside a ``[`` not yet closed at the end of the text (None outside one)."""
         found = _OPEN_MARKER.search(self.text[-_MARKER_WINDOW:])
         return found.group(1) if found else None
+
+
+def _raw_offset(text: str, plain: int) -> int | None:
+    """Where in ``text`` (markers and all) the claim that starts at offset ``plain`` of its marker-free text begins.
+
+    The markers are read as :func:`citelock.prompt.parse_free_text` reads them (at each place the first match of
+    the earliest pattern): a bracket marker is removed whole (one at the claim's start stays before the cut, with
+    the claim it follows), a ``<cite>`` tag keeps its inner text, so a claim that begins a tag's text begins at
+    the tag. None when the claim begins inside a tag's text after its start: no cut there reads the same.
+    """
+    patterns = [marker.regex for marker in DEFAULT_MARKERS]
+    upcoming = [pattern.search(text) for pattern in patterns]
+    pos = kept = 0
+    while True:
+        for order, pattern in enumerate(patterns):
+            ahead = upcoming[order]
+            if ahead is not None and ahead.start() < pos:
+                upcoming[order] = pattern.search(text, pos)
+        candidates = [m for m in upcoming if m is not None]
+        found = min(candidates, key=lambda m: m.start()) if candidates else None
+        before = (found.start() if found is not None else len(text)) - pos
+        if found is None or kept + before > plain:
+            return pos + plain - kept
+        kept += before
+        inner = found.groupdict().get("text")
+        if inner is not None:
+            if kept == plain:
+                return found.start()
+            if kept + len(inner) > plain:
+                return None
+            kept += len(inner)
+        pos = found.end()
 
 
 @dataclass(frozen=True)
