@@ -2,11 +2,12 @@
 
 :func:`prepare` checks everything before anything is sent or logged (a bad call raises and leaves no trace),
 locates each chunk's body in the caller's messages (``record_from_messages``: a body cut short is ``truncated``),
-serializes the chunks the messages do not hold into one message of citelock's own, fits the per-request
-citation schema to the server (the server profile's limits and downgrade path), renders it the way the server
-takes it and returns the arguments for ``chat.completions.create`` with the record to log. Sending and finishing
-are the caller's (:mod:`citelock._wrap._client`); the streaming call (:mod:`citelock._wrap._stream`) reuses this
-step as it is.
+serializes the chunks the messages do not hold into one message of citelock's own, ranks the request as
+``Citelock.answer`` does (:func:`citelock._request.rank`: the admitted sentences, the chunks best first), fits
+the per-request citation schema to the server (the server profile's limits and downgrade path), renders it the
+way the server takes it and returns the arguments for ``chat.completions.create`` with the record to log. Sending
+and finishing are the caller's (:mod:`citelock._wrap._client`); the streaming call (:mod:`citelock._wrap._stream`)
+reuses this step as it is.
 """
 
 from __future__ import annotations
