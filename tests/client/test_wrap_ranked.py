@@ -53,8 +53,10 @@ def _wrapped(server: Server, policy: str, kind: str = "llama-cpp-python", *, is_
     return citelock.wrap(transport, server=kind, guard=Guard(SURFACE), policy=policy)  # type: ignore[arg-type]
 
 
-def _messages(question: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": "Answer from the sources."}, {"role": "user", "content": question}]
+def _messages(question: str, *, holding: bool = False) -> list[dict[str, str]]:
+    """The caller's messages; ``holding``: the system message holds the chunks, in ``CHUNKS`` order (not ranked)."""
+    sources = "".join(f"\n[{c['id']}] {c['text']}" for c in CHUNKS) if holding else ""
+    return [{"role": "system", "content": "Answer from the sources." + sources}, {"role": "user", "content": question}]
 
 
 def test_the_fixture_is_relevant_but_its_ranked_grammar_admits_nothing() -> None:
@@ -98,21 +100,24 @@ def test_wraps_create_abstains_when_the_ranked_grammar_admits_nothing(policy: st
         assert (answer.decision, answer.rendered) == (reference.decision, reference.rendered), door
 
 
+@pytest.mark.parametrize("holding", [False, True])
 @pytest.mark.parametrize("kind", ["llama-cpp-python", "vllm", "sglang"])
 @pytest.mark.parametrize("policy", ["quote", "quote_sentence", "sentence", "substring"])
-def test_the_constraint_wrap_sends_is_the_one_answer_sends(policy: str, kind: str) -> None:
+def test_the_constraint_wrap_sends_is_the_one_answer_sends(policy: str, kind: str, holding: bool) -> None:
     reply = completion(json.dumps({"claims": []}))
     ours = Server(reply)
     backend = OpenAIBackend.from_client(scripted_client(ours), server=kind, model="m")
     citelock.Citelock(backend, guard=Guard(SURFACE), policy=policy).answer(ADMITTED, CHUNKS)  # type: ignore[arg-type]
     theirs = Server(reply, reply)
-    _wrapped(theirs, policy, kind).chat.completions.create(model="m", messages=_messages(ADMITTED), chunks=CHUNKS)
+    messages = _messages(ADMITTED, holding=holding)
+    _wrapped(theirs, policy, kind).chat.completions.create(model="m", messages=messages, chunks=CHUNKS)
     events = _wrapped(theirs, policy, kind).chat.completions.create(
-        model="m", messages=_messages(ADMITTED), chunks=CHUNKS, stream=True
+        model="m", messages=messages, chunks=CHUNKS, stream=True
     )
     with pytest.raises(TruncatedOutputError):  # the scripted server answers no SSE: only its request is compared
         list(events)
     assert len(ours.bodies) == 1 and len(theirs.bodies) == 2
+    assert len(theirs.bodies[0]["messages"]) == 2 + (not holding)  # citelock's own message only when needed
     sent = _constraint(ours.bodies[0])
     assert set(sent) - {"max_tokens", "max_completion_tokens"}, sent  # a constraint was sent
     assert _constraint(theirs.bodies[0]) == sent
