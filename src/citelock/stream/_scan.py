@@ -127,20 +127,31 @@ class ClaimScanner:
         self.touched = 0
         state = self._state
         if state == _STRING and '"' not in delta and "\\" not in delta and delta.isprintable():
-            self._add(delta)  # the usual delta: a word inside a string
+            # the usual delta: a word inside a string (what _add does, inlined for the open text and span)
+            target = self._target
+            if target == _TEXT and self._claim is not None:
+                self.touched = TEXT
+                self._claim.text += delta
+            elif target == _SPAN and self._cite is not None:
+                self.touched = SPAN
+                self._cite.span = (self._cite.span or "") + delta
+            else:
+                self._add(delta)
             return self.claims
         if state == _ERROR:
             return self.claims
         i, n = 0, len(delta)
         while i < n:
             if state == _STRING:
-                run = _STRING_RUN.match(delta, i)
-                if run is not None:
-                    self._add(run.group())
-                    i = run.end()
-                    if i >= n:
-                        break
                 c = delta[i]
+                if c != '"' and c != "\\":  # a run of string contents first (a delta of one quote has none)
+                    run = _STRING_RUN.match(delta, i)
+                    if run is not None:
+                        self._add(run.group())
+                        i = run.end()
+                        if i >= n:
+                            break
+                        c = delta[i]
                 i += 1
                 if c == '"':
                     state = self._close_string()

@@ -69,11 +69,28 @@ class MemoJudge:
         self.name = inner.name
         self.version = inner.version
         self._memo: dict[tuple[str, str], Future[Verdict]] = {}
+        self._verdicts: dict[tuple[str, str], Verdict] = {}  # the memo's settled verdicts, read without the lock
         self._lock = Lock()
+        self._inline = getattr(inner, "inline", False) is True
 
     def judge(self, claim: str, passage: str) -> Verdict:
         """The inner judge's verdict on ``(claim, passage)``, asked at most once."""
         key = (claim, passage)
+        verdict = self._verdicts.get(key)
+        if verdict is not None:
+            return verdict
+        if self._inline:  # a judge of microseconds: called under the lock, no future to hand its verdict over
+            with self._lock:
+                future = self._memo.get(key)
+                if future is None:
+                    try:
+                        verdict = self._verdicts[key] = self.inner.judge(claim, passage)
+                    except BaseException as exc:  # the same failure for every later caller
+                        future = self._memo[key] = Future()
+                        future.set_exception(exc)
+                        raise
+                    return verdict
+            return future.result()
         with self._lock:
             future = self._memo.get(key)
             owner = future is None
@@ -81,7 +98,9 @@ class MemoJudge:
                 future = self._memo[key] = Future()
         if owner:
             try:
-                future.set_result(self.inner.judge(claim, passage))
+                verdict = self.inner.judge(claim, passage)
+                self._verdicts[key] = verdict
+                future.set_result(verdict)
             except BaseException as exc:  # the same failure for every caller, as a direct call would raise
                 future.set_exception(exc)
         return future.result()
@@ -146,6 +165,7 @@ class Session:
     cut: ClaimDiverged | None = None
     over: OutputBoundsError | None = None
     checked: list[Claim] = field(default_factory=list)
+    threaded: bool = False  # a judge runs on a worker thread: its verdicts arrive between deltas (see judged)
     _reader: JsonReader | FreeTextReader = field(init=False)
     _prefix: PrefixChecker = field(init=False)
     _shown: dict[int, _Shown] = field(default_factory=dict)
@@ -161,6 +181,7 @@ class Session:
     fold: GuardFold = field(init=False)
     _text_checked: bool = field(init=False)
     _limit: int = field(init=False)
+    _max_chars: int = field(init=False)
     _inline: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -170,6 +191,7 @@ class Session:
         # a claim's text as it grows matters to the quote check and to a screen showing it; else only when done
         self._text_checked = self.quoting or self.show == "immediately"
         self._limit = self._max_claims
+        self._max_chars = self.bounds[1] if self.bounds is not None else 1 << 62
         judges = [j for j in (self.guard.judge, self.guard.escalate) if j is not None]
         self._inline = all(getattr(getattr(j, "inner", j), "inline", False) is True for j in judges)
 
@@ -192,6 +214,11 @@ class Session:
         self.tokens += 1
         reader = self._reader
         claims = reader.feed(delta)
+        touched = reader.touched
+        # the usual delta (a word of a text nothing reads yet, or pure structure) begins no claim: only the
+        # character bound can have been reached
+        if (not touched or (touched == TEXT and not self._text_checked)) and reader.length <= self._max_chars:
+            return _NO_EVENTS
         bounds = self.bounds
         if bounds is not None and (len(claims) > bounds[0] or reader.length > bounds[1]):
             self.over = self._beyond(claims)
@@ -442,6 +469,7 @@ class Session:
             return [*out, *self._judged(n, support)] if judging else out
         if self._lane is None:  # one call at a time: the judge sees the claims in answer order, as a whole run does
             self._lane = SerialLane()
+            self.threaded = True
         fold = self.fold
         future = self._lane.submit(lambda: fold.support(n))
         if judging:
