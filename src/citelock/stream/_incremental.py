@@ -55,6 +55,7 @@ class FreeTextReader:
     """
 
     touched = 2  # what the last delta changed: 2 any claim may have, 0 none (no new reading, no marker open)
+    open_citation: PartialCitation | None = None  # prose has no citation object being generated (a span never grows)
 
     def __init__(self, *, live: bool = True) -> None:
         self.text = ""
@@ -241,17 +242,16 @@ class PrefixChecker:
         Only for a plain span (what :meth:`_span` compares by its new characters alone) of a citation whose id
         holds; False means only "run the full check" (:meth:`claim`), never a divergence.
         """
-        if cite is None or cite.found_at < 0:
+        if cite is None or cite.found_at < 0 or cite.where is None:
             return False
         span = cite.span
         if not span or not (span.isascii() and span.isprintable()) or "&" in span or "  " in span:
             return False
-        placed = self.index.by_id.get(cite.chunk_id)
-        p = placed.placement if placed is not None else None
-        if p is None or cite.found_at < p.norm_start:
+        hay, start, end = cite.where
+        if cite.found_at < start:
             return False
         needle = (span[:-1] if span[-1].isalpha() or span[-1] in "=<>" else span).strip(" ")
-        return self.index.record.normalized[p.message].startswith(needle, cite.found_at, p.norm_end)
+        return hay.startswith(needle, cite.found_at, end)
 
     def marker(self, typed: str) -> Divergence | None:
         """A free-text ``[`` marker being typed: every finished id assembled, the last a prefix of one."""
@@ -280,6 +280,8 @@ class PrefixChecker:
             return None
         placed = self.index.by_id[chunk_id]
         p = placed.placement
+        # where this id's body sits in its normalized message, for span_holds (the id reset found_at if it changed)
+        cite.where = (self.index.record.normalized[p.message], p.norm_start, p.norm_end) if p is not None else None
         at = cite.found_at
         if (
             p is not None

@@ -38,6 +38,7 @@ class PartialCitation:
     chunk_id_done: bool = False
     checked: tuple[str, str, bool] | None = None  # (chunk_id, span, whole) the per-delta check last passed
     found_at: int = -1  # where in its prompt message that span was found (normalized offset)
+    where: tuple[str, int, int] | None = None  # its chunk's normalized message, body start and end (the last check)
 
 
 @dataclass(eq=False)

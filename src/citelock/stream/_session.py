@@ -182,6 +182,7 @@ class Session:
     _text_checked: bool = field(init=False)
     _limit: int = field(init=False)
     _max_chars: int = field(init=False)
+    _spans_quiet: bool = field(init=False)
     _inline: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -192,6 +193,8 @@ class Session:
         self._text_checked = self.quoting or self.show == "immediately"
         self._limit = self._max_claims
         self._max_chars = self.bounds[1] if self.bounds is not None else 1 << 62
+        # a plain span's growth is read by no screen and, unless the policy quotes, confirmed by one comparison
+        self._spans_quiet = self.show != "immediately" and not self.quoting
         judges = [j for j in (self.guard.judge, self.guard.escalate) if j is not None]
         self._inline = all(getattr(getattr(j, "inner", j), "inline", False) is True for j in judges)
 
@@ -215,9 +218,15 @@ class Session:
         reader = self._reader
         claims = reader.feed(delta)
         touched = reader.touched
-        # the usual delta (a word of a text nothing reads yet, or pure structure) begins no claim: only the
-        # character bound can have been reached
-        if (not touched or (touched == TEXT and not self._text_checked)) and reader.length <= self._max_chars:
+        # the usual deltas, which no check or screen reads: a word of a text nothing reads yet, pure structure, a
+        # span that provably still holds where it was found, the shape alone with no screen showing it (within
+        # the schema's bounds)
+        if reader.length <= self._max_chars and (
+            not touched
+            or (touched == TEXT and not self._text_checked)
+            or (touched == SPAN and self._spans_quiet and self._prefix.span_holds(reader.open_citation))
+            or (touched == SHAPE and self.show != "immediately" and len(claims) <= self._limit)
+        ):
             return _NO_EVENTS
         bounds = self.bounds
         if bounds is not None and (len(claims) > bounds[0] or reader.length > bounds[1]):
