@@ -465,9 +465,8 @@ class Session:
                 claim_index=n, claim=built, passed=passed, citations=citations, findings=findings, judging=judging
             )
         ]
-        reasons = tuple(dict.fromkeys(f.reason for f in findings))
         if not passed:
-            out += self._failed(n, reasons)
+            out += self._failed(n, tuple(dict.fromkeys(f.reason for f in findings)))
         elif self.show == "after_checks" or (self.show == "after_judge" and not judging):
             out += self._show(n)
         if self.fold.judging is None:  # no judge can be called: the claim's support selection, at once
@@ -510,7 +509,7 @@ class Session:
 
     def _judged(self, n: int, support: ClaimSupport) -> list[Event]:
         outcome = self.fold.outcome(n, support)
-        checks = tuple(sorted(support[0], key=lambda c: c.citation_index))
+        checks = support[0] if len(support[0]) < 2 else tuple(sorted(support[0], key=lambda c: c.citation_index))
         findings = (*self.fold.checks[n].findings, *support[1])
         passed = outcome.action == "serve" and not outcome.reasons
         out: list[Event] = [
