@@ -109,27 +109,35 @@ def test_the_characters_bound_cuts_at_the_very_delta_that_crosses_it_inside_a_cl
     assert info.value.got == sum(len(d) for d in deltas[: crossing + 1])
 
 
-def _out(*claims: tuple[str, str, str]) -> str:
-    data = {"claims": [{"text": t, "citations": [{"chunk_id": c, "span": s}]} for t, c, s in claims]}
+def _out(*claims: tuple[str, str, str], span_first: bool = False) -> str:
+    def cite(c: str, s: str) -> dict[str, str]:
+        return {"span": s, "chunk_id": c} if span_first else {"chunk_id": c, "span": s}
+
+    data = {"claims": [{"text": t, "citations": [cite(c, s)]} for t, c, s in claims]}
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-@pytest.mark.parametrize(
-    "output",
-    [
-        _out(("The bridge spans 880 meters.", "c-1", "spans 880 meters across the river")),  # diverges at a word
-        _out(("It spans far.", "c-1", "It spans 881 meters")),  # diverges inside a number
-        _out(("Prices rose.", "c-2", "Café prices in Zürich rose 9%")),  # a non-ASCII span: the full check
-        _out(("Prices rose.", "c-2", "prices  in Zürich")),  # a double space: the full check
-        _out(("Rents rose.", "c-2", 'said "rents rose" \\ slower')),  # escapes inside the span
-        _out(("The bridge spans 880 meters.", "c-1", "spans 880 meters"), ("Ok.", "c-2", "rose 5% in 2023")),
-    ],
-)
+OUTPUTS = [
+    _out(("The bridge spans 880 meters.", "c-1", "spans 880 meters across the river")),  # a span diverges at a word
+    _out(("It spans far.", "c-1", "It spans 881 meters")),  # inside a number
+    _out(("Prices rose.", "c-2", "Café prices in Zürich rose 9%")),  # a non-ASCII span: the full check
+    _out(("Prices rose.", "c-2", "prices  in Zürich")),  # a double space: the full check
+    _out(("Rents rose.", "c-2", 'said "rents rose" \\ slower')),  # escapes inside the span
+    _out(("The bridge spans 880 meters.", "c-1", "spans 880 meters"), ("Ok.", "c-2", "rose 5% in 2023")),
+    _out(("The bridge spans 880 meters.", "c-17", "spans 880 meters")),  # an id that stops being a prefix
+    _out(("The bridge spans 880 meters.", "c", "spans 880 meters")),  # an id wrong only once it closes
+    _out(("The bridge spans 880 meters.", "c-2", "spans 880 meters"), span_first=True),  # the span before its id
+    _out(("The bridge spans 880 meters.", "c-17", "spans 880 meters"), span_first=True),
+]
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
 @pytest.mark.parametrize("surface", [None, SurfacePolicy(name="chat", stakes="low", sample_rate=0.0)])
-def test_a_span_is_caught_at_the_same_delta_with_the_quick_span_test_switched_off(
-    output: str, surface: SurfacePolicy | None, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("quick", ["span_holds", "id_holds"])
+def test_a_citation_is_caught_at_the_same_delta_with_a_quick_test_switched_off(
+    output: str, surface: SurfacePolicy | None, quick: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The quick span test only ever says "still holds"; every verdict it skips the full check gives the same."""
+    """A quick test only ever says "still holds"; every delta it lets pass, the full check lets pass too."""
 
     def run() -> list[Any]:
         guard = Guard(surface) if surface is not None else None
@@ -139,9 +147,26 @@ def test_a_span_is_caught_at_the_same_delta_with_the_quick_span_test_switched_of
             events[-1].answer.result.model_dump(exclude={"accounting"})
         ]
 
-    quick = run()
-    monkeypatch.setattr(PrefixChecker, "span_holds", lambda self, cite: False)
-    assert run() == quick
+    fast = run()
+    monkeypatch.setattr(PrefixChecker, quick, lambda self, cite: False)
+    assert run() == fast
+
+
+def test_the_quick_tests_see_the_deltas_they_are_for() -> None:
+    """The comparison above is not empty: both quick tests pass most of the deltas they are asked about."""
+    asked: dict[str, list[bool]] = {"span_holds": [], "id_holds": []}
+    originals = {name: getattr(PrefixChecker, name) for name in asked}
+
+    def spy(name: str) -> Any:
+        return lambda self, cite: asked[name].append(originals[name](self, cite)) or asked[name][-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in asked:
+            patch.setattr(PrefixChecker, name, spy(name))
+        events = list(Citelock(FakeBackend([OUTPUTS[0]], enforced=False)).stream(QUESTION, CHUNKS))
+    assert [e.type for e in events if e.type == "claim.diverged"] == ["claim.diverged"]
+    assert asked["id_holds"].count(True) == 3  # "c", "-", "1": each a prefix of an assembled id, no span yet
+    assert asked["span_holds"].count(True) > asked["span_holds"].count(False) > 0  # the first word: the full check
 
 
 class _Inline:

@@ -236,6 +236,14 @@ class PrefixChecker:
                 cite.checked = (chunk_id, span, claim.done)
         return None
 
+    def id_holds(self, cite: PartialCitation | None) -> bool:
+        """The quick test of an id that grew: True when it still begins an assembled id and has no span beside it.
+
+        A span already there is checked against the id (the full check, :meth:`claim`); False means only "run the
+        full check", never a divergence.
+        """
+        return cite is not None and cite.span is None and not cite.chunk_id_done and self.is_prefix(cite.chunk_id)
+
     def span_holds(self, cite: PartialCitation | None) -> bool:
         """The quick test of a span that grew: True when it provably still holds where it was last found.
 

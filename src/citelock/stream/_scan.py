@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from citelock.constraint._grammar import quote_body
 from citelock.records import Citation, Claim
 
-__all__ = ["FIELD", "SHAPE", "SPAN", "TEXT", "ClaimScanner", "PartialCitation", "PartialClaim"]
+__all__ = ["FIELD", "ID", "SHAPE", "SPAN", "TEXT", "ClaimScanner", "PartialCitation", "PartialClaim"]
 
-TEXT, FIELD, SHAPE, SPAN = 1, 2, 3, 4
-"""What a delta changed (:attr:`ClaimScanner.touched`): only the open claim's text; an id, a claim's end, or more
-than one kind of change; only the shape (a claim or citation begun, a citation closed, a field begun empty); only
-the open citation's span grew."""
+TEXT, FIELD, SHAPE, SPAN, ID = 1, 2, 3, 4, 5
+"""What a delta changed (:attr:`ClaimScanner.touched`): only the open claim's text; an id closed, a claim's end,
+or more than one kind of change; only the shape (a claim or citation begun, a citation closed, a field begun
+empty); only the open citation's span grew; only the open citation's id grew (not closed)."""
 
 
 @dataclass(eq=False)
@@ -88,8 +88,8 @@ class ClaimScanner:
         touched: What the last delta changed: 0 no claim (pure structure: ``"``, ``:``, ``,``), :data:`TEXT` only
             the text of the claim being generated, :data:`SPAN` only the open citation's span grew, :data:`SHAPE`
             only the shape (a claim or citation begun, a citation closed, a field begun empty: nothing a prefix
-            check reads), ``FIELD`` (2) anything else (an id grew or closed, a claim closed, several kinds at
-            once). The per-delta checks skip what did not change.
+            check reads), :data:`ID` only the open citation's id grew, ``FIELD`` (2) anything else (an id closed,
+            a claim closed, several kinds at once). The per-delta checks skip what did not change.
     """
 
     def __init__(self) -> None:
@@ -341,7 +341,7 @@ class ClaimScanner:
             self._touch(TEXT)
             self._claim.text += piece
         elif target == _ID and self._cite is not None:
-            self.touched = 2
+            self._touch(ID)
             self._cite.chunk_id += piece
             self._cite.found_at = -1
         elif target == _SPAN and self._cite is not None:

@@ -38,7 +38,7 @@ from citelock.stream._events import (
     Show,
 )
 from citelock.stream._incremental import FreeTextReader, JsonReader, PartialClaim, PrefixChecker
-from citelock.stream._scan import FIELD, SHAPE, SPAN, TEXT
+from citelock.stream._scan import FIELD, ID, SHAPE, SPAN, TEXT
 from citelock.stream._serial import SerialLane
 
 __all__ = [
@@ -220,12 +220,13 @@ class Session:
         touched = reader.touched
         # the usual deltas, which no check or screen reads: a word of a text nothing reads yet, pure structure, a
         # span that provably still holds where it was found, the shape alone with no screen showing it (within
-        # the schema's bounds)
+        # the schema's bounds), an id still the prefix of an assembled one in a citation with no span yet
         if reader.length <= self._max_chars and (
             not touched
             or (touched == TEXT and not self._text_checked)
             or (touched == SPAN and self._spans_quiet and self._prefix.span_holds(reader.open_citation))
             or (touched == SHAPE and self.show != "immediately" and len(claims) <= self._limit)
+            or (touched == ID and self.show != "immediately" and self._prefix.id_holds(reader.open_citation))
         ):
             return _NO_EVENTS
         bounds = self.bounds
