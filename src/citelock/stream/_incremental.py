@@ -199,6 +199,7 @@ class PrefixChecker:
         self.known_ids = known_ids
         self._sorted = sorted(self.ids)
         self._prefixes: dict[str, bool] = {}
+        self._markers: dict[str, Divergence | None] = {}
         self._bodies = [self.index.body(p) for p in self.index.by_id.values()]
 
     def is_prefix(self, partial: str) -> bool:
@@ -263,6 +264,11 @@ class PrefixChecker:
 
     def marker(self, typed: str) -> Divergence | None:
         """A free-text ``[`` marker being typed: every finished id assembled, the last a prefix of one."""
+        if typed not in self._markers:  # one marker is typed a few characters at a time: its prefixes repeat
+            self._markers[typed] = self._marker(typed)
+        return self._markers[typed]
+
+    def _marker(self, typed: str) -> Divergence | None:
         parts = [p.strip() for p in re.split(r"[,;]", typed)]
         if not all(p == "" or _MARKER_IDS.fullmatch(p) for p in parts):
             return None  # not a citation marker (prose in brackets): the guard will not read it as one

@@ -395,8 +395,10 @@ class Session:
 
     def _diverged(self, claim: PartialClaim, n: int) -> ClaimDiverged | None:
         if self.free_text:
-            typed = self._reader.open_marker() if isinstance(self._reader, FreeTextReader) else None
-            found = self._prefix.marker(typed) if typed is not None and n == len(self._reader.claims) - 1 else None
+            reader = self._reader
+            last = isinstance(reader, FreeTextReader) and n == len(reader.claims) - 1  # a marker is the last claim's
+            typed = reader.open_marker() if last and isinstance(reader, FreeTextReader) else None
+            found = self._prefix.marker(typed) if typed is not None else None
         else:
             found = self._prefix.claim(claim, n, self.quoting)
         if found is None:
