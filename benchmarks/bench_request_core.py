@@ -19,6 +19,7 @@ Usage::
     python benchmarks/bench_request_core.py --claims 10 --rounds 1
     python benchmarks/bench_request_core.py --no-free-text      # structured answers only
     python benchmarks/bench_request_core.py --cite-tags         # and free text citing with <cite> tags
+    python benchmarks/bench_request_core.py --one-delta         # the whole output as one delta: per-claim work only
 """
 
 from __future__ import annotations
@@ -69,6 +70,15 @@ def _free_text(n: int, cite: bool = False) -> str:
     return " ".join(f"Harbour tunnel section {k} is {100 + k} meters long. [c-{k}]" for k in range(n))
 
 
+class _WholeOutput(FakeBackend):
+    """``FakeBackend`` streaming its whole output as one delta (``--one-delta``): what a stream costs per claim."""
+
+    @staticmethod
+    def deltas(text: str) -> list[str]:
+        """One delta: the whole output."""
+        return [text]
+
+
 class _Counts:
     """Counts index builds and per-claim checks while installed."""
 
@@ -105,9 +115,9 @@ def _timed(run: Callable[[], Any]) -> tuple[float, float, Any, int, int]:
     return elapsed, used, out, counts.builds, counts.checks
 
 
-def _floor(output: str, rounds: int) -> float:
+def _floor(output: str, rounds: int, backend: type[FakeBackend] = FakeBackend) -> float:
     """CPU ms to pull the output's deltas from ``FakeBackend.stream`` through a generator that does nothing else."""
-    fake = FakeBackend([output] * rounds)
+    fake = backend([output] * rounds)
 
     def relay() -> Iterator[Any]:
         for item in fake.stream(None, None, max_tokens=1):  # type: ignore[arg-type]
@@ -124,15 +134,19 @@ def _floor(output: str, rounds: int) -> float:
     return statistics.median(used) * 1000
 
 
-def measure(n: int, rounds: int, free_text: bool = False, cite: bool = False) -> dict[str, Any]:
+def measure(
+    n: int, rounds: int, free_text: bool = False, cite: bool = False, one_delta: bool = False
+) -> dict[str, Any]:
     """Medians of ``answer`` and ``stream`` (consumed to the end) at ``n`` claims, and the per-request counts.
 
-    ``cite``: the free text cites with ``<cite>`` tags, not ``[id]`` markers.
+    ``cite``: the free text cites with ``<cite>`` tags, not ``[id]`` markers. ``one_delta``: each whole output is
+    streamed as one delta (the per-claim work alone).
     """
     chunks = _chunks(n)
     free_text = free_text or cite
     output = _free_text(n, cite) if free_text else _output(n)
-    fake = FakeBackend([output] * (2 * rounds + 2), limits=BackendLimits(policies=()) if free_text else None)
+    backend = _WholeOutput if one_delta else FakeBackend
+    fake = backend([output] * (2 * rounds + 2), limits=BackendLimits(policies=()) if free_text else None)
     options = SchemaOptions(max_claims=n, max_citations=1, max_text_chars=80, max_span_chars=80)
     client = Citelock(fake, guard=Guard(SURFACE, LexicalJudge()), options=None if free_text else options)
     client.answer(QUESTION, chunks)  # warm-up: imports, the constraint cache
@@ -160,8 +174,8 @@ def measure(n: int, rounds: int, free_text: bool = False, cite: bool = False) ->
         "stream_ms": median["stream"],
         "answer_cpu_ms": median["answer_cpu"],
         "stream_cpu_ms": median["stream_cpu"],
-        "deltas": len(FakeBackend.deltas(output)),
-        "floor_cpu_ms": _floor(output, rounds),
+        "deltas": len(backend.deltas(output)),
+        "floor_cpu_ms": _floor(output, rounds, backend),
         "counts": counts,
         "same": same,
         "judge_calls": whole.result.accounting.judge_calls,
@@ -174,8 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="rounds per size (default: 7)")
     parser.add_argument("--no-free-text", action="store_true", help="skip the free-text rows")
     parser.add_argument("--cite-tags", action="store_true", help="add free-text rows citing with <cite> tags")
+    parser.add_argument(
+        "--one-delta", action="store_true", help="stream each whole output as one delta (the per-claim work alone)"
+    )
     args = parser.parse_args(argv)
-    table = Table(title="stream consumed to the end vs answer (FakeBackend, high stakes, lexical judge; one run)")
+    title = "stream consumed to the end vs answer (FakeBackend, high stakes, lexical judge; one run)"
+    table = Table(title=title + (", each output as one delta" if args.one_delta else ""))
     for column in (
         "answer",
         "claims",
@@ -198,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = [(n, False, False) for n in sizes] + ([] if args.no_free_text else [(n, True, False) for n in sizes])
     runs += [(n, True, True) for n in sizes] if args.cite_tags else []
     for n, free_text, cite in runs:
-        row = measure(n, args.rounds, free_text, cite)
+        row = measure(n, args.rounds, free_text, cite, args.one_delta)
         (a_builds, a_checks), (s_builds, s_checks) = row["counts"]["answer"], row["counts"]["stream"]
         extra = (row["stream_cpu_ms"] - row["answer_cpu_ms"]) * 1000 / row["deltas"]
         table.add_row(

@@ -258,13 +258,21 @@ def stream_events(job: StreamJob[A], observer: StreamObserver | None = None) -> 
     """
     run = StreamRun(job, observer)
     source = _deltas(job)
+    session = run.session
     try:
         try:
-            feed = run.feed
+            feed, step = run.feed, session.step
             for item in source:
-                events = feed(item)
-                if events:  # most deltas have none: no iterator made for them
-                    yield from events
+                if item.__class__ is str and run.first is not None and not (session.threaded and session.judged):
+                    # the usual delta, what feed() does without its layer: most have no events
+                    events = step(item)
+                    if events or session.over is not None:
+                        run.halted = run.stopped
+                        yield from events
+                else:
+                    events = feed(item)
+                    if events:
+                        yield from events
                 if run.halted:
                     break
         except CitelockError as exc:

@@ -54,6 +54,7 @@ class FreeTextReader:
     """
 
     touched = 2  # what the last delta changed: 2 any claim may have, 0 none (no new reading, no marker open)
+    open_citation: PartialCitation | None = None  # prose has no citation object being generated (a span never grows)
 
     def __init__(self, *, live: bool = True) -> None:
         self.text = ""
@@ -229,6 +230,7 @@ class PrefixChecker:
         self.known_ids = known_ids
         self._sorted = sorted(self.ids)
         self._prefixes: dict[str, bool] = {}
+        self._markers: dict[str, Divergence | None] = {}
         self._bodies = [self.index.body(p) for p in self.index.by_id.values()]
 
     def is_prefix(self, partial: str) -> bool:
@@ -266,26 +268,38 @@ class PrefixChecker:
                 cite.checked = (chunk_id, span, claim.done)
         return None
 
+    def id_holds(self, cite: PartialCitation | None) -> bool:
+        """The quick test of an id that grew: True when it still begins an assembled id and has no span beside it.
+
+        A span already there is checked against the id (the full check, :meth:`claim`); False means only "run the
+        full check", never a divergence.
+        """
+        return cite is not None and cite.span is None and not cite.chunk_id_done and self.is_prefix(cite.chunk_id)
+
     def span_holds(self, cite: PartialCitation | None) -> bool:
         """The quick test of a span that grew: True when it provably still holds where it was last found.
 
         Only for a plain span (what :meth:`_span` compares by its new characters alone) of a citation whose id
         holds; False means only "run the full check" (:meth:`claim`), never a divergence.
         """
-        if cite is None or cite.found_at < 0:
+        if cite is None or cite.found_at < 0 or cite.where is None:
             return False
         span = cite.span
         if not span or not (span.isascii() and span.isprintable()) or "&" in span or "  " in span:
             return False
-        placed = self.index.by_id.get(cite.chunk_id)
-        p = placed.placement if placed is not None else None
-        if p is None or cite.found_at < p.norm_start:
+        hay, start, end = cite.where
+        if cite.found_at < start:
             return False
         needle = (span[:-1] if span[-1].isalpha() or span[-1] in "=<>" else span).strip(" ")
-        return self.index.record.normalized[p.message].startswith(needle, cite.found_at, p.norm_end)
+        return hay.startswith(needle, cite.found_at, end)
 
     def marker(self, typed: str) -> Divergence | None:
         """A free-text ``[`` marker being typed: every finished id assembled, the last a prefix of one."""
+        if typed not in self._markers:  # one marker is typed a few characters at a time: its prefixes repeat
+            self._markers[typed] = self._marker(typed)
+        return self._markers[typed]
+
+    def _marker(self, typed: str) -> Divergence | None:
         parts = [p.strip() for p in re.split(r"[,;]", typed)]
         if not all(p == "" or _MARKER_IDS.fullmatch(p) for p in parts):
             return None  # not a citation marker (prose in brackets): the guard will not read it as one
@@ -311,6 +325,8 @@ class PrefixChecker:
             return None
         placed = self.index.by_id[chunk_id]
         p = placed.placement
+        # where this id's body sits in its normalized message, for span_holds (the id reset found_at if it changed)
+        cite.where = (self.index.record.normalized[p.message], p.norm_start, p.norm_end) if p is not None else None
         at = cite.found_at
         if (
             p is not None

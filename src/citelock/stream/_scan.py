@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from citelock.constraint._grammar import quote_body
 from citelock.records import Citation, Claim
 
-__all__ = ["FIELD", "SHAPE", "SPAN", "TEXT", "ClaimScanner", "PartialCitation", "PartialClaim"]
+__all__ = ["FIELD", "ID", "SHAPE", "SPAN", "TEXT", "ClaimScanner", "PartialCitation", "PartialClaim"]
 
-TEXT, FIELD, SHAPE, SPAN = 1, 2, 3, 4
-"""What a delta changed (:attr:`ClaimScanner.touched`): only the open claim's text; an id, a claim's end, or more
-than one kind of change; only the shape (a claim or citation begun, a citation closed, a field begun empty); only
-the open citation's span grew."""
+TEXT, FIELD, SHAPE, SPAN, ID = 1, 2, 3, 4, 5
+"""What a delta changed (:attr:`ClaimScanner.touched`): only the open claim's text; an id closed, a claim's end,
+or more than one kind of change; only the shape (a claim or citation begun, a citation closed, a field begun
+empty); only the open citation's span grew; only the open citation's id grew (not closed)."""
 
 
 @dataclass(eq=False)
@@ -38,6 +38,7 @@ class PartialCitation:
     chunk_id_done: bool = False
     checked: tuple[str, str, bool] | None = None  # (chunk_id, span, whole) the per-delta check last passed
     found_at: int = -1  # where in its prompt message that span was found (normalized offset)
+    where: tuple[str, int, int] | None = None  # its chunk's normalized message, body start and end (the last check)
 
 
 @dataclass(eq=False)
@@ -87,8 +88,8 @@ class ClaimScanner:
         touched: What the last delta changed: 0 no claim (pure structure: ``"``, ``:``, ``,``), :data:`TEXT` only
             the text of the claim being generated, :data:`SPAN` only the open citation's span grew, :data:`SHAPE`
             only the shape (a claim or citation begun, a citation closed, a field begun empty: nothing a prefix
-            check reads), ``FIELD`` (2) anything else (an id grew or closed, a claim closed, several kinds at
-            once). The per-delta checks skip what did not change.
+            check reads), :data:`ID` only the open citation's id grew, ``FIELD`` (2) anything else (an id closed,
+            a claim closed, several kinds at once). The per-delta checks skip what did not change.
     """
 
     def __init__(self) -> None:
@@ -127,20 +128,31 @@ class ClaimScanner:
         self.touched = 0
         state = self._state
         if state == _STRING and '"' not in delta and "\\" not in delta and delta.isprintable():
-            self._add(delta)  # the usual delta: a word inside a string
+            # the usual delta: a word inside a string (what _add does, inlined for the open text and span)
+            target = self._target
+            if target == _TEXT and self._claim is not None:
+                self.touched = TEXT
+                self._claim.text += delta
+            elif target == _SPAN and self._cite is not None:
+                self.touched = SPAN
+                self._cite.span = (self._cite.span or "") + delta
+            else:
+                self._add(delta)
             return self.claims
         if state == _ERROR:
             return self.claims
         i, n = 0, len(delta)
         while i < n:
             if state == _STRING:
-                run = _STRING_RUN.match(delta, i)
-                if run is not None:
-                    self._add(run.group())
-                    i = run.end()
-                    if i >= n:
-                        break
                 c = delta[i]
+                if c != '"' and c != "\\":  # a run of string contents first (a delta of one quote has none)
+                    run = _STRING_RUN.match(delta, i)
+                    if run is not None:
+                        self._add(run.group())
+                        i = run.end()
+                        if i >= n:
+                            break
+                        c = delta[i]
                 i += 1
                 if c == '"':
                     state = self._close_string()
@@ -329,7 +341,7 @@ class ClaimScanner:
             self._touch(TEXT)
             self._claim.text += piece
         elif target == _ID and self._cite is not None:
-            self.touched = 2
+            self._touch(ID)
             self._cite.chunk_id += piece
             self._cite.found_at = -1
         elif target == _SPAN and self._cite is not None:

@@ -38,7 +38,7 @@ from citelock.stream._events import (
     Show,
 )
 from citelock.stream._incremental import FreeTextReader, JsonReader, PartialClaim, PrefixChecker
-from citelock.stream._scan import FIELD, SHAPE, SPAN, TEXT
+from citelock.stream._scan import FIELD, ID, SHAPE, SPAN, TEXT
 from citelock.stream._serial import SerialLane
 
 __all__ = [
@@ -69,11 +69,28 @@ class MemoJudge:
         self.name = inner.name
         self.version = inner.version
         self._memo: dict[tuple[str, str], Future[Verdict]] = {}
+        self._verdicts: dict[tuple[str, str], Verdict] = {}  # the memo's settled verdicts, read without the lock
         self._lock = Lock()
+        self._inline = getattr(inner, "inline", False) is True
 
     def judge(self, claim: str, passage: str) -> Verdict:
         """The inner judge's verdict on ``(claim, passage)``, asked at most once."""
         key = (claim, passage)
+        verdict = self._verdicts.get(key)
+        if verdict is not None:
+            return verdict
+        if self._inline:  # a judge of microseconds: called under the lock, no future to hand its verdict over
+            with self._lock:
+                future = self._memo.get(key)
+                if future is None:
+                    try:
+                        verdict = self._verdicts[key] = self.inner.judge(claim, passage)
+                    except BaseException as exc:  # the same failure for every later caller
+                        future = self._memo[key] = Future()
+                        future.set_exception(exc)
+                        raise
+                    return verdict
+            return future.result()
         with self._lock:
             future = self._memo.get(key)
             owner = future is None
@@ -81,7 +98,9 @@ class MemoJudge:
                 future = self._memo[key] = Future()
         if owner:
             try:
-                future.set_result(self.inner.judge(claim, passage))
+                verdict = self.inner.judge(claim, passage)
+                self._verdicts[key] = verdict
+                future.set_result(verdict)
             except BaseException as exc:  # the same failure for every caller, as a direct call would raise
                 future.set_exception(exc)
         return future.result()
@@ -146,6 +165,7 @@ class Session:
     cut: ClaimDiverged | None = None
     over: OutputBoundsError | None = None
     checked: list[Claim] = field(default_factory=list)
+    threaded: bool = False  # a judge runs on a worker thread: its verdicts arrive between deltas (see judged)
     _reader: JsonReader | FreeTextReader = field(init=False)
     _prefix: PrefixChecker = field(init=False)
     _shown: dict[int, _Shown] = field(default_factory=dict)
@@ -161,6 +181,8 @@ class Session:
     fold: GuardFold = field(init=False)
     _text_checked: bool = field(init=False)
     _limit: int = field(init=False)
+    _max_chars: int = field(init=False)
+    _spans_quiet: bool = field(init=False)
     _inline: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -170,6 +192,9 @@ class Session:
         # a claim's text as it grows matters to the quote check and to a screen showing it; else only when done
         self._text_checked = self.quoting or self.show == "immediately"
         self._limit = self._max_claims
+        self._max_chars = self.bounds[1] if self.bounds is not None else 1 << 62
+        # a plain span's growth is read by no screen and, unless the policy quotes, confirmed by one comparison
+        self._spans_quiet = self.show != "immediately" and not self.quoting
         judges = [j for j in (self.guard.judge, self.guard.escalate) if j is not None]
         self._inline = all(getattr(getattr(j, "inner", j), "inline", False) is True for j in judges)
 
@@ -192,6 +217,18 @@ class Session:
         self.tokens += 1
         reader = self._reader
         claims = reader.feed(delta)
+        touched = reader.touched
+        # the usual deltas, which no check or screen reads: a word of a text nothing reads yet, pure structure, a
+        # span that provably still holds where it was found, the shape alone with no screen showing it (within
+        # the schema's bounds), an id still the prefix of an assembled one in a citation with no span yet
+        if reader.length <= self._max_chars and (
+            not touched
+            or (touched == TEXT and not self._text_checked)
+            or (touched == SPAN and self._spans_quiet and self._prefix.span_holds(reader.open_citation))
+            or (touched == SHAPE and self.show != "immediately" and len(claims) <= self._limit)
+            or (touched == ID and self.show != "immediately" and self._prefix.id_holds(reader.open_citation))
+        ):
+            return _NO_EVENTS
         bounds = self.bounds
         if bounds is not None and (len(claims) > bounds[0] or reader.length > bounds[1]):
             self.over = self._beyond(claims)
@@ -358,8 +395,10 @@ class Session:
 
     def _diverged(self, claim: PartialClaim, n: int) -> ClaimDiverged | None:
         if self.free_text:
-            typed = self._reader.open_marker() if isinstance(self._reader, FreeTextReader) else None
-            found = self._prefix.marker(typed) if typed is not None and n == len(self._reader.claims) - 1 else None
+            reader = self._reader
+            last = isinstance(reader, FreeTextReader) and n == len(reader.claims) - 1  # a marker is the last claim's
+            typed = reader.open_marker() if last and isinstance(reader, FreeTextReader) else None
+            found = self._prefix.marker(typed) if typed is not None else None
         else:
             found = self._prefix.claim(claim, n, self.quoting)
         if found is None:
@@ -429,9 +468,8 @@ class Session:
                 claim_index=n, claim=built, passed=passed, citations=citations, findings=findings, judging=judging
             )
         ]
-        reasons = tuple(dict.fromkeys(f.reason for f in findings))
         if not passed:
-            out += self._failed(n, reasons)
+            out += self._failed(n, tuple(dict.fromkeys(f.reason for f in findings)))
         elif self.show == "after_checks" or (self.show == "after_judge" and not judging):
             out += self._show(n)
         if self.fold.judging is None:  # no judge can be called: the claim's support selection, at once
@@ -442,6 +480,7 @@ class Session:
             return [*out, *self._judged(n, support)] if judging else out
         if self._lane is None:  # one call at a time: the judge sees the claims in answer order, as a whole run does
             self._lane = SerialLane()
+            self.threaded = True
         fold = self.fold
         future = self._lane.submit(lambda: fold.support(n))
         if judging:
@@ -473,7 +512,7 @@ class Session:
 
     def _judged(self, n: int, support: ClaimSupport) -> list[Event]:
         outcome = self.fold.outcome(n, support)
-        checks = tuple(sorted(support[0], key=lambda c: c.citation_index))
+        checks = support[0] if len(support[0]) < 2 else tuple(sorted(support[0], key=lambda c: c.citation_index))
         findings = (*self.fold.checks[n].findings, *support[1])
         passed = outcome.action == "serve" and not outcome.reasons
         out: list[Event] = [

@@ -242,13 +242,13 @@ class StreamTrace:
 
     def events(self, job: Any, drive: Callable[..., Iterator[_T]]) -> Iterator[_T]:
         """``drive(job, self)``'s events, each step run under ``citelock.answer`` (this trace observes the job)."""
-        steps: Around[_T] = Around(self._start(job, drive), lambda: _current(self.context))
+        steps: Around[_T] = Around(self._start(job, drive), lambda: _Current(self.context))
         with self._ending(), closing(steps):
             yield from steps
 
     async def aevents(self, job: Any, drive: Callable[..., AsyncIterator[_T]]) -> AsyncIterator[_T]:
         """:meth:`events` for an async stream."""
-        steps: Around[_T] = Around(self._start(job, drive), lambda: _current(self.context))
+        steps: Around[_T] = Around(self._start(job, drive), lambda: _Current(self.context))
         with self._ending():
             async with aclosing(steps):
                 async for item in steps:
@@ -256,7 +256,7 @@ class StreamTrace:
 
     def _start(self, job: Any, drive: Callable[..., _I]) -> _I:
         """Begin ``chat`` and build the driver, under ``citelock.answer``."""
-        with _current(self.context):
+        with _Current(self.context):
             self._begin(job)
             return drive(job, self)
 
@@ -276,14 +276,22 @@ class StreamTrace:
 _I = TypeVar("_I")
 
 
-@contextmanager
-def _current(ctx: context.Context) -> Iterator[None]:
-    """``ctx`` is the current context within the block (the stream's ``citelock.answer``)."""
-    token = context.attach(ctx)
-    try:
-        yield
-    finally:
-        context.detach(token)
+class _Current:
+    """``ctx`` is the current context within the block (the stream's ``citelock.answer``).
+
+    A class, not a generator context manager: a stream enters it once per event.
+    """
+
+    __slots__ = ("_ctx", "_token")
+
+    def __init__(self, ctx: context.Context) -> None:
+        self._ctx = ctx
+
+    def __enter__(self) -> None:
+        self._token = context.attach(self._ctx)
+
+    def __exit__(self, *exc: object) -> None:
+        context.detach(self._token)
 
 
 def stream_trace() -> StreamTrace:
