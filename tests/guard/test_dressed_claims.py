@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -66,6 +66,8 @@ def _numeric(line: str) -> bool:
 
 @FAST
 @given(DRESSED, st.booleans())
+@example("You should know To answer your question, the Aurora Bridge never opened", False)  # was "advice"
+@example("You should know to answer your question: the Aurora Bridge never opened", True)
 def test_no_dressed_false_fact_passes_the_guard(line: str, structured: bool) -> None:
     answer: Any = {"claims": [{"text": line, "citations": []}]} if structured else line
     report = citelock.check(RECORD, answer)

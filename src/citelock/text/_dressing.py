@@ -62,6 +62,14 @@ _LEAD = re.compile(
     r")(?:\s+that\b\s*|\s*[:,.!\u2013\u2014-]+\s*)",
     re.IGNORECASE,
 )
+_TO_LEAD = (
+    r"(?:just )?to (?:be clear|clarify|answer (?:your|the|this) question|address (?:your|the|this) question"
+    r"|sum (?:it |this )?up|recap|summari[sz]e)" + _SEP
+)
+"""A lead-in that starts with "to" ("To answer your question, ..."): after a bare verb of knowing it is dressing, not
+the infinitive of advice ("You should know to answer your question, the bridge never opened" claims the bridge
+never opened; "You should know to check the schedule" is advice)."""
+
 _LEAD_BARE = re.compile(
     # Verbs of knowing and telling that take a clause without "that": "You should know the bridge opened ...".
     r"^(?:(?:and|also|but|so|now|well),? )?(?:(?:ok(?:ay)?|well|and|yes|yeah|alright) so|so basically|so yeah"
@@ -71,7 +79,7 @@ _LEAD_BARE = re.compile(
     r"|(?:please )?(?:note|remember|keep in mind|bear in mind|don't forget|do not forget)"
     r"|i (?:can )?(?:tell you|confirm|assure you|promise you)|i(?:'d| would) (?:say|add)"
     r"|(?:i'm|i am) (?:glad|happy|pleased|sad|sorry|excited|proud) to (?:say|report|tell you|confirm|share))\s+"
-    r"(?!to\b|that\b|if\b|whether\b|what\b|how\b|why\b|when\b|where\b|who\b|which\b)",
+    r"(?!(?!" + _TO_LEAD + r")to\b|that\b|if\b|whether\b|what\b|how\b|why\b|when\b|where\b|who\b|which\b)",
     re.IGNORECASE,
 )
 _TAG_QUESTION = re.compile(
