@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from citelock.errors import InputError
+from citelock.errors import CitelockError, InputError
 from citelock.prompt._assemble import coerce_chunks
+from citelock.prompt._labels import mislabeled
 from citelock.prompt._search import TextSearch
 from citelock.prompt._templates import PromptTemplate, load_template
 from citelock.records import (
@@ -111,6 +112,7 @@ class _Normalized:
     """Normalized messages with compact offset maps (anchors), kept only while a record is being built."""
 
     def __init__(self, messages: Sequence[Message]) -> None:
+        self.roles = [m.role for m in messages]
         pairs = [normalize_with_anchors(m.content) for m in messages]
         self.texts = [text for text, _ in pairs]
         self.anchors = tuple(anchors for _, anchors in pairs)
@@ -138,10 +140,19 @@ class _Normalized:
             "norm_end": norm_end,
         }
 
-    def find(self, needle: str) -> tuple[int, int] | None:
-        """First (message, normalized offset) where ``needle`` occurs."""
+    def find(self, needle: str, outside: _Where | None = None) -> tuple[int, int] | None:
+        """First (message, normalized offset) where ``needle`` occurs as a passage could.
+
+        Never in an ``assistant`` turn (the model's own words are no retrieved passage), nor wholly inside
+        ``outside`` (the question's range): the placements :func:`derived_problem` refuses are never made.
+        """
         for index, search in enumerate(self.searches):
+            if self.roles[index] == "assistant":
+                continue
             at = search.first(needle)
+            if outside is not None and outside[0] == index:
+                while at >= 0 and _within(at, at + len(needle), outside[1], outside[2]):
+                    at = self.texts[index].find(needle, at + 1)
             if at >= 0:
                 return index, at
         return None
@@ -168,6 +179,13 @@ def serialize(
         A :class:`PromptRecord` whose chunks are all ``complete`` with exact raw and normalized offsets.
     """
     tmpl = load_template(template) if isinstance(template, str) else template
+    return _built(_rendered(context, tmpl, request_id=request_id, metadata=metadata))
+
+
+def _rendered(
+    context: Context, tmpl: PromptTemplate, *, request_id: str | None, metadata: Mapping[str, Any] | None
+) -> PromptRecord:
+    """:func:`serialize`'s record, not registered as built (the derived check re-renders with it)."""
     bodies: list[tuple[str, int]] = []  # (rendered chunk, offset of the text field inside the body block)
     parts: list[str] = []
     length = 0
@@ -192,20 +210,18 @@ def serialize(
     q_start = starts["question"]
     question_placement = norm.placement(1, q_start, q_start + len(escaped_question))
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
-    return _built(
-        PromptRecord(
-            **kwargs,
-            template=TemplateRef(name=tmpl.name, version=tmpl.version),
-            messages=messages,
-            normalized=tuple(norm.texts),
-            offset_maps=norm.anchors,
-            sha256=messages_sha256(messages),
-            question=context.question,
-            question_placement=question_placement,
-            chunks=tuple(placed),
-            dropped=context.dropped,
-            metadata=dict(metadata or {}),
-        )
+    return PromptRecord(
+        **kwargs,
+        template=TemplateRef(name=tmpl.name, version=tmpl.version),
+        messages=messages,
+        normalized=tuple(norm.texts),
+        offset_maps=norm.anchors,
+        sha256=messages_sha256(messages),
+        question=context.question,
+        question_placement=question_placement,
+        chunks=tuple(placed),
+        dropped=context.dropped,
+        metadata=dict(metadata or {}),
     )
 
 
@@ -244,8 +260,11 @@ def with_history(record: PromptRecord, history: Iterable[Message | Mapping[str, 
             the one system prompt).
     """
     earlier = _coerce_messages(history, empty_ok=True, what="history")
-    if not earlier:
-        return record
+    return record if not earlier else _built(_historied(record, earlier))
+
+
+def _historied(record: PromptRecord, earlier: tuple[Message, ...]) -> PromptRecord:
+    """:func:`with_history`'s record, not registered as built (the derived check re-renders with it)."""
     for index, message in enumerate(earlier):
         if message.role not in ("user", "assistant"):
             raise InputError(
@@ -263,17 +282,15 @@ def with_history(record: PromptRecord, history: Iterable[Message | Mapping[str, 
             return placement
         return placement.model_copy(update={"message": placement.message + shift})
 
-    return _built(
-        record.model_copy(
-            update={
-                "messages": messages,
-                "normalized": (record.normalized[0], *norm.texts, record.normalized[1]),
-                "offset_maps": (record.offset_maps[0], *norm.anchors, record.offset_maps[1]),
-                "sha256": messages_sha256(messages),
-                "question_placement": moved(record.question_placement),
-                "chunks": tuple(pc.model_copy(update={"placement": moved(pc.placement)}) for pc in record.chunks),
-            }
-        )
+    return record.model_copy(
+        update={
+            "messages": messages,
+            "normalized": (record.normalized[0], *norm.texts, record.normalized[1]),
+            "offset_maps": (record.offset_maps[0], *norm.anchors, record.offset_maps[1]),
+            "sha256": messages_sha256(messages),
+            "question_placement": moved(record.question_placement),
+            "chunks": tuple(pc.model_copy(update={"placement": moved(pc.placement)}) for pc in record.chunks),
+        }
     )
 
 
@@ -285,11 +302,21 @@ _Located = tuple[Chunk, ChunkStatus, _Where | None]
 _PLACED_CHUNKS: TypeAdapter[tuple[PlacedChunk, ...]] = TypeAdapter(tuple[PlacedChunk, ...])
 
 
-def _locate(norm: _Normalized, chunk: Chunk, body: str) -> _Located:
-    """Where the chunk's normalized ``body`` (or its longest surviving prefix) is in the prompt."""
+def _within(start: int, end: int, outer_start: int, outer_end: int) -> bool:
+    """The range ``[start, end)`` lies inside ``[outer_start, outer_end)`` (an empty one strictly inside)."""
+    if start == end:
+        return outer_start < start < outer_end
+    return outer_start <= start and end <= outer_end
+
+
+def _locate(norm: _Normalized, chunk: Chunk, body: str, question_at: _Where | None) -> _Located:
+    """Where the chunk's normalized ``body`` (or its longest surviving prefix) is in the prompt.
+
+    The first occurrence that is not in an assistant turn nor inside the question (see :meth:`_Normalized.find`).
+    """
     if not body:
         return chunk, "missing", None
-    hit = norm.find(body)
+    hit = norm.find(body, question_at)
     if hit is not None:
         message, at = hit
         return chunk, "complete", (message, at, at + len(body))
@@ -297,20 +324,21 @@ def _locate(norm: _Normalized, chunk: Chunk, body: str) -> _Located:
     low, high = 0, len(body) - 1
     while low < high:
         mid = (low + high + 1) // 2
-        if norm.find(body[:mid]) is not None:
+        if norm.find(body[:mid], question_at) is not None:
             low = mid
         else:
             high = mid - 1
     if low < MIN_TRUNCATED_PREFIX:
         return chunk, "missing", None
-    message, at = norm.find(body[:low]) or (0, 0)
+    message, at = norm.find(body[:low], question_at) or (0, 0)
     return chunk, "truncated", (message, at, at + low)
 
 
 def _header_only(norm: _Normalized, located: _Located, taken: Sequence[_Where]) -> _Located:
     """A ``missing`` chunk whose id header is still in the prompt had its whole body cut: ``truncated``.
 
-    The id must occur as a whole token outside every located chunk body and outside the question; an id of
+    The id must occur as a whole token outside every located chunk body, outside the question and outside the
+    assistant turns (the model naming a source is no header); an id of
     digits only must also touch a bracket, quote, ``#``, ``:`` or ``=`` (``[3]``, ``id="3"``), so that a bare
     number in the prose is not taken for a header. The body's placement is then empty, right after the id (a
     surviving scrap shorter than :data:`MIN_TRUNCATED_PREFIX` is not located).
@@ -319,6 +347,8 @@ def _header_only(norm: _Normalized, located: _Located, taken: Sequence[_Where]) 
     chunk_id = normalize(chunk.id)
     pattern = re.compile(rf"(?<![\w-]){re.escape(chunk_id)}(?![\w-])")
     for message, text in enumerate(norm.texts):
+        if norm.roles[message] == "assistant":
+            continue
         # The regex's matches, left to right as finditer gives them; str.find skips to each candidate first.
         at = text.find(chunk_id)
         while at >= 0:
@@ -358,19 +388,20 @@ def record_from_messages(
         metadata: Caller-supplied values carried on the record.
 
     Raises:
-        InputError: no messages, a malformed message or chunk, or duplicate chunk ids.
+        InputError: no messages, a malformed message or chunk, duplicate chunk ids, or messages that write
+            another chunk's id beside a chunk's body (:func:`~citelock.prompt._labels.mislabeled`).
     """
     msgs = _coerce_messages(messages)
     norm = _Normalized(msgs)
     given = coerce_chunks(chunks)
     bodies = normalize_all([chunk.text for chunk in given])
-    located = [_locate(norm, chunk, body) for chunk, body in zip(given, bodies, strict=True)]
     question_at: _Where | None = None
     nq = normalize(question) if question else ""
     if nq:
         hit = norm.rfind(nq)
         if hit is not None:
             question_at = (hit[0], hit[1], hit[1] + len(nq))
+    located = [_locate(norm, chunk, body, question_at) for chunk, body in zip(given, bodies, strict=True)]
     taken = [where for _, _, where in located if where is not None]
     if question_at is not None:
         taken.append(question_at)
@@ -387,20 +418,22 @@ def record_from_messages(
     )
     question_placement = None if question_at is None else Placement(**norm.placement_fields(*question_at))
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
-    return _built(
-        PromptRecord(
-            **kwargs,
-            template=template or TemplateRef(name="external", version="0"),
-            messages=msgs,
-            normalized=tuple(norm.texts),
-            offset_maps=norm.anchors,
-            sha256=messages_sha256(msgs),
-            question=question,
-            question_placement=question_placement,
-            chunks=placed,
-            metadata=dict(metadata or {}),
-        )
+    record = PromptRecord(
+        **kwargs,
+        template=template or TemplateRef(name="external", version="0"),
+        messages=msgs,
+        normalized=tuple(norm.texts),
+        offset_maps=norm.anchors,
+        sha256=messages_sha256(msgs),
+        question=question,
+        question_placement=question_placement,
+        chunks=placed,
+        metadata=dict(metadata or {}),
     )
+    problems = mislabeled(record)
+    if problems:
+        raise InputError("the messages contradict the chunks: " + "; ".join(problems))
+    return _built(record)
 
 
 # --- a record that enters from outside: its derived fields are derived --------------------------------------
@@ -411,13 +444,33 @@ def derived_problem(record: PromptRecord) -> str | None:
 
     The messages are the truth; everything else a check relies on is derived from them and recomputed here:
     ``sha256``, the ``normalized`` copy and the ``offset_maps`` of every message (compared exactly), and every
-    placement (the chunk bodies' and the question's): in range, raw and normalized offsets that map onto each
-    other, and the normalized text there equal to the chunk's text (``complete``) or a prefix of it
-    (``truncated``), or to the question. A record edited anywhere but its messages (a ``normalized`` copy
-    saying 1999 where the prompt said 1932) is refused instead of passing provenance for text never sent. The
-    chunks' texts themselves are what the caller says was retrieved: they are input, not derived.
+    placement (the chunk bodies' and the question's). A record edited anywhere but its messages (a
+    ``normalized`` copy saying 1999 where the prompt said 1932) is refused instead of passing provenance for
+    text never sent. The chunks' texts and ids are what the caller says was retrieved: input, not derived; but a
+    placement counts only where the prompt as sent puts that chunk, which is decided two ways:
 
-    Cost: one normalization of every message and every chunk text (what building the record cost).
+    - **A bundled template** (the record names a template of ``prompts/``, ``answer_structured.v2`` say): the
+      prompt is rendered again from the record's question, chunks and history (the messages between the system
+      prompt and the last user turn), as :func:`serialize` and :func:`with_history` render it, and the messages,
+      normalized copies, offset maps, statuses and placements must be identical. A chunk renamed in ``chunks``
+      (the prompt still says the old id), a chunk placed on the question, the system prompt, the template's own
+      words or an earlier assistant turn, a record of some other prompt relabelled as the template's: each
+      renders differently and is refused, naming the first difference. Nothing falls back to the structural
+      checks; a template of the caller's own must carry a name of its own.
+    - **Any other prompt** (``external``, a wrapped call's, an adapter's): its layout is the caller's, so the
+      checks are structural. Each placement must be in range with raw and normalized offsets that map onto each
+      other, the normalized text there equal to the chunk's text (``complete``) or a prefix of it
+      (``truncated``); it must not be in an ``assistant`` turn (the model's own words are no retrieved passage)
+      nor inside the question's placement; and the ids the messages write nearest a body, if any of the
+      record's ids are there, must include the chunk's own (:func:`~citelock.prompt._labels.mislabeled`: a
+      renamed or swapped id is refused when another id of the record labels the body). What these cannot see:
+      a chunk whose text is the caller's own system prompt or template words, or a renamed chunk in a prompt
+      that writes none of the record's ids beside it; a system message cannot be ruled out (a wrapped call adds
+      its sources as one), nor can a missing id header (the framework adapters send passages without one).
+
+    Cost: one normalization of every message (what building the record cost). A bundled template's record is
+    rendered again instead of normalizing its chunk texts (about what :func:`serialize` costs); another record
+    adds one search of the text between its bodies for its ids.
     """
     messages = record.messages
     if record.sha256 != messages_sha256(messages):
@@ -427,17 +480,20 @@ def derived_problem(record: PromptRecord) -> str | None:
             f"normalized and offset_maps must hold one entry per message ({len(messages)}), got "
             f"{len(record.normalized)} and {len(record.offset_maps)}"
         )
-    for index, message in enumerate(messages):
-        text, anchors = normalize_with_anchors(message.content)
-        if record.normalized[index] != text:
-            return f"normalized[{index}] is not the normalized text of messages[{index}]: it was edited"
-        if tuple(map(tuple, record.offset_maps[index])) != tuple(map(tuple, anchors)):
-            return f"offset_maps[{index}] is not the offset map of messages[{index}]: it was edited"
     seen: set[str] = set()
     for number, placed in enumerate(record.chunks):
         if placed.id in seen:
             return f"chunks[{number}]: chunk id {placed.id!r} appears twice"
         seen.add(placed.id)
+    template = _bundled(record.template)
+    if template is not None:
+        return _rendered_problem(record, template)
+    for index, message in enumerate(messages):
+        text, anchors = normalize_with_anchors(message.content)
+        problem = _normalized_problem(record, index, text, anchors)
+        if problem is not None:
+            return problem
+    for number, placed in enumerate(record.chunks):
         problem = _chunk_problem(record, placed)
         if problem is not None:
             return f"chunks[{number}] ({placed.id!r}): {problem}"
@@ -452,7 +508,86 @@ def derived_problem(record: PromptRecord) -> str | None:
             problem = "the text there is not the question"
         if problem is not None:
             return f"question_placement: {problem}"
+    labels = mislabeled(record)
+    return None if not labels else labels[0]
+
+
+def _normalized_problem(record: PromptRecord, index: int, text: str, anchors: Sequence[Any]) -> str | None:
+    if record.normalized[index] != text:
+        return f"normalized[{index}] is not the normalized text of messages[{index}]: it was edited"
+    if tuple(map(tuple, record.offset_maps[index])) != tuple(map(tuple, anchors)):
+        return f"offset_maps[{index}] is not the offset map of messages[{index}]: it was edited"
     return None
+
+
+_TEMPLATE_NAME = re.compile(r"[A-Za-z0-9_]+")
+_TEMPLATE_VERSION = re.compile(r"[0-9]+")
+
+
+def _bundled(ref: TemplateRef) -> PromptTemplate | None:
+    """The bundled template ``ref`` names, or None (``external``, ``wrap``, a caller's own)."""
+    if not (_TEMPLATE_NAME.fullmatch(ref.name) and _TEMPLATE_VERSION.fullmatch(ref.version)):
+        return None  # a name that is no file of prompts/ (and never a path to one)
+    try:
+        return load_template(ref.name, ref.version)
+    except InputError:
+        return None
+
+
+def _rendered_problem(record: PromptRecord, template: PromptTemplate) -> str | None:
+    """What differs between ``record`` and the record ``template`` renders from its question, chunks, history."""
+    name = f"{template.name}.v{template.version}"
+    what = f"not what {name} renders from the record's chunks, question and history"
+    if record.question is None:
+        return f"names template {name} but has no question to render it with"
+    if len(record.messages) < 2:
+        return f"names template {name} but has {len(record.messages)} message(s); it renders [system, *history, user]"
+    try:
+        context = Context(question=record.question, chunks=tuple(pc.chunk for pc in record.chunks))
+        rebuilt = _rendered(context, template, request_id=None, metadata=None)
+        history = record.messages[1:-1]
+        if history:
+            rebuilt = _historied(rebuilt, history)
+    except CitelockError as exc:
+        return f"names template {name}, which cannot render it: {exc}"
+    for index, (message, expected) in enumerate(zip(record.messages, rebuilt.messages, strict=True)):
+        if message != expected:
+            return (
+                f"messages[{index}] is {what} (chunk ids or texts, the question or the history were edited, or "
+                f"another prompt was labelled {name}): {_difference(message, expected)}"
+            )
+    for index, (text, anchors) in enumerate(zip(rebuilt.normalized, rebuilt.offset_maps, strict=True)):
+        problem = _normalized_problem(record, index, text, anchors)
+        if problem is not None:
+            return problem
+    for number, (placed, expected_chunk) in enumerate(zip(record.chunks, rebuilt.chunks, strict=True)):
+        if (placed.status, placed.placement) != (expected_chunk.status, expected_chunk.placement):
+            return (
+                f"chunks[{number}] ({placed.id!r}): status {placed.status} at {_where(placed.placement)} is {what}: "
+                f"expected {expected_chunk.status} at {_where(expected_chunk.placement)}, its body in the sources"
+            )
+    if record.question_placement != rebuilt.question_placement:
+        return (
+            f"question_placement {_where(record.question_placement)} is {what}: expected "
+            f"{_where(rebuilt.question_placement)}"
+        )
+    return None
+
+
+def _where(p: Placement | None) -> str:
+    if p is None:
+        return "no placement"
+    return f"messages[{p.message}] {p.start}-{p.end} (normalized {p.norm_start}-{p.norm_end})"
+
+
+def _difference(message: Message, expected: Message) -> str:
+    """Where ``message`` first differs from ``expected``, with a few characters of each from there."""
+    if message.role != expected.role:
+        return f"role {message.role!r}, expected {expected.role!r}"
+    got, want = message.content, expected.content
+    at = next((k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+    shown = max(0, at - 16)
+    return f"at character {at} it says {got[shown : at + 32]!r}, expected {want[shown : at + 32]!r}"
 
 
 def _chunk_problem(record: PromptRecord, placed: PlacedChunk) -> str | None:
@@ -464,6 +599,14 @@ def _chunk_problem(record: PromptRecord, placed: PlacedChunk) -> str | None:
     problem = _placement_problem(record, p)
     if problem is not None:
         return problem
+    if record.messages[p.message].role == "assistant":
+        return (
+            f"it is placed on messages[{p.message}], an assistant turn: the model's own words are never a retrieved "
+            "passage (expected a placement in the sources the prompt gave)"
+        )
+    q = record.question_placement
+    if q is not None and q.message == p.message and _within(p.norm_start, p.norm_end, q.norm_start, q.norm_end):
+        return "it is placed on the question's text, which is no retrieved passage (expected its body in the sources)"
     there, full = _placed_text(record, p), normalize(placed.chunk.text)
     if placed.status == "complete" and there != full:
         return "the prompt text at its placement is not the chunk's text (placement or text edited)"
