@@ -8,6 +8,7 @@ text: a chunk whose full text is there is ``complete``; one of which only a pref
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import weakref
@@ -116,13 +117,17 @@ class _Normalized:
         pairs = [normalize_with_anchors(m.content) for m in messages]
         self.texts = [text for text, _ in pairs]
         self.anchors = tuple(anchors for _, anchors in pairs)
-        self.searches = [TextSearch(text) for text in self.texts]
 
-    def placement(self, message: int, start: int, end: int) -> Placement:
-        """The placement of the raw range ``[start, end)`` of a message."""
+    @functools.cached_property
+    def searches(self) -> list[TextSearch]:
+        """One search per message (built when a body is first located: rendering needs none)."""
+        return [TextSearch(text) for text in self.texts]
+
+    def placement(self, message: int, start: int, end: int, *, shown_as: int | None = None) -> Placement:
+        """The placement of the raw range ``[start, end)`` of a message (named ``shown_as`` when given)."""
         anchors, length = self.anchors[message], len(self.texts[message])
         return Placement(
-            message=message,
+            message=message if shown_as is None else shown_as,
             start=start,
             end=end,
             norm_start=norm_offset(anchors, length, start),
@@ -179,50 +184,58 @@ def serialize(
         A :class:`PromptRecord` whose chunks are all ``complete`` with exact raw and normalized offsets.
     """
     tmpl = load_template(template) if isinstance(template, str) else template
-    return _built(_rendered(context, tmpl, request_id=request_id, metadata=metadata))
+    messages, norm, placements, question_placement = _render(tmpl, context.question, context.chunks)
+    placed = [
+        PlacedChunk(chunk=chunk, status="complete", placement=placement)
+        for chunk, placement in zip(context.chunks, placements, strict=True)
+    ]
+    kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
+    return _built(
+        PromptRecord(
+            **kwargs,
+            template=TemplateRef(name=tmpl.name, version=tmpl.version),
+            messages=messages,
+            normalized=tuple(norm.texts),
+            offset_maps=norm.anchors,
+            sha256=messages_sha256(messages),
+            question=context.question,
+            question_placement=question_placement,
+            chunks=tuple(placed),
+            dropped=context.dropped,
+            metadata=dict(metadata or {}),
+        )
+    )
 
 
-def _rendered(
-    context: Context, tmpl: PromptTemplate, *, request_id: str | None, metadata: Mapping[str, Any] | None
-) -> PromptRecord:
-    """:func:`serialize`'s record, not registered as built (the derived check re-renders with it)."""
-    bodies: list[tuple[str, int]] = []  # (rendered chunk, offset of the text field inside the body block)
+def _render(
+    tmpl: PromptTemplate, question: str, chunks: Sequence[Chunk], *, user_at: int = 1
+) -> tuple[tuple[Message, Message], _Normalized, list[Placement], Placement]:
+    """The (system, user) messages ``tmpl`` renders, normalized, each chunk body's and the question's placement.
+
+    The placements name message ``user_at`` (where the user turn is once history goes before it).
+    """
+    bodies: list[tuple[int, int]] = []  # (offset of the text field inside the body block, its length)
     parts: list[str] = []
     length = 0
-    for index, chunk in enumerate(context.chunks):
+    for index, chunk in enumerate(chunks):
         if index:
             parts.append(tmpl.separator)
             length += len(tmpl.separator)
-        rendered, starts = tmpl.render({"id": chunk.id, "text": tmpl.escaped(chunk.text)}, "chunk")
-        bodies.append((rendered, length + starts["text"]))
+        text = tmpl.escaped(chunk.text)
+        rendered, starts = tmpl.render({"id": chunk.id, "text": text}, "chunk")
+        bodies.append((length + starts["text"], len(text)))
         parts.append(rendered)
         length += len(rendered)
     block = "".join(parts)
-    escaped_question = tmpl.escaped(context.question)
+    escaped_question = tmpl.escaped(question)
     user, starts = tmpl.render({"chunks": block, "question": escaped_question}, "user")
     messages = (Message(role="system", content=tmpl.system), Message(role="user", content=user))
     norm = _Normalized(messages)
-    placed = []
-    for chunk, (_, text_at) in zip(context.chunks, bodies, strict=True):
-        start = starts["chunks"] + text_at
-        end = start + len(tmpl.escaped(chunk.text))
-        placed.append(PlacedChunk(chunk=chunk, status="complete", placement=norm.placement(1, start, end)))
+    at = starts["chunks"]
+    placements = [norm.placement(1, at + text_at, at + text_at + size, shown_as=user_at) for text_at, size in bodies]
     q_start = starts["question"]
-    question_placement = norm.placement(1, q_start, q_start + len(escaped_question))
-    kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
-    return PromptRecord(
-        **kwargs,
-        template=TemplateRef(name=tmpl.name, version=tmpl.version),
-        messages=messages,
-        normalized=tuple(norm.texts),
-        offset_maps=norm.anchors,
-        sha256=messages_sha256(messages),
-        question=context.question,
-        question_placement=question_placement,
-        chunks=tuple(placed),
-        dropped=context.dropped,
-        metadata=dict(metadata or {}),
-    )
+    question_placement = norm.placement(1, q_start, q_start + len(escaped_question), shown_as=user_at)
+    return messages, norm, placements, question_placement
 
 
 def _coerce_messages(
@@ -260,17 +273,11 @@ def with_history(record: PromptRecord, history: Iterable[Message | Mapping[str, 
             the one system prompt).
     """
     earlier = _coerce_messages(history, empty_ok=True, what="history")
-    return record if not earlier else _built(_historied(record, earlier))
-
-
-def _historied(record: PromptRecord, earlier: tuple[Message, ...]) -> PromptRecord:
-    """:func:`with_history`'s record, not registered as built (the derived check re-renders with it)."""
-    for index, message in enumerate(earlier):
-        if message.role not in ("user", "assistant"):
-            raise InputError(
-                f"history[{index}] has role {message.role!r}; expected the conversation's earlier 'user' and "
-                "'assistant' turns (the template supplies the system prompt)"
-            )
+    if not earlier:
+        return record
+    problem = _history_problem(earlier)
+    if problem is not None:
+        raise InputError(problem)
     if len(record.messages) != 2:
         raise InputError(f"history needs a [system, user] prompt, got {len(record.messages)} messages")
     shift = len(earlier)
@@ -282,16 +289,28 @@ def _historied(record: PromptRecord, earlier: tuple[Message, ...]) -> PromptReco
             return placement
         return placement.model_copy(update={"message": placement.message + shift})
 
-    return record.model_copy(
-        update={
-            "messages": messages,
-            "normalized": (record.normalized[0], *norm.texts, record.normalized[1]),
-            "offset_maps": (record.offset_maps[0], *norm.anchors, record.offset_maps[1]),
-            "sha256": messages_sha256(messages),
-            "question_placement": moved(record.question_placement),
-            "chunks": tuple(pc.model_copy(update={"placement": moved(pc.placement)}) for pc in record.chunks),
-        }
+    return _built(
+        record.model_copy(
+            update={
+                "messages": messages,
+                "normalized": (record.normalized[0], *norm.texts, record.normalized[1]),
+                "offset_maps": (record.offset_maps[0], *norm.anchors, record.offset_maps[1]),
+                "sha256": messages_sha256(messages),
+                "question_placement": moved(record.question_placement),
+                "chunks": tuple(pc.model_copy(update={"placement": moved(pc.placement)}) for pc in record.chunks),
+            }
+        )
     )
+
+
+def _history_problem(earlier: Sequence[Message]) -> str | None:
+    for index, message in enumerate(earlier):
+        if message.role not in ("user", "assistant"):
+            return (
+                f"history[{index}] has role {message.role!r}; expected the conversation's earlier 'user' and "
+                "'assistant' turns (the template supplies the system prompt)"
+            )
+    return None
 
 
 _Where = tuple[int, int, int]
@@ -535,42 +554,48 @@ def _bundled(ref: TemplateRef) -> PromptTemplate | None:
 
 
 def _rendered_problem(record: PromptRecord, template: PromptTemplate) -> str | None:
-    """What differs between ``record`` and the record ``template`` renders from its question, chunks, history."""
+    """What differs between ``record`` and what ``template`` renders from its question, chunks and history."""
     name = f"{template.name}.v{template.version}"
     what = f"not what {name} renders from the record's chunks, question and history"
+    messages = record.messages
     if record.question is None:
         return f"names template {name} but has no question to render it with"
-    if len(record.messages) < 2:
-        return f"names template {name} but has {len(record.messages)} message(s); it renders [system, *history, user]"
+    if len(messages) < 2:
+        return f"names template {name} but has {len(messages)} message(s); it renders [system, *history, user]"
+    history = messages[1:-1]
+    problem = _history_problem(history)
+    if problem is not None:
+        return f"names template {name}, which renders [system, *history, user]: {problem}"
     try:
-        context = Context(question=record.question, chunks=tuple(pc.chunk for pc in record.chunks))
-        rebuilt = _rendered(context, template, request_id=None, metadata=None)
-        history = record.messages[1:-1]
-        if history:
-            rebuilt = _historied(rebuilt, history)
+        chunks = [pc.chunk for pc in record.chunks]
+        (system, user), norm, placements, question_at = _render(
+            template, record.question, chunks, user_at=len(messages) - 1
+        )
     except CitelockError as exc:
         return f"names template {name}, which cannot render it: {exc}"
-    for index, (message, expected) in enumerate(zip(record.messages, rebuilt.messages, strict=True)):
+    for index, (message, expected) in enumerate(zip(messages, (system, *history, user), strict=True)):
         if message != expected:
             return (
                 f"messages[{index}] is {what} (chunk ids or texts, the question or the history were edited, or "
                 f"another prompt was labelled {name}): {_difference(message, expected)}"
             )
-    for index, (text, anchors) in enumerate(zip(rebuilt.normalized, rebuilt.offset_maps, strict=True)):
+    last = len(messages) - 1
+    for index, message in enumerate(messages):
+        if index in (0, last):
+            text, anchors = norm.texts[min(index, 1)], norm.anchors[min(index, 1)]
+        else:
+            text, anchors = normalize_with_anchors(message.content)
         problem = _normalized_problem(record, index, text, anchors)
         if problem is not None:
             return problem
-    for number, (placed, expected_chunk) in enumerate(zip(record.chunks, rebuilt.chunks, strict=True)):
-        if (placed.status, placed.placement) != (expected_chunk.status, expected_chunk.placement):
+    for number, (placed, expected_at) in enumerate(zip(record.chunks, placements, strict=True)):
+        if placed.status != "complete" or placed.placement != expected_at:
             return (
-                f"chunks[{number}] ({placed.id!r}): status {placed.status} at {_where(placed.placement)} is {what}: "
-                f"expected {expected_chunk.status} at {_where(expected_chunk.placement)}, its body in the sources"
+                f"chunks[{number}] ({placed.id!r}): {placed.status} at {_where(placed.placement)} is {what}: "
+                f"expected complete at {_where(expected_at)}, its body in the sources"
             )
-    if record.question_placement != rebuilt.question_placement:
-        return (
-            f"question_placement {_where(record.question_placement)} is {what}: expected "
-            f"{_where(rebuilt.question_placement)}"
-        )
+    if record.question_placement != question_at:
+        return f"question_placement {_where(record.question_placement)} is {what}: expected {_where(question_at)}"
     return None
 
 
