@@ -72,7 +72,10 @@ def _labels(pattern: re.Pattern[str], text: str, start: int, end: int) -> list[s
     as a header does, not as a number in the prose.
     """
     out = []
-    for match in pattern.finditer(text, start, end):
+    # One character past ``end`` is searched so the id's right edge is judged on the text (``7body`` is no id).
+    for match in pattern.finditer(text, start, end + 1):
+        if match.end() > end:
+            break
         found = match.group()
         if found.isdigit():
             around = text[max(0, match.start() - 1) : match.start()] + text[match.end() : match.end() + 1]
