@@ -611,8 +611,8 @@ def _difference(message: Message, expected: Message) -> str:
         return f"role {message.role!r}, expected {expected.role!r}"
     got, want = message.content, expected.content
     at = next((k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
-    shown = max(0, at - 16)
-    return f"at character {at} it says {got[shown : at + 32]!r}, expected {want[shown : at + 32]!r}"
+    shown = max(0, at - 24)
+    return f"at character {at} it says {got[shown : at + 48]!r}, expected {want[shown : at + 48]!r}"
 
 
 def _chunk_problem(record: PromptRecord, placed: PlacedChunk) -> str | None:
