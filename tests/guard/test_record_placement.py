@@ -131,8 +131,14 @@ def test_a_record_naming_a_bundled_template_it_was_not_rendered_with_is_refused(
 
 # --- a prompt assembled elsewhere: structural checks ----------------------------------------------------------
 
+
+def _rename_last(data: dict[str, Any]) -> None:
+    data["chunks"][-1]["chunk"]["id"] = "c-9"  # no other id after it: the header's shape gives it away
+
+
 EXTERNAL_REFUSED = {
     "renamed id": (_rename, "under id 'c-2'"),
+    "renamed last id": (_rename_last, "chunk 'c-9': the messages put its text under id 'c-2'"),
     "swapped ids": (_swap_ids, "under id"),
     "on the question": (_on_question, "the question"),
     "on an assistant turn": (_on_assistant_turn, "assistant turn"),

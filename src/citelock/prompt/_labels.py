@@ -26,11 +26,15 @@ def mislabeled(record: PromptRecord) -> list[str]:
     names, are both other chunks' ids is labeled as another chunk. Bodies that overlap (two chunks of equal
     text located together, one chunk's text inside another's) are one body: it is labeled right when any of
     their ids is beside it. A body with no id of the record beside it (a prompt that writes no ids, a passage
-    in a message of its own) is not judged; an id of digits only is an id only where it reads as a header.
+    in a message of its own) is judged only by the shape of the message's headers: when its other bodies follow
+    a header of their own id (``[c-1] ``), a body after a header of that shape with an id the record does not
+    name (the chunk renamed in the record) is labeled as that id. An id of digits only is an id only where it
+    reads as a header.
     Empty placements (a chunk of which only the id header survived) are not bodies, and their ids label no other
     body.
 
-    Cost: one search of the text between bodies for the record's ids.
+    Cost: one search of the text between bodies for the record's ids. A prompt of a single body with no other
+    id beside it can still be renamed unseen: nothing in it shows how it writes a header.
     """
     header_only = {pc.id for pc in record.chunks if pc.placement is not None and pc.placement.start == pc.placement.end}
     ids = [pc.id for pc in record.chunks if pc.id not in header_only]  # a cut chunk's header labels its own body
@@ -56,17 +60,50 @@ def mislabeled(record: PromptRecord) -> list[str]:
                 clusters[-1] = (first, max(last, end), [*members, pc])
             else:
                 clusters.append((start, end, [pc]))
+        judged = []
+        shapes: set[tuple[str, str]] = set()  # (the character before an own id header, what follows it)
         for k, (start, end, members) in enumerate(clusters):
-            before = _labels(pattern, text, clusters[k - 1][1] if k else 0, start)
+            gap = clusters[k - 1][1] if k else 0
+            before = _labels(pattern, text, gap, start)
             after = _labels(pattern, text, end, clusters[k + 1][0] if k + 1 < len(clusters) else len(text))
-            near = [*before[-1:], *after[:1]]
+            near = [found for found, _, _ in [*before[-1:], *after[:1]]]
+            own = {pc.id for pc in members}
+            judged.append((gap, start, members, near))
+            if before and before[-1][0] in own and before[-1][1] > 0 and start - before[-1][2] <= _MAX_SUFFIX:
+                shapes.add((text[before[-1][1] - 1], text[before[-1][2] : start]))
+        for gap, start, members, near in judged:
+            if not near:
+                near = _unknown_header(text, gap, start, shapes)
             if near and not {pc.id for pc in members}.intersection(near):
                 problems += [f"chunk {pc.id!r}: the messages put its text under id {near[0]!r}" for pc in members]
     return problems
 
 
-def _labels(pattern: re.Pattern[str], text: str, start: int, end: int) -> list[str]:
-    """The record's ids written in ``text[start:end]``, in order.
+_MAX_SUFFIX = 8
+"""At most this many characters between an id header and its body (``] ``, ``">``) count as the header's shape."""
+_TOKEN = re.compile(rf"{_ID_CHARS}+")
+
+
+def _unknown_header(text: str, gap: int, start: int, shapes: set[tuple[str, str]]) -> list[str]:
+    """The id a header of the message's own shape writes right before a body, if that id is no chunk's.
+
+    The other bodies of the message show how it writes a header (``[c-1] `` before a body: ``[`` then the id,
+    then ``] ``); a body right after a header of that shape whose id names no chunk of the record (a chunk
+    renamed in the record, the prompt still saying the old id) is labeled as that id.
+    """
+    head = text[gap:start]
+    for opener, suffix in shapes:
+        if not head.endswith(suffix):
+            continue
+        token_end = len(head) - len(suffix)
+        token_start = head.rfind(opener, 0, token_end) + 1
+        if token_start > 0 and _TOKEN.fullmatch(head, token_start, token_end):
+            return [head[token_start:token_end]]
+    return []
+
+
+def _labels(pattern: re.Pattern[str], text: str, start: int, end: int) -> list[tuple[str, int, int]]:
+    """The record's ids written in ``text[start:end]``, in order, with where each is.
 
     An id of digits only counts where it touches a bracket, quote, ``#``, ``:`` or ``=`` (``[3]``, ``id="3"``),
     as a header does, not as a number in the prose.
@@ -81,5 +118,5 @@ def _labels(pattern: re.Pattern[str], text: str, start: int, end: int) -> list[s
             around = text[max(0, match.start() - 1) : match.start()] + text[match.end() : match.end() + 1]
             if not any(ch in "[]()\"'#:=" for ch in around):
                 continue
-        out.append(found)
+        out.append((found, match.start(), match.end()))
     return out
