@@ -137,7 +137,7 @@ def _rename_last(data: dict[str, Any]) -> None:
 
 
 EXTERNAL_REFUSED = {
-    "renamed id": (_rename, "under id 'c-2'"),
+    "renamed id": (_rename, "chunk 'c-9': the messages put its text under id 'c-1'"),
     "renamed last id": (_rename_last, "chunk 'c-9': the messages put its text under id 'c-2'"),
     "swapped ids": (_swap_ids, "under id"),
     "on the question": (_on_question, "the question"),
@@ -182,3 +182,15 @@ def test_a_history_repeating_a_chunk_still_verifies_for_every_builder() -> None:
         placement = located.chunks[0].placement
         assert placement is not None and located.messages[placement.message].role != "assistant"
         assert derived_problem(load_record(located.model_dump_json())) is None
+
+
+def test_ids_written_after_their_bodies_are_read_as_trailers() -> None:
+    """A prompt citing ``text (c-1)``: the id right after a body is its own, not the next body's header."""
+    chunks = [{"id": "c-1", "text": BODY}, {"id": "c-2", "text": "Tolls ended in 1965."}, {"id": "c-3", "text": SAID}]
+    user = "Sources:\n" + "\n".join(f"{c['text']} ({c['id']})" for c in chunks) + f"\nQuestion: {QUESTION}"
+    record = record_from_messages([{"role": "user", "content": user}], chunks, question=QUESTION)
+    data = json.loads(record.model_dump_json())
+    assert derived_problem(load_record(data)) is None
+    data["chunks"][1]["chunk"]["id"], data["chunks"][2]["chunk"]["id"] = "c-3", "c-2"
+    with pytest.raises(InputError, match="chunk 'c-3': the messages put its text under id"):
+        load_record(data)

@@ -23,7 +23,10 @@ def mislabeled(record: PromptRecord) -> list[str]:
 
     A body whose nearest id before it (a header: ``[c-1] ...``, ``<source id="c-1">``) and nearest id after it
     (a trailer: ``... (c-1)``), looking no further than the neighbouring bodies and only for the ids the record
-    names, are both other chunks' ids is labeled as another chunk. Bodies that overlap (two chunks of equal
+    names, are both other chunks' ids is labeled as another chunk. Where the message's bodies mostly follow a
+    header of their own id (at most a few characters before the body), the header is decisive: the id right
+    before a body is its label (an id right after it is the next body's header); likewise a trailer where they
+    mostly precede one. Bodies that overlap (two chunks of equal
     text located together, one chunk's text inside another's) are one body: it is labeled right when any of
     their ids is beside it. A body with no id of the record beside it (a prompt that writes no ids, a passage
     in a message of its own) is judged only by the shape of the message's headers: when its other bodies follow
@@ -62,20 +65,30 @@ def mislabeled(record: PromptRecord) -> list[str]:
                 clusters.append((start, end, [pc]))
         judged = []
         shapes: set[tuple[str, str]] = set()  # (the character before an own id header, what follows it)
+        headers = trailers = 0  # bodies right after / right before an id of their own
         for k, (start, end, members) in enumerate(clusters):
             gap = clusters[k - 1][1] if k else 0
             before = _labels(pattern, text, gap, start)
             after = _labels(pattern, text, end, clusters[k + 1][0] if k + 1 < len(clusters) else len(text))
-            near = [found for found, _, _ in [*before[-1:], *after[:1]]]
             own = {pc.id for pc in members}
-            judged.append((gap, start, members, near))
-            if before and before[-1][0] in own and before[-1][1] > 0 and start - before[-1][2] <= _MAX_SUFFIX:
-                shapes.add((text[before[-1][1] - 1], text[before[-1][2] : start]))
-        for gap, start, members, near in judged:
-            if not near:
-                near = _unknown_header(text, gap, start, shapes)
-            if near and not {pc.id for pc in members}.intersection(near):
-                problems += [f"chunk {pc.id!r}: the messages put its text under id {near[0]!r}" for pc in members]
+            header = before[-1] if before and start - before[-1][2] <= _MAX_SUFFIX else None
+            trailer = after[0] if after and after[0][1] - end <= _MAX_SUFFIX else None
+            if header is not None and header[0] in own:
+                headers += 1
+                if header[1] > 0:
+                    shapes.add((text[header[1] - 1], text[header[2] : start]))
+            trailers += trailer is not None and trailer[0] in own
+            near = [found for found, _, _ in [*before[-1:], *after[:1]]]
+            judged.append((gap, start, members, near, header, trailer))
+        for gap, start, members, near, header, trailer in judged:
+            label: list[str] = []
+            if headers > trailers:  # the message writes headers: the one right before a body is its label
+                label = [header[0]] if header is not None else _unknown_header(text, gap, start, shapes)
+            elif trailers > headers and trailer is not None:
+                label = [trailer[0]]
+            label = label or near or _unknown_header(text, gap, start, shapes)
+            if label and not {pc.id for pc in members}.intersection(label):
+                problems += [f"chunk {pc.id!r}: the messages put its text under id {label[0]!r}" for pc in members]
     return problems
 
 
