@@ -194,3 +194,29 @@ def test_ids_written_after_their_bodies_are_read_as_trailers() -> None:
     data["chunks"][1]["chunk"]["id"], data["chunks"][2]["chunk"]["id"] = "c-3", "c-2"
     with pytest.raises(InputError, match="chunk 'c-3': the messages put its text under id"):
         load_record(data)
+
+
+def test_a_template_of_ones_own_needs_a_name_of_its_own() -> None:
+    """Named like a bundled template, a caller's own template's record is refused when read back; named
+    otherwise it gets the structural checks and verifies."""
+    import dataclasses
+
+    own = dataclasses.replace(load_template("answer_structured", "2"), system="Answer briefly from the sources.")
+    context = assemble(QUESTION, [{"id": "c-1", "text": BODY}])
+    with pytest.raises(InputError, match=r"messages\[0\] is not what answer_structured\.v2 renders"):
+        load_record(serialize(context, template=own).model_dump_json())
+    renamed = dataclasses.replace(own, name="ours", version="1")
+    assert derived_problem(load_record(serialize(context, template=renamed).model_dump_json())) is None
+
+
+def test_a_relabelled_record_still_may_not_place_a_chunk_on_a_bundled_system_prompt() -> None:
+    """The template name is input: relabelled (as ``external``, a path, a template that is no answer template), a
+    bundled template's record gets the structural checks, and its system prompt is still citelock's own words."""
+    for name in ("external", "judge", "../prompts/answer_structured"):
+        data = _serialized(TEMPLATES[0])
+        data["template"] = {"name": name, "version": "2"}
+        assert derived_problem(load_record(data)) is None
+        _on_system(data)
+        where = r"chunks\[2\] \('c-3'\): it is placed on messages\[0\], the system prompt of answer_structured"
+        with pytest.raises(InputError, match=where):
+            load_record(data)

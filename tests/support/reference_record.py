@@ -21,7 +21,7 @@ from typing import Any
 from citelock.errors import InputError
 from citelock.prompt import PromptTemplate, coerce_chunks, load_template
 from citelock.prompt._labels import mislabeled
-from citelock.prompt._serialize import MIN_TRUNCATED_PREFIX, _coerce_messages
+from citelock.prompt._serialize import MIN_TRUNCATED_PREFIX, _coerce_messages, _no_passage
 from citelock.records import (
     Chunk,
     Context,
@@ -207,7 +207,7 @@ class _Normalized:
 
     def __init__(self, messages: Sequence[Message]) -> None:
         pairs = [normalize_with_map(m.content) for m in messages]
-        self.roles = [m.role for m in messages]
+        self.passable = [_no_passage(m) is None for m in messages]  # the rule itself: shared
         self.texts = [text for text, _ in pairs]
         self.offsets = [offsets for _, offsets in pairs]
 
@@ -228,9 +228,9 @@ class _Normalized:
         )
 
     def find(self, needle: str, question: Placement | None = None) -> tuple[int, int] | None:
-        """First (message, normalized offset) of ``needle`` outside assistant turns and the question."""
+        """First (message, normalized offset) of ``needle`` where a passage can be, outside the question."""
         for index, text in enumerate(self.texts):
-            if self.roles[index] == "assistant":
+            if not self.passable[index]:
                 continue
             q = question if question is not None and question.message == index else None
             at = text.find(needle)
@@ -339,7 +339,7 @@ def _header_only(norm: _Normalized, placed: PlacedChunk, taken: Sequence[Placeme
     chunk_id = normalize(placed.id)
     pattern = re.compile(rf"(?<![\w-]){re.escape(chunk_id)}(?![\w-])")
     for message, text in enumerate(norm.texts):
-        if norm.roles[message] == "assistant":
+        if not norm.passable[message]:
             continue
         for match in pattern.finditer(text):
             start, end = match.span()

@@ -2,8 +2,10 @@
 
 The record holds the messages exactly as sent, a normalized copy, a sha256, and where every chunk body and the
 question sit (raw and normalized offsets). For prompts assembled elsewhere, the chunk bodies are located by
-text: a chunk whose full text is there is ``complete``; one of which only a prefix is there was ``truncated``
-(so is one whose id header is there but whose whole body was cut); one that is not there at all is ``missing``.
+text, never in an assistant turn nor inside the question: a chunk whose full text is there is ``complete``; one
+of which only a prefix is there was ``truncated`` (so is one whose id header is there but whose whole body was
+cut); one that is not there at all is ``missing``. A record that enters from outside is checked against its
+messages (:func:`derived_problem`): a bundled template's is rendered again, any other checked structurally.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from citelock.errors import CitelockError, InputError
 from citelock.prompt._assemble import coerce_chunks
 from citelock.prompt._labels import mislabeled
 from citelock.prompt._search import TextSearch
-from citelock.prompt._templates import PromptTemplate, load_template
+from citelock.prompt._templates import PromptTemplate, load_template, prompts_dir
 from citelock.records import (
     Chunk,
     ChunkStatus,
@@ -114,6 +116,7 @@ class _Normalized:
 
     def __init__(self, messages: Sequence[Message]) -> None:
         self.roles = [m.role for m in messages]
+        self.passable = [_no_passage(m) is None for m in messages]  # may a chunk body be located there
         pairs = [normalize_with_anchors(m.content) for m in messages]
         self.texts = [text for text, _ in pairs]
         self.anchors = tuple(anchors for _, anchors in pairs)
@@ -148,11 +151,12 @@ class _Normalized:
     def find(self, needle: str, outside: _Where | None = None) -> tuple[int, int] | None:
         """First (message, normalized offset) where ``needle`` occurs as a passage could.
 
-        Never in an ``assistant`` turn (the model's own words are no retrieved passage), nor wholly inside
-        ``outside`` (the question's range): the placements :func:`derived_problem` refuses are never made.
+        Never in an ``assistant`` turn or a bundled template's system prompt (see :func:`_no_passage`), nor
+        wholly inside ``outside`` (the question's range): the placements :func:`derived_problem` refuses are
+        never made.
         """
         for index, search in enumerate(self.searches):
-            if self.roles[index] == "assistant":
+            if not self.passable[index]:
                 continue
             at = search.first(needle)
             if outside is not None and outside[0] == index:
@@ -321,6 +325,35 @@ _Located = tuple[Chunk, ChunkStatus, _Where | None]
 _PLACED_CHUNKS: TypeAdapter[tuple[PlacedChunk, ...]] = TypeAdapter(tuple[PlacedChunk, ...])
 
 
+def _no_passage(message: Message) -> str | None:
+    """Why no chunk body can be in ``message``, or None when one can.
+
+    An ``assistant`` turn is the model's own words; a ``system`` message that is a bundled template's system
+    prompt is citelock's (a record relabelled away from its template still says so in its messages).
+    """
+    if message.role == "assistant":
+        return "an assistant turn: the model's own words are never a retrieved passage"
+    if message.role == "system":
+        name = _template_systems().get(message.content)
+        if name is not None:
+            return f"the system prompt of {name}, which is no retrieved passage"
+    return None
+
+
+@functools.cache
+def _template_systems() -> dict[str, str]:
+    """The bundled templates' system prompts, each to the first template (``name.vN``) that has it."""
+    out: dict[str, str] = {}
+    for path in sorted(prompts_dir().glob("*.v*.toml")):
+        name, _, version = path.name.removesuffix(".toml").rpartition(".v")
+        try:
+            template = load_template(name, version)
+        except InputError:
+            continue  # not an answer template (no chunk field)
+        out.setdefault(template.system, f"{template.name}.v{template.version}")
+    return out
+
+
 def _within(start: int, end: int, outer_start: int, outer_end: int) -> bool:
     """The range ``[start, end)`` lies inside ``[outer_start, outer_end)`` (an empty one strictly inside)."""
     if start == end:
@@ -366,7 +399,7 @@ def _header_only(norm: _Normalized, located: _Located, taken: Sequence[_Where]) 
     chunk_id = normalize(chunk.id)
     pattern = re.compile(rf"(?<![\w-]){re.escape(chunk_id)}(?![\w-])")
     for message, text in enumerate(norm.texts):
-        if norm.roles[message] == "assistant":
+        if not norm.passable[message]:
             continue
         # The regex's matches, left to right as finditer gives them; str.find skips to each candidate first.
         at = text.find(chunk_id)
@@ -478,14 +511,16 @@ def derived_problem(record: PromptRecord) -> str | None:
       checks; a template of the caller's own must carry a name of its own.
     - **Any other prompt** (``external``, a wrapped call's, an adapter's): its layout is the caller's, so the
       checks are structural. Each placement must be in range with raw and normalized offsets that map onto each
-      other, the normalized text there equal to the chunk's text (``complete``) or a prefix of it
-      (``truncated``); it must not be in an ``assistant`` turn (the model's own words are no retrieved passage)
-      nor inside the question's placement; and the ids the messages write nearest a body, if any of the
-      record's ids are there, must include the chunk's own (:func:`~citelock.prompt._labels.mislabeled`: a
-      renamed or swapped id is refused when another id of the record labels the body). What these cannot see:
-      a chunk whose text is the caller's own system prompt or template words, or a renamed chunk in a prompt
-      that writes none of the record's ids beside it; a system message cannot be ruled out (a wrapped call adds
-      its sources as one), nor can a missing id header (the framework adapters send passages without one).
+      other, the normalized text there equal to the chunk's text (``complete``) or a prefix of it (``truncated``);
+      it must not be in an ``assistant`` turn (the model's own words are no retrieved passage), in a ``system``
+      message that is a bundled template's system prompt (a record relabelled away from its template still shows
+      it), nor inside the question's placement; and the ids the messages write nearest a body, if any of the
+      record's ids are there, must include the chunk's own (:func:`~citelock.prompt._labels.mislabeled`: a renamed
+      or swapped id is refused when another id of the record labels the body). What these cannot see: a chunk
+      whose text is the caller's own system prompt or template words (or, in a bundled template's record
+      relabelled as another, the template's words in the user turn: the template name is input), or a renamed
+      chunk in a prompt that shows no header shape; another system message cannot be ruled out (a wrapped call
+      adds its sources as one), nor can a missing id header (the framework adapters send passages without one).
 
     Cost: one normalization of every message (what building the record cost). A bundled template's record is
     rendered again instead of normalizing its chunk texts (about what :func:`serialize` costs); another record
@@ -624,11 +659,9 @@ def _chunk_problem(record: PromptRecord, placed: PlacedChunk) -> str | None:
     problem = _placement_problem(record, p)
     if problem is not None:
         return problem
-    if record.messages[p.message].role == "assistant":
-        return (
-            f"it is placed on messages[{p.message}], an assistant turn: the model's own words are never a retrieved "
-            "passage (expected a placement in the sources the prompt gave)"
-        )
+    what = _no_passage(record.messages[p.message])
+    if what is not None:
+        return f"it is placed on messages[{p.message}], {what} (expected a placement in the sources the prompt gave)"
     q = record.question_placement
     if q is not None and q.message == p.message and _within(p.norm_start, p.norm_end, q.norm_start, q.norm_end):
         return "it is placed on the question's text, which is no retrieved passage (expected its body in the sources)"
