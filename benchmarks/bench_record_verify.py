@@ -2,8 +2,10 @@
 
 A record that enters from outside (a file, a row read back from the log) has its sha256, normalized copy, offset
 maps and placements recomputed from its messages (``citelock.prompt.derived_problem``). This measures, in one run
-and side by side: ``serialize`` of a context, ``derived_problem`` of its record, and ``PromptLog.append`` /
-``PromptLog.get`` with the check and with it switched off (monkeypatched, for the comparison only). A record built
+and side by side: ``serialize`` of a context, ``derived_problem`` of its record (a bundled template's: rendered
+again and compared), ``derived_problem`` of the same prompt located by ``record_from_messages`` (``external``:
+the structural checks), and ``PromptLog.append`` / ``PromptLog.get`` with the check and with it switched off
+(monkeypatched, for the comparison only). A record built
 in this process (by serialize, as the pipeline appends it) skips the check by identity; the appends here are of
 records read back from JSON, which pay it. Two kinds of chunk text: plain prose, and prose with entities and
 double spaces (every normalization step busy). Times are the minimum of ``--reps`` runs (get, serialize, verify)
@@ -24,7 +26,7 @@ from typing import Any
 
 import citelock.store._prompt_log as prompt_log
 from citelock import serialize
-from citelock.prompt import assemble, derived_problem
+from citelock.prompt import assemble, derived_problem, record_from_messages
 from citelock.records import PromptRecord
 from citelock.store import PromptLog
 
@@ -49,6 +51,10 @@ def _row(kind: str, count: int, reps: int) -> str:
     record = serialize(context)
     t_serialize = _best(lambda: serialize(context), reps)
     t_verify = _best(lambda: derived_problem(record), reps)
+    sent = [m.model_dump() for m in record.messages]
+    external = record_from_messages(sent, chunks, question=context.question)  # the same prompt, located
+    assert derived_problem(external) is None
+    t_external = _best(lambda: derived_problem(external), reps)
 
     def loaded(prefix: str) -> list[PromptRecord]:
         copies = (record.model_copy(update={"request_id": f"{prefix}{i}"}) for i in range(20))
@@ -75,6 +81,7 @@ def _row(kind: str, count: int, reps: int) -> str:
     size = len(record.messages[-1].content) / 1000
     return (
         f"| {kind} | {count} | {size:.0f} KB | {t_serialize * 1e3:.1f} | {t_verify * 1e3:.1f} | "
+        f"{t_external * 1e3:.1f} | "
         f"{append_off * 1e3:.1f} | {append_on * 1e3:.1f} ({append_on / append_off:.1f}x) | "
         f"{get_off * 1e3:.1f} | {get_on * 1e3:.1f} ({get_on / get_off:.1f}x) |"
     )
@@ -85,9 +92,9 @@ def main() -> None:
     parser.add_argument("--chunks", default="10,50", help="comma-separated chunk counts (each chunk ~2 KB)")
     parser.add_argument("--reps", type=int, default=7)
     args = parser.parse_args()
-    columns = ["text", "chunks", "prompt", "serialize ms", "verify ms", "append ms (off)", "append ms (on)"]
-    print("| " + " | ".join([*columns, "get ms (off)", "get ms (on)"]) + " |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    columns = ["text", "chunks", "prompt", "serialize ms", "verify ms", "verify ms (external)", "append ms (off)"]
+    print("| " + " | ".join([*columns, "append ms (on)", "get ms (off)", "get ms (on)"]) + " |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for kind in TEXTS:
         for count in (int(n) for n in args.chunks.split(",")):
             print(_row(kind, count, args.reps), flush=True)

@@ -28,7 +28,10 @@ Families (``--families``, default all):
   ``answer`` family places its files, on a high-stakes surface. A stricter contract: every case whose file was
   read must exit 1 (findings, the answer blocked), never 0.
 - ``forged``: ``check --prompt`` a logged record with one to three derived fields edited (normalized copy, offset
-  maps, placements, status, chunk text, sha256): exit 2 whenever anything changed, and nothing appended to --db;
+  maps, placements, status, chunk text, sha256, a chunk renamed in ``chunks``, a chunk placed on the question, the
+  system prompt, the template's words or an earlier assistant turn), the record being ``PROMPT`` as logged or a
+  conversation built by ``record_from_messages``, ``answer_structured`` or ``answer_naive``
+  (``fuzz_inputs.BASES``): exit 2 whenever anything changed, and nothing appended to --db;
   and, in every case, a record whose question was replaced by one never sent (``fuzz_inputs.swapped_question``),
   checked with an answer stating that question's false number: exit 1 (a finding), never 0.
 - ``keyed_logs``: a keyed log stripped by someone without the key (triggers dropped, chain columns NULLed, a record

@@ -392,6 +392,72 @@ def logged_prompt() -> dict[str, Any]:
     return data
 
 
+_EARLIER = [
+    {"role": "user", "content": "How did last year go?"},
+    {"role": "assistant", "content": "Revenue fell 3% in 2022, and the depot shipped 900 crates."},
+]
+"""An earlier exchange: the assistant's words are history, never a retrieved passage."""
+
+
+def logged_conversation(base: str) -> dict[str, Any]:
+    """A logged record of :data:`PROMPT`'s question and chunks after :data:`_EARLIER`, built the ``base`` way.
+
+    ``external``: the messages located by ``record_from_messages`` (the structural checks apply); a bundled
+    template's name (``answer_structured``, ``answer_naive``): ``serialize`` + ``with_history`` (the derived
+    check renders it again).
+    """
+    from citelock.prompt import assemble, load_template, record_from_messages, serialize
+    from citelock.prompt._serialize import with_history
+
+    if base == "external":
+        messages = [PROMPT["messages"][0], *_EARLIER, PROMPT["messages"][1]]
+        record = record_from_messages(messages, _CHUNKS, question=_QUESTION, request_id=PROMPT["request_id"])
+    else:
+        context = assemble(_QUESTION, _CHUNKS)
+        record = with_history(serialize(context, template=load_template(base), request_id="fuzz-1"), _EARLIER)
+    data: dict[str, Any] = json.loads(record.model_dump_json())
+    return data
+
+
+def _placement_of(data: dict[str, Any], message: int, norm_start: int, norm_end: int) -> dict[str, int]:
+    """A placement of the normalized range of a message, its raw offsets mapped as a builder maps them."""
+    from citelock.text import raw_offset
+
+    anchors = [tuple(a) for a in data["offset_maps"][message]]
+    return {
+        "message": message,
+        "start": raw_offset(anchors, norm_start),
+        "end": raw_offset(anchors, norm_end),
+        "norm_start": norm_start,
+        "norm_end": norm_end,
+    }
+
+
+def _place_on(data: dict[str, Any], chunk: dict[str, Any], target: str) -> None:
+    """Put ``chunk`` on text that is no chunk body: the question, the system prompt, the template's words, or an
+    earlier assistant turn (its text set to what is there, every offset consistent). The system prompt and the
+    template's words only of a bundled template's record: a caller's own prompt may hold its sources anywhere."""
+    bundled = data["template"]["name"] != "external"
+    last = len(data["messages"]) - 1
+    if target == "question" and data.get("question_placement"):
+        q = data["question_placement"]
+        where = (q["message"], q["norm_start"], q["norm_end"])
+    elif target == "assistant" and any(m["role"] == "assistant" for m in data["messages"]):
+        message = next(i for i, m in enumerate(data["messages"]) if m["role"] == "assistant")
+        where = (message, 0, len(data["normalized"][message]))
+    elif target == "system" and bundled:
+        where = (0, 0, data["normalized"][0].index(".") + 1)
+    elif target == "template" and bundled:
+        at = data["normalized"][last].index("sources")
+        where = (last, at, at + len("sources"))
+    else:
+        return
+    message, start, end = where
+    chunk["chunk"]["text"] = data["normalized"][message][start:end]
+    chunk["status"] = "complete"
+    chunk["placement"] = _placement_of(data, message, start, end)
+
+
 def _forge(data: dict[str, Any], where: str, value: Any) -> None:
     """Set one derived field of a logged record (``where`` names it)."""
     chunk = data["chunks"][value[0] % len(data["chunks"])] if where.startswith("chunk") else None
@@ -412,9 +478,14 @@ def _forge(data: dict[str, Any], where: str, value: Any) -> None:
         chunk["chunk"]["text"] = value[1]
     elif where == "question" and data.get("question_placement"):
         data["question_placement"]["norm_start"] += value
+    elif where == "chunk_id" and chunk is not None:
+        chunk["chunk"]["id"] = value[1]  # the prompt as sent still writes the old id
+    elif where == "chunk_on" and chunk is not None:
+        _place_on(data, chunk, value[1])
 
 
 _FIELDS = ("start", "end", "norm_start", "norm_end", "message")
+_NO_BODIES = st.sampled_from(["question", "system", "template", "assistant"])
 FORGERIES = st.one_of(
     st.tuples(
         st.just("normalized"), st.tuples(st.integers(0, 3), st.integers(0, 400), st.text(min_size=1, max_size=6))
@@ -428,14 +499,21 @@ FORGERIES = st.one_of(
     st.tuples(st.just("chunk_status"), st.tuples(st.integers(0, 5), st.sampled_from(["complete", "truncated"]))),
     st.tuples(st.just("chunk_text"), st.tuples(st.integers(0, 5), st.text(min_size=1, max_size=40))),
     st.tuples(st.just("question"), st.integers(-5, 5)),
+    st.tuples(st.just("chunk_id"), st.tuples(st.integers(0, 5), st.sampled_from(["c-9", "c-2", "c-10", "x"]))),
+    st.tuples(st.just("chunk_on"), st.tuples(st.integers(0, 5), _NO_BODIES)),
 )
-"""One edit of one derived field of a logged record: (which field, how)."""
+"""One edit of one derived field of a logged record: (which field, how). ``chunk_id`` renames a chunk in the
+record's ``chunks`` (the prompt still says the old id); ``chunk_on`` places a chunk on text that is no chunk body."""
+
+BASES = ("fuzz", "external", "answer_structured", "answer_naive")
+"""The records forged: :data:`PROMPT` as logged, and :func:`logged_conversation` built each way."""
 
 
 @st.composite
 def forged_record(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
     """A logged record with one to three derived fields edited, and whether anything actually changed."""
-    original = logged_prompt()
+    base = draw(st.sampled_from(BASES))
+    original = logged_prompt() if base == "fuzz" else logged_conversation(base)
     data = json.loads(json.dumps(original))
     for where, value in draw(st.lists(FORGERIES, min_size=1, max_size=3)):
         _forge(data, where, value)

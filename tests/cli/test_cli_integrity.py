@@ -21,6 +21,7 @@ from citelock import serialize
 from citelock.audit import read_report
 from citelock.cli import app
 from citelock.prompt import assemble
+from citelock.prompt._serialize import with_history
 from citelock.records import PromptRecord
 from citelock.store import PromptLog
 from citelock.store._chain import KEY_ENV, content_hash, link_hash
@@ -108,6 +109,75 @@ def test_the_unedited_record_still_passes(tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["check", "--prompt", str(prompt), "--answer", str(answer), "--db", str(tmp_path / "l")]
     )
+    assert result.exit_code == 0, result.output
+
+
+# --- placements that are no chunk body in the prompt as sent (a renamed id, the question, an assistant turn) -----
+
+QUESTION = "When did the Aurora Bridge open?"
+EARLIER = "It opened in 1999, as I said before."
+
+
+def _conversation() -> dict[str, Any]:
+    """A record of answer_structured.v2 after one earlier exchange (the assistant's words are history)."""
+    history = [{"role": "user", "content": "Tell me about the bridge."}, {"role": "assistant", "content": EARLIER}]
+    record = with_history(serialize(assemble(QUESTION, [{"id": "c-1", "text": SAID}]), request_id="r1"), history)
+    data: dict[str, Any] = json.loads(record.model_dump_json())
+    return data
+
+
+def _renamed(data: dict[str, Any]) -> None:
+    data["chunks"][0]["chunk"]["id"] = "c-9"  # the prompt as sent still says <source id="c-1">
+
+
+def _on_question(data: dict[str, Any]) -> None:
+    data["chunks"][0]["chunk"]["text"] = QUESTION
+    data["chunks"][0]["placement"] = dict(data["question_placement"])
+
+
+def _on_assistant_turn(data: dict[str, Any]) -> None:
+    norm = data["normalized"][2]
+    at = norm.index(EARLIER)
+    placement = {"message": 2, "start": at, "end": at + len(EARLIER), "norm_start": at, "norm_end": at + len(EARLIER)}
+    data["chunks"].append({"chunk": {"id": "c-2", "text": EARLIER}, "status": "complete", "placement": placement})
+
+
+PLACEMENTS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "renamed id": (_renamed, '<source id="c-9">The Aurora Bridge'),
+    "on the question": (_on_question, '<source id="c-1">When did the Aurora'),
+    "on an assistant turn": (_on_assistant_turn, '<source id="c-2">It opened in 1999'),
+}
+"""Each forgery, and what the error quotes as expected: the prompt the template renders from the record."""
+
+
+@pytest.mark.parametrize("forgery", sorted(PLACEMENTS))
+def test_a_record_placing_a_chunk_on_no_chunk_body_is_exit_2_naming_what_was_expected(
+    tmp_path: Path, forgery: str
+) -> None:
+    data = _conversation()
+    edit, expected = PLACEMENTS[forgery]
+    edit(data)
+    prompt = tmp_path / "forged.json"
+    prompt.write_text(json.dumps(data), encoding="utf-8")
+    db = tmp_path / "log.db"
+    answer = tmp_path / "answer.json"
+    claim = {"text": "It opened in 1999.", "citations": [{"chunk_id": data["chunks"][-1]["chunk"]["id"]}]}
+    answer.write_text(json.dumps({"claims": [claim]}), encoding="utf-8")
+    result = runner.invoke(app, ["check", "--prompt", str(prompt), "--answer", str(answer), "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert f"prompt file {prompt}" in result.stderr and "'r1'" in result.stderr
+    assert "is not what answer_structured.v2 renders from the record's chunks, question and history" in result.stderr
+    assert "expected '" in result.stderr and expected in result.stderr.split("expected '", 1)[1]
+    assert not db.exists() or len(PromptLog(db)) == 0
+
+
+def test_the_unedited_conversation_still_passes(tmp_path: Path) -> None:
+    prompt = tmp_path / "record.json"
+    prompt.write_text(json.dumps(_conversation()), encoding="utf-8")
+    answer = tmp_path / "ok.json"
+    claim = {"text": "It opened in 1932.", "citations": [{"chunk_id": "c-1", "span": "traffic in 1932"}]}
+    answer.write_text(json.dumps({"claims": [claim]}), encoding="utf-8")
+    result = runner.invoke(app, ["check", "--prompt", str(prompt), "--answer", str(answer)])
     assert result.exit_code == 0, result.output
 
 

@@ -18,8 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from citelock.errors import InputError
 from citelock.prompt import PromptTemplate, coerce_chunks, load_template
-from citelock.prompt._serialize import MIN_TRUNCATED_PREFIX, _coerce_messages
+from citelock.prompt._labels import mislabeled
+from citelock.prompt._serialize import MIN_TRUNCATED_PREFIX, _coerce_messages, _no_passage
 from citelock.records import (
     Chunk,
     Context,
@@ -205,6 +207,7 @@ class _Normalized:
 
     def __init__(self, messages: Sequence[Message]) -> None:
         pairs = [normalize_with_map(m.content) for m in messages]
+        self.passable = [_no_passage(m) is None for m in messages]  # the rule itself: shared
         self.texts = [text for text, _ in pairs]
         self.offsets = [offsets for _, offsets in pairs]
 
@@ -224,12 +227,17 @@ class _Normalized:
             norm_end=norm_end,
         )
 
-    def find(self, needle: str) -> tuple[int, int] | None:
-        """First (message, normalized offset) where ``needle`` occurs."""
+    def find(self, needle: str, question: Placement | None = None) -> tuple[int, int] | None:
+        """First (message, normalized offset) of ``needle`` where a passage can be, outside the question."""
         for index, text in enumerate(self.texts):
+            if not self.passable[index]:
+                continue
+            q = question if question is not None and question.message == index else None
             at = text.find(needle)
-            if at >= 0:
-                return index, at
+            while at >= 0:
+                if q is None or not (q.norm_start <= at and at + len(needle) <= q.norm_end):
+                    return index, at
+                at = text.find(needle, at + 1)
         return None
 
     def rfind(self, needle: str) -> tuple[int, int] | None:
@@ -296,11 +304,11 @@ def serialize(
     )
 
 
-def _locate(norm: _Normalized, chunk: Chunk) -> PlacedChunk:
+def _locate(norm: _Normalized, chunk: Chunk, question: Placement | None) -> PlacedChunk:
     body = normalize(chunk.text)
     if not body:
         return PlacedChunk(chunk=chunk, status="missing")
-    hit = norm.find(body)
+    hit = norm.find(body, question)
     if hit is not None:
         message, at = hit
         return PlacedChunk(
@@ -310,13 +318,13 @@ def _locate(norm: _Normalized, chunk: Chunk) -> PlacedChunk:
     low, high = 0, len(body) - 1
     while low < high:
         mid = (low + high + 1) // 2
-        if norm.find(body[:mid]) is not None:
+        if norm.find(body[:mid], question) is not None:
             low = mid
         else:
             high = mid - 1
     if low < MIN_TRUNCATED_PREFIX:
         return PlacedChunk(chunk=chunk, status="missing")
-    message, at = norm.find(body[:low]) or (0, 0)
+    message, at = norm.find(body[:low], question) or (0, 0)
     return PlacedChunk(chunk=chunk, status="truncated", placement=norm.placement_from_norm(message, at, at + low))
 
 
@@ -331,6 +339,8 @@ def _header_only(norm: _Normalized, placed: PlacedChunk, taken: Sequence[Placeme
     chunk_id = normalize(placed.id)
     pattern = re.compile(rf"(?<![\w-]){re.escape(chunk_id)}(?![\w-])")
     for message, text in enumerate(norm.texts):
+        if not norm.passable[message]:
+            continue
         for match in pattern.finditer(text):
             start, end = match.span()
             if any(p.message == message and p.norm_start < end and start < p.norm_end for p in taken):
@@ -371,19 +381,19 @@ def record_from_messages(
     """
     msgs = _coerce_messages(messages)
     norm = _Normalized(msgs)
-    located = [_locate(norm, chunk) for chunk in coerce_chunks(chunks)]
     question_placement = None
     if question and normalize(question):
         nq = normalize(question)
         hit = norm.rfind(nq)
         if hit is not None:
             question_placement = norm.placement_from_norm(hit[0], hit[1], hit[1] + len(nq))
+    located = [_locate(norm, chunk, question_placement) for chunk in coerce_chunks(chunks)]
     taken = [pc.placement for pc in located if pc.placement is not None]
     if question_placement is not None:
         taken.append(question_placement)
     placed = tuple(_header_only(norm, pc, taken) if pc.status == "missing" else pc for pc in located)
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
-    return PromptRecord(
+    record = PromptRecord(
         **kwargs,
         template=template or TemplateRef(name="external", version="0"),
         messages=msgs,
@@ -395,3 +405,7 @@ def record_from_messages(
         chunks=placed,
         metadata=dict(metadata or {}),
     )
+    problems = mislabeled(record)  # the labelling rule itself, not a fast path: shared
+    if problems:
+        raise InputError("the messages contradict the chunks: " + "; ".join(problems))
+    return record

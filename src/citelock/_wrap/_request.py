@@ -26,6 +26,7 @@ from citelock.constraint._schema import CitationSchema, SchemaOptions
 from citelock.errors import InputError, UsageError
 from citelock.guard._focus_check import Stakes
 from citelock.prompt._assemble import coerce_chunks
+from citelock.prompt._labels import mislabeled
 from citelock.prompt._serialize import record_from_messages
 from citelock.prompt._templates import load_template
 from citelock.records import Chunk, Context, PlacedChunk, PromptRecord, TemplateRef
@@ -132,40 +133,18 @@ def _chunks(given: Any) -> tuple[Chunk, ...]:
     return chunks
 
 
-_ID_CHARS = r"[\w-]"
-
-
 def _contradictions(record: PromptRecord) -> list[str]:
-    """The chunks whose text the caller's messages put under another chunk's id.
+    """The chunks the caller's messages contradict.
 
-    A body whose nearest id before it (a header: ``[c-1] ...``, ``<source id="c-1">``) and nearest id after it
-    (a trailer: ``... (c-1)``), looking no further than the neighbouring bodies, are both other chunks' ids is
-    labeled as another chunk; so is a chunk whose id is in the messages while its text is not.
+    Those whose text the messages put under another chunk's id (:func:`~citelock.prompt._labels.mislabeled`),
+    and those whose id is in the messages while their text is not (other text is under it).
     """
-    problems = []
-    ids = [pc.id for pc in record.chunks]
-    pattern = re.compile(rf"(?<!{_ID_CHARS})(?:{'|'.join(map(re.escape, ids))})(?!{_ID_CHARS})")
-    per_message: dict[int, list[PlacedChunk]] = {}
-    for pc in record.chunks:
-        p = pc.placement
-        if p is None:
-            continue
-        if pc.status == "truncated" and p.start == p.end:
-            problems.append(f"chunk {pc.id!r}: its id is in the messages but its text is not (other text is under it)")
-            continue
-        per_message.setdefault(p.message, []).append(pc)
-    for message, placed in per_message.items():
-        text = record.messages[message].content
-        placed.sort(key=lambda pc: pc.placement.start if pc.placement else 0)
-        bounds = [(pc.placement.start, pc.placement.end) for pc in placed if pc.placement]
-        for k, pc in enumerate(placed):
-            start, end = bounds[k]
-            before = pattern.findall(text, bounds[k - 1][1] if k else 0, start)
-            after = pattern.findall(text, end, bounds[k + 1][0] if k + 1 < len(bounds) else len(text))
-            near = [*before[-1:], *after[:1]]
-            if near and pc.id not in near:
-                problems.append(f"chunk {pc.id!r}: the messages put its text under id {near[0]!r}")
-    return problems
+    problems = [
+        f"chunk {pc.id!r}: its id is in the messages but its text is not (other text is under it)"
+        for pc in record.chunks
+        if pc.status == "truncated" and pc.placement is not None and pc.placement.start == pc.placement.end
+    ]
+    return problems + mislabeled(record)
 
 
 def _context_message(chunks: Sequence[Chunk]) -> str:

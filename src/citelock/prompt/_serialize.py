@@ -2,12 +2,15 @@
 
 The record holds the messages exactly as sent, a normalized copy, a sha256, and where every chunk body and the
 question sit (raw and normalized offsets). For prompts assembled elsewhere, the chunk bodies are located by
-text: a chunk whose full text is there is ``complete``; one of which only a prefix is there was ``truncated``
-(so is one whose id header is there but whose whole body was cut); one that is not there at all is ``missing``.
+text, never in an assistant turn nor inside the question: a chunk whose full text is there is ``complete``; one
+of which only a prefix is there was ``truncated`` (so is one whose id header is there but whose whole body was
+cut); one that is not there at all is ``missing``. A record that enters from outside is checked against its
+messages (:func:`derived_problem`): a bundled template's is rendered again, any other checked structurally.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import weakref
@@ -16,10 +19,11 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from citelock.errors import InputError
+from citelock.errors import CitelockError, InputError
 from citelock.prompt._assemble import coerce_chunks
+from citelock.prompt._labels import mislabeled
 from citelock.prompt._search import TextSearch
-from citelock.prompt._templates import PromptTemplate, load_template
+from citelock.prompt._templates import PromptTemplate, load_template, prompts_dir
 from citelock.records import (
     Chunk,
     ChunkStatus,
@@ -111,16 +115,22 @@ class _Normalized:
     """Normalized messages with compact offset maps (anchors), kept only while a record is being built."""
 
     def __init__(self, messages: Sequence[Message]) -> None:
+        self.roles = [m.role for m in messages]
+        self.passable = [_no_passage(m) is None for m in messages]  # may a chunk body be located there
         pairs = [normalize_with_anchors(m.content) for m in messages]
         self.texts = [text for text, _ in pairs]
         self.anchors = tuple(anchors for _, anchors in pairs)
-        self.searches = [TextSearch(text) for text in self.texts]
 
-    def placement(self, message: int, start: int, end: int) -> Placement:
-        """The placement of the raw range ``[start, end)`` of a message."""
+    @functools.cached_property
+    def searches(self) -> list[TextSearch]:
+        """One search per message (built when a body is first located: rendering needs none)."""
+        return [TextSearch(text) for text in self.texts]
+
+    def placement(self, message: int, start: int, end: int, *, shown_as: int | None = None) -> Placement:
+        """The placement of the raw range ``[start, end)`` of a message (named ``shown_as`` when given)."""
         anchors, length = self.anchors[message], len(self.texts[message])
         return Placement(
-            message=message,
+            message=message if shown_as is None else shown_as,
             start=start,
             end=end,
             norm_start=norm_offset(anchors, length, start),
@@ -138,10 +148,20 @@ class _Normalized:
             "norm_end": norm_end,
         }
 
-    def find(self, needle: str) -> tuple[int, int] | None:
-        """First (message, normalized offset) where ``needle`` occurs."""
+    def find(self, needle: str, outside: _Where | None = None) -> tuple[int, int] | None:
+        """First (message, normalized offset) where ``needle`` occurs as a passage could.
+
+        Never in an ``assistant`` turn or a bundled template's system prompt (see :func:`_no_passage`), nor
+        wholly inside ``outside`` (the question's range): the placements :func:`derived_problem` refuses are
+        never made.
+        """
         for index, search in enumerate(self.searches):
+            if not self.passable[index]:
+                continue
             at = search.first(needle)
+            if outside is not None and outside[0] == index:
+                while at >= 0 and _within(at, at + len(needle), outside[1], outside[2]):
+                    at = self.texts[index].find(needle, at + 1)
             if at >= 0:
                 return index, at
         return None
@@ -168,29 +188,11 @@ def serialize(
         A :class:`PromptRecord` whose chunks are all ``complete`` with exact raw and normalized offsets.
     """
     tmpl = load_template(template) if isinstance(template, str) else template
-    bodies: list[tuple[str, int]] = []  # (rendered chunk, offset of the text field inside the body block)
-    parts: list[str] = []
-    length = 0
-    for index, chunk in enumerate(context.chunks):
-        if index:
-            parts.append(tmpl.separator)
-            length += len(tmpl.separator)
-        rendered, starts = tmpl.render({"id": chunk.id, "text": tmpl.escaped(chunk.text)}, "chunk")
-        bodies.append((rendered, length + starts["text"]))
-        parts.append(rendered)
-        length += len(rendered)
-    block = "".join(parts)
-    escaped_question = tmpl.escaped(context.question)
-    user, starts = tmpl.render({"chunks": block, "question": escaped_question}, "user")
-    messages = (Message(role="system", content=tmpl.system), Message(role="user", content=user))
-    norm = _Normalized(messages)
-    placed = []
-    for chunk, (_, text_at) in zip(context.chunks, bodies, strict=True):
-        start = starts["chunks"] + text_at
-        end = start + len(tmpl.escaped(chunk.text))
-        placed.append(PlacedChunk(chunk=chunk, status="complete", placement=norm.placement(1, start, end)))
-    q_start = starts["question"]
-    question_placement = norm.placement(1, q_start, q_start + len(escaped_question))
+    messages, norm, placements, question_placement = _render(tmpl, context.question, context.chunks)
+    placed = [
+        PlacedChunk(chunk=chunk, status="complete", placement=placement)
+        for chunk, placement in zip(context.chunks, placements, strict=True)
+    ]
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
     return _built(
         PromptRecord(
@@ -207,6 +209,37 @@ def serialize(
             metadata=dict(metadata or {}),
         )
     )
+
+
+def _render(
+    tmpl: PromptTemplate, question: str, chunks: Sequence[Chunk], *, user_at: int = 1
+) -> tuple[tuple[Message, Message], _Normalized, list[Placement], Placement]:
+    """The (system, user) messages ``tmpl`` renders, normalized, each chunk body's and the question's placement.
+
+    The placements name message ``user_at`` (where the user turn is once history goes before it).
+    """
+    bodies: list[tuple[int, int]] = []  # (offset of the text field inside the body block, its length)
+    parts: list[str] = []
+    length = 0
+    for index, chunk in enumerate(chunks):
+        if index:
+            parts.append(tmpl.separator)
+            length += len(tmpl.separator)
+        text = tmpl.escaped(chunk.text)
+        rendered, starts = tmpl.render({"id": chunk.id, "text": text}, "chunk")
+        bodies.append((length + starts["text"], len(text)))
+        parts.append(rendered)
+        length += len(rendered)
+    block = "".join(parts)
+    escaped_question = tmpl.escaped(question)
+    user, starts = tmpl.render({"chunks": block, "question": escaped_question}, "user")
+    messages = (Message(role="system", content=tmpl.system), Message(role="user", content=user))
+    norm = _Normalized(messages)
+    at = starts["chunks"]
+    placements = [norm.placement(1, at + text_at, at + text_at + size, shown_as=user_at) for text_at, size in bodies]
+    q_start = starts["question"]
+    question_placement = norm.placement(1, q_start, q_start + len(escaped_question), shown_as=user_at)
+    return messages, norm, placements, question_placement
 
 
 def _coerce_messages(
@@ -246,12 +279,9 @@ def with_history(record: PromptRecord, history: Iterable[Message | Mapping[str, 
     earlier = _coerce_messages(history, empty_ok=True, what="history")
     if not earlier:
         return record
-    for index, message in enumerate(earlier):
-        if message.role not in ("user", "assistant"):
-            raise InputError(
-                f"history[{index}] has role {message.role!r}; expected the conversation's earlier 'user' and "
-                "'assistant' turns (the template supplies the system prompt)"
-            )
+    problem = _history_problem(earlier)
+    if problem is not None:
+        raise InputError(problem)
     if len(record.messages) != 2:
         raise InputError(f"history needs a [system, user] prompt, got {len(record.messages)} messages")
     shift = len(earlier)
@@ -277,6 +307,16 @@ def with_history(record: PromptRecord, history: Iterable[Message | Mapping[str, 
     )
 
 
+def _history_problem(earlier: Sequence[Message]) -> str | None:
+    for index, message in enumerate(earlier):
+        if message.role not in ("user", "assistant"):
+            return (
+                f"history[{index}] has role {message.role!r}; expected the conversation's earlier 'user' and "
+                "'assistant' turns (the template supplies the system prompt)"
+            )
+    return None
+
+
 _Where = tuple[int, int, int]
 """Where a located body sits: ``(message, norm_start, norm_end)``."""
 
@@ -285,11 +325,50 @@ _Located = tuple[Chunk, ChunkStatus, _Where | None]
 _PLACED_CHUNKS: TypeAdapter[tuple[PlacedChunk, ...]] = TypeAdapter(tuple[PlacedChunk, ...])
 
 
-def _locate(norm: _Normalized, chunk: Chunk, body: str) -> _Located:
-    """Where the chunk's normalized ``body`` (or its longest surviving prefix) is in the prompt."""
+def _no_passage(message: Message) -> str | None:
+    """Why no chunk body can be in ``message``, or None when one can.
+
+    An ``assistant`` turn is the model's own words; a ``system`` message that is a bundled template's system
+    prompt is citelock's (a record relabelled away from its template still says so in its messages).
+    """
+    if message.role == "assistant":
+        return "an assistant turn: the model's own words are never a retrieved passage"
+    if message.role == "system":
+        name = _template_systems().get(message.content)
+        if name is not None:
+            return f"the system prompt of {name}, which is no retrieved passage"
+    return None
+
+
+@functools.cache
+def _template_systems() -> dict[str, str]:
+    """The bundled templates' system prompts, each to the first template (``name.vN``) that has it."""
+    out: dict[str, str] = {}
+    for path in sorted(prompts_dir().glob("*.v*.toml")):
+        name, _, version = path.name.removesuffix(".toml").rpartition(".v")
+        try:
+            template = load_template(name, version)
+        except InputError:
+            continue  # not an answer template (no chunk field)
+        out.setdefault(template.system, f"{template.name}.v{template.version}")
+    return out
+
+
+def _within(start: int, end: int, outer_start: int, outer_end: int) -> bool:
+    """The range ``[start, end)`` lies inside ``[outer_start, outer_end)`` (an empty one strictly inside)."""
+    if start == end:
+        return outer_start < start < outer_end
+    return outer_start <= start and end <= outer_end
+
+
+def _locate(norm: _Normalized, chunk: Chunk, body: str, question_at: _Where | None) -> _Located:
+    """Where the chunk's normalized ``body`` (or its longest surviving prefix) is in the prompt.
+
+    The first occurrence that is not in an assistant turn nor inside the question (see :meth:`_Normalized.find`).
+    """
     if not body:
         return chunk, "missing", None
-    hit = norm.find(body)
+    hit = norm.find(body, question_at)
     if hit is not None:
         message, at = hit
         return chunk, "complete", (message, at, at + len(body))
@@ -297,20 +376,21 @@ def _locate(norm: _Normalized, chunk: Chunk, body: str) -> _Located:
     low, high = 0, len(body) - 1
     while low < high:
         mid = (low + high + 1) // 2
-        if norm.find(body[:mid]) is not None:
+        if norm.find(body[:mid], question_at) is not None:
             low = mid
         else:
             high = mid - 1
     if low < MIN_TRUNCATED_PREFIX:
         return chunk, "missing", None
-    message, at = norm.find(body[:low]) or (0, 0)
+    message, at = norm.find(body[:low], question_at) or (0, 0)
     return chunk, "truncated", (message, at, at + low)
 
 
 def _header_only(norm: _Normalized, located: _Located, taken: Sequence[_Where]) -> _Located:
     """A ``missing`` chunk whose id header is still in the prompt had its whole body cut: ``truncated``.
 
-    The id must occur as a whole token outside every located chunk body and outside the question; an id of
+    The id must occur as a whole token outside every located chunk body, outside the question and outside the
+    assistant turns (the model naming a source is no header); an id of
     digits only must also touch a bracket, quote, ``#``, ``:`` or ``=`` (``[3]``, ``id="3"``), so that a bare
     number in the prose is not taken for a header. The body's placement is then empty, right after the id (a
     surviving scrap shorter than :data:`MIN_TRUNCATED_PREFIX` is not located).
@@ -319,6 +399,8 @@ def _header_only(norm: _Normalized, located: _Located, taken: Sequence[_Where]) 
     chunk_id = normalize(chunk.id)
     pattern = re.compile(rf"(?<![\w-]){re.escape(chunk_id)}(?![\w-])")
     for message, text in enumerate(norm.texts):
+        if not norm.passable[message]:
+            continue
         # The regex's matches, left to right as finditer gives them; str.find skips to each candidate first.
         at = text.find(chunk_id)
         while at >= 0:
@@ -358,19 +440,20 @@ def record_from_messages(
         metadata: Caller-supplied values carried on the record.
 
     Raises:
-        InputError: no messages, a malformed message or chunk, or duplicate chunk ids.
+        InputError: no messages, a malformed message or chunk, duplicate chunk ids, or messages that write
+            another chunk's id beside a chunk's body (:func:`~citelock.prompt._labels.mislabeled`).
     """
     msgs = _coerce_messages(messages)
     norm = _Normalized(msgs)
     given = coerce_chunks(chunks)
     bodies = normalize_all([chunk.text for chunk in given])
-    located = [_locate(norm, chunk, body) for chunk, body in zip(given, bodies, strict=True)]
     question_at: _Where | None = None
     nq = normalize(question) if question else ""
     if nq:
         hit = norm.rfind(nq)
         if hit is not None:
             question_at = (hit[0], hit[1], hit[1] + len(nq))
+    located = [_locate(norm, chunk, body, question_at) for chunk, body in zip(given, bodies, strict=True)]
     taken = [where for _, _, where in located if where is not None]
     if question_at is not None:
         taken.append(question_at)
@@ -387,20 +470,22 @@ def record_from_messages(
     )
     question_placement = None if question_at is None else Placement(**norm.placement_fields(*question_at))
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
-    return _built(
-        PromptRecord(
-            **kwargs,
-            template=template or TemplateRef(name="external", version="0"),
-            messages=msgs,
-            normalized=tuple(norm.texts),
-            offset_maps=norm.anchors,
-            sha256=messages_sha256(msgs),
-            question=question,
-            question_placement=question_placement,
-            chunks=placed,
-            metadata=dict(metadata or {}),
-        )
+    record = PromptRecord(
+        **kwargs,
+        template=template or TemplateRef(name="external", version="0"),
+        messages=msgs,
+        normalized=tuple(norm.texts),
+        offset_maps=norm.anchors,
+        sha256=messages_sha256(msgs),
+        question=question,
+        question_placement=question_placement,
+        chunks=placed,
+        metadata=dict(metadata or {}),
     )
+    problems = mislabeled(record)
+    if problems:
+        raise InputError("the messages contradict the chunks: " + "; ".join(problems))
+    return _built(record)
 
 
 # --- a record that enters from outside: its derived fields are derived --------------------------------------
@@ -411,13 +496,35 @@ def derived_problem(record: PromptRecord) -> str | None:
 
     The messages are the truth; everything else a check relies on is derived from them and recomputed here:
     ``sha256``, the ``normalized`` copy and the ``offset_maps`` of every message (compared exactly), and every
-    placement (the chunk bodies' and the question's): in range, raw and normalized offsets that map onto each
-    other, and the normalized text there equal to the chunk's text (``complete``) or a prefix of it
-    (``truncated``), or to the question. A record edited anywhere but its messages (a ``normalized`` copy
-    saying 1999 where the prompt said 1932) is refused instead of passing provenance for text never sent. The
-    chunks' texts themselves are what the caller says was retrieved: they are input, not derived.
+    placement (the chunk bodies' and the question's). A record edited anywhere but its messages (a
+    ``normalized`` copy saying 1999 where the prompt said 1932) is refused instead of passing provenance for
+    text never sent. The chunks' texts and ids are what the caller says was retrieved: input, not derived; but a
+    placement counts only where the prompt as sent puts that chunk, which is decided two ways:
 
-    Cost: one normalization of every message and every chunk text (what building the record cost).
+    - **A bundled template** (the record names a template of ``prompts/``, ``answer_structured.v2`` say): the
+      prompt is rendered again from the record's question, chunks and history (the messages between the system
+      prompt and the last user turn), as :func:`serialize` and :func:`with_history` render it, and the messages,
+      normalized copies, offset maps, statuses and placements must be identical. A chunk renamed in ``chunks``
+      (the prompt still says the old id), a chunk placed on the question, the system prompt, the template's own
+      words or an earlier assistant turn, a record of some other prompt relabelled as the template's: each
+      renders differently and is refused, naming the first difference. Nothing falls back to the structural
+      checks; a template of the caller's own must carry a name of its own.
+    - **Any other prompt** (``external``, a wrapped call's, an adapter's): its layout is the caller's, so the
+      checks are structural. Each placement must be in range with raw and normalized offsets that map onto each
+      other, the normalized text there equal to the chunk's text (``complete``) or a prefix of it (``truncated``);
+      it must not be in an ``assistant`` turn (the model's own words are no retrieved passage), in a ``system``
+      message that is a bundled template's system prompt (a record relabelled away from its template still shows
+      it), nor inside the question's placement; and the ids the messages write nearest a body, if any of the
+      record's ids are there, must include the chunk's own (:func:`~citelock.prompt._labels.mislabeled`: a renamed
+      or swapped id is refused when another id of the record labels the body). What these cannot see: a chunk
+      whose text is the caller's own system prompt or template words (or, in a bundled template's record
+      relabelled as another, the template's words in the user turn: the template name is input), or a renamed
+      chunk in a prompt that shows no header shape; another system message cannot be ruled out (a wrapped call
+      adds its sources as one), nor can a missing id header (the framework adapters send passages without one).
+
+    Cost: one normalization of every message (what building the record cost). A bundled template's record is
+    rendered again instead of normalizing its chunk texts (about what :func:`serialize` costs); another record
+    adds one search of the text between its bodies for its ids.
     """
     messages = record.messages
     if record.sha256 != messages_sha256(messages):
@@ -427,17 +534,20 @@ def derived_problem(record: PromptRecord) -> str | None:
             f"normalized and offset_maps must hold one entry per message ({len(messages)}), got "
             f"{len(record.normalized)} and {len(record.offset_maps)}"
         )
-    for index, message in enumerate(messages):
-        text, anchors = normalize_with_anchors(message.content)
-        if record.normalized[index] != text:
-            return f"normalized[{index}] is not the normalized text of messages[{index}]: it was edited"
-        if tuple(map(tuple, record.offset_maps[index])) != tuple(map(tuple, anchors)):
-            return f"offset_maps[{index}] is not the offset map of messages[{index}]: it was edited"
     seen: set[str] = set()
     for number, placed in enumerate(record.chunks):
         if placed.id in seen:
             return f"chunks[{number}]: chunk id {placed.id!r} appears twice"
         seen.add(placed.id)
+    template = _bundled(record.template)
+    if template is not None:
+        return _rendered_problem(record, template)
+    for index, message in enumerate(messages):
+        text, anchors = normalize_with_anchors(message.content)
+        problem = _normalized_problem(record, index, text, anchors)
+        if problem is not None:
+            return problem
+    for number, placed in enumerate(record.chunks):
         problem = _chunk_problem(record, placed)
         if problem is not None:
             return f"chunks[{number}] ({placed.id!r}): {problem}"
@@ -452,7 +562,92 @@ def derived_problem(record: PromptRecord) -> str | None:
             problem = "the text there is not the question"
         if problem is not None:
             return f"question_placement: {problem}"
+    labels = mislabeled(record)
+    return None if not labels else labels[0]
+
+
+def _normalized_problem(record: PromptRecord, index: int, text: str, anchors: Sequence[Any]) -> str | None:
+    if record.normalized[index] != text:
+        return f"normalized[{index}] is not the normalized text of messages[{index}]: it was edited"
+    if tuple(map(tuple, record.offset_maps[index])) != tuple(map(tuple, anchors)):
+        return f"offset_maps[{index}] is not the offset map of messages[{index}]: it was edited"
     return None
+
+
+_TEMPLATE_NAME = re.compile(r"[A-Za-z0-9_]+")
+_TEMPLATE_VERSION = re.compile(r"[0-9]+")
+
+
+def _bundled(ref: TemplateRef) -> PromptTemplate | None:
+    """The bundled template ``ref`` names, or None (``external``, ``wrap``, a caller's own)."""
+    if not (_TEMPLATE_NAME.fullmatch(ref.name) and _TEMPLATE_VERSION.fullmatch(ref.version)):
+        return None  # a name that is no file of prompts/ (and never a path to one)
+    try:
+        return load_template(ref.name, ref.version)
+    except InputError:
+        return None
+
+
+def _rendered_problem(record: PromptRecord, template: PromptTemplate) -> str | None:
+    """What differs between ``record`` and what ``template`` renders from its question, chunks and history."""
+    name = f"{template.name}.v{template.version}"
+    what = f"not what {name} renders from the record's chunks, question and history"
+    messages = record.messages
+    if record.question is None:
+        return f"names template {name} but has no question to render it with"
+    if len(messages) < 2:
+        return f"names template {name} but has {len(messages)} message(s); it renders [system, *history, user]"
+    history = messages[1:-1]
+    problem = _history_problem(history)
+    if problem is not None:
+        return f"names template {name}, which renders [system, *history, user]: {problem}"
+    try:
+        chunks = [pc.chunk for pc in record.chunks]
+        (system, user), norm, placements, question_at = _render(
+            template, record.question, chunks, user_at=len(messages) - 1
+        )
+    except CitelockError as exc:
+        return f"names template {name}, which cannot render it: {exc}"
+    for index, (message, expected) in enumerate(zip(messages, (system, *history, user), strict=True)):
+        if message != expected:
+            return (
+                f"messages[{index}] is {what} (chunk ids or texts, the question or the history were edited, or "
+                f"another prompt was labelled {name}): {_difference(message, expected)}"
+            )
+    last = len(messages) - 1
+    for index, message in enumerate(messages):
+        if index in (0, last):
+            text, anchors = norm.texts[min(index, 1)], norm.anchors[min(index, 1)]
+        else:
+            text, anchors = normalize_with_anchors(message.content)
+        problem = _normalized_problem(record, index, text, anchors)
+        if problem is not None:
+            return problem
+    for number, (placed, expected_at) in enumerate(zip(record.chunks, placements, strict=True)):
+        if placed.status != "complete" or placed.placement != expected_at:
+            return (
+                f"chunks[{number}] ({placed.id!r}): {placed.status} at {_where(placed.placement)} is {what}: "
+                f"expected complete at {_where(expected_at)}, its body in the sources"
+            )
+    if record.question_placement != question_at:
+        return f"question_placement {_where(record.question_placement)} is {what}: expected {_where(question_at)}"
+    return None
+
+
+def _where(p: Placement | None) -> str:
+    if p is None:
+        return "no placement"
+    return f"messages[{p.message}] {p.start}-{p.end} (normalized {p.norm_start}-{p.norm_end})"
+
+
+def _difference(message: Message, expected: Message) -> str:
+    """Where ``message`` first differs from ``expected``, with a few characters of each from there."""
+    if message.role != expected.role:
+        return f"role {message.role!r}, expected {expected.role!r}"
+    got, want = message.content, expected.content
+    at = next((k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+    shown = max(0, at - 24)
+    return f"at character {at} it says {got[shown : at + 48]!r}, expected {want[shown : at + 48]!r}"
 
 
 def _chunk_problem(record: PromptRecord, placed: PlacedChunk) -> str | None:
@@ -464,6 +659,12 @@ def _chunk_problem(record: PromptRecord, placed: PlacedChunk) -> str | None:
     problem = _placement_problem(record, p)
     if problem is not None:
         return problem
+    what = _no_passage(record.messages[p.message])
+    if what is not None:
+        return f"it is placed on messages[{p.message}], {what} (expected a placement in the sources the prompt gave)"
+    q = record.question_placement
+    if q is not None and q.message == p.message and _within(p.norm_start, p.norm_end, q.norm_start, q.norm_end):
+        return "it is placed on the question's text, which is no retrieved passage (expected its body in the sources)"
     there, full = _placed_text(record, p), normalize(placed.chunk.text)
     if placed.status == "complete" and there != full:
         return "the prompt text at its placement is not the chunk's text (placement or text edited)"
