@@ -36,7 +36,7 @@ from typing import Any
 
 from citelock.constraint import quote_body
 from citelock.errors import RuntimeFailure
-from citelock.guard._focus_check import RelevanceCheck, RelevanceRouting, Stakes, answer_focus
+from citelock.guard._focus_check import RelevanceCheck, RelevanceRouting, Stakes, claim_relevance
 from citelock.judges._params import load_params
 from citelock.judges._routing import Route
 from citelock.text import content_terms, question_focus, split_sentences
@@ -263,7 +263,7 @@ def _fold(text: str) -> str:
 
 
 def _passage_terms(
-    question: str, claim: str, passage: Sequence[str], filled: bool | None = None
+    question: str, claim: str, passage: Sequence[str], filled: bool | None, seen: _Sentences
 ) -> tuple[float, float, float]:
     """The passage features of a claim (see the module docstring).
 
@@ -281,9 +281,9 @@ def _passage_terms(
     terms = list(dict.fromkeys(content_terms(question)))
     if not terms:
         return 1.0, 0.0, 1.0
-    own = set(content_terms(claim))
+    own = seen.terms(claim)
     rest = [s for s in passage if s.strip() and s.strip() not in claim]
-    others = [set(content_terms(s)) for s in rest]
+    others = [seen.terms(s) for s in rest]
     sets = [own, *others]
     n = len(sets)
     df = {t: sum(1 for st in sets if t in st) for t in terms}
@@ -291,15 +291,15 @@ def _passage_terms(
     weight = {t: math.log((n + 1) / (df[t] + 0.5)) if others else 1.0 for t in terms}
     total = sum(weight.values())
 
-    def share(st: set[str]) -> float:
+    def share(st: frozenset[str]) -> float:
         return sum(weight[t] for t in terms if t in st) / total
 
     mine = share(own)
     # its rivals: the other sentences that fill the slot, none with the claim's span (one stating the claim's own
     # answer is its source, not a rival); a claim that fills no slot, or a question that asks none, meets every sentence
     if filled:
-        answer = slot_fillers(question, claim)
-        fills = [slot_fillers(question, s) for s in rest]
+        answer = seen.fillers(claim)
+        fills = [seen.fillers(s) for s in rest]
         rivals = [st for f, st in zip(fills, others, strict=True) if f and not f & answer]
     else:
         rivals = others
@@ -319,6 +319,39 @@ def _base(question: str, text: str) -> tuple[float, float]:
     return coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0), predicate + lemma_share
 
 
+class _Sentences:
+    """What one question's features read of each sentence, computed once per sentence.
+
+    A ranking compares every sentence with every other one of its passage (or of the prompt): without this the
+    per-sentence parts (its own score, its terms, its slot fillers) were recomputed for each pair. One instance
+    serves one (folded) question for the length of one call; the values are those of the plain functions.
+    """
+
+    def __init__(self, question: str) -> None:
+        self.question = question
+        self._base: dict[str, tuple[float, float]] = {}
+        self._terms: dict[str, frozenset[str]] = {}
+        self._fillers: dict[str, frozenset[str]] = {}
+
+    def base(self, text: str) -> tuple[float, float]:
+        """:func:`_base` of ``text``."""
+        if (hit := self._base.get(text)) is None:
+            hit = self._base[text] = _base(self.question, text)
+        return hit
+
+    def terms(self, text: str) -> frozenset[str]:
+        """The content terms of ``text``, as a set."""
+        if (hit := self._terms.get(text)) is None:
+            hit = self._terms[text] = frozenset(content_terms(text))
+        return hit
+
+    def fillers(self, text: str) -> frozenset[str]:
+        """:func:`slot_fillers` of ``text`` for the question."""
+        if (hit := self._fillers.get(text)) is None:
+            hit = self._fillers[text] = slot_fillers(self.question, text)
+        return hit
+
+
 def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tuple[float, ...]:
     """The features of one claim (see the module docstring), in :data:`FEATURES` order.
 
@@ -328,16 +361,23 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
         passage: The sentences of the passage it cites (the claim's own sentence among them or not); empty when
             it cites none, and then the passage features are neutral.
     """
-    question, claim, passage = _fold(question), _fold(claim), tuple(_fold(s) for s in passage)
+    question = _fold(question)
+    return _features(_Sentences(question), _fold(claim), tuple(_fold(s) for s in passage))
+
+
+def _features(seen: _Sentences, claim: str, passage: tuple[str, ...]) -> tuple[float, ...]:
+    """:func:`slot_features` of a folded claim and passage, for ``seen``'s (folded) question."""
+    question = seen.question
     coverage, predicate, lemma_share = _shares(question, claim)
     filled = slot_filled(question, claim)
     own = coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0)
     own_pred = predicate + lemma_share
-    others = [_base(question, s) for s in passage if s.strip() and s.strip() not in claim]
+    others = [seen.base(s) for s in passage if s.strip() and s.strip() not in claim]
     best_other = max((o[0] for o in others), default=own)
     best_pred = max((o[1] for o in others), default=own_pred)
     best = 1.0 if own >= best_other and own_pred > 0 else 0.0
-    focus, _met, _i = answer_focus(question, [claim], [" ".join(passage)] if passage else None)
+    # answer_focus's score of this one claim (what it computes first, before its per-claim ranking)
+    focus = claim_relevance(question, claim, " ".join(passage) if passage else None)
     return (
         coverage,
         predicate,
@@ -352,7 +392,7 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
         math.log1p(len(claim.split())),
         slot_closeness(question, claim),
         focus,
-        *_passage_terms(question, claim, passage, filled),
+        *_passage_terms(question, claim, passage, filled, seen),
     )
 
 
@@ -390,10 +430,13 @@ def rank_sentences(
     passage" for free). Ties keep prompt order.
     """
     split = {k: passage_sentences(v) if isinstance(v, str) else tuple(v) for k, v in chunks.items()}
-    everything = tuple(s for spans in split.values() for s in spans)
+    folded = {k: tuple(_fold(s) for s in spans) for k, spans in split.items()}
+    everything = tuple(s for spans in folded.values() for s in spans)
+    seen = _Sentences(_fold(question))  # each sentence's own parts once, not once per pair
+    model = model or slot_model()
     ranked: list[tuple[float, int, RankedSentence]] = []
     for chunk_id, sentences in split.items():
-        for sentence in sentences:
-            score = slot_score(question, sentence, everything if across else sentences, model)
+        for sentence, plain in zip(sentences, folded[chunk_id], strict=True):
+            score = model.probability(_features(seen, plain, everything if across else folded[chunk_id]))
             ranked.append((-score, len(ranked), RankedSentence(chunk_id, sentence, score)))
     return [r for _s, _i, r in sorted(ranked, key=lambda x: (x[0], x[1]))]
