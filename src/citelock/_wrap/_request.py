@@ -25,7 +25,7 @@ from citelock.constraint._policy import SpanPolicy
 from citelock.constraint._schema import CitationSchema, SchemaOptions, fit_schema
 from citelock.errors import InputError, UsageError
 from citelock.prompt._assemble import coerce_chunks
-from citelock.prompt._serialize import record_from_messages
+from citelock.prompt._serialize import record_from_messages, relabelled
 from citelock.prompt._templates import load_template
 from citelock.records import Chunk, Context, PlacedChunk, PromptRecord, TemplateRef
 from citelock.runtime._transport import CREATE_FIELDS
@@ -266,7 +266,7 @@ def prepare(
     )
     if schema.downgrade_reason:
         meta["downgrade_reason"] = schema.downgrade_reason
-    record = record.model_copy(update={"metadata": meta, "question": question})
+    record = relabelled(record, metadata=meta, question=question)
     name = f"{WRAP_TEMPLATE.name}.v{WRAP_TEMPLATE.version}"
     prep = _Prepared(context, record, schema, build_ms, policy, name, max_tokens)
     request = Request(
