@@ -153,8 +153,10 @@ def breakdown(up: str, chunks: list[dict[str, str]], requests: int, db: Path, se
     """Where one gateway request's time goes, in this process (the gateway's own code path, no HTTP in front).
 
     The door's steps are timed in place: ``prepare`` (locate the chunks, build and inject the constraint),
+    ``abstain`` (the early abstention: is any chunk relevant enough, would the ranked grammar admit a sentence),
     ``log`` (the prompt-log append), ``upstream`` (the call through the openai SDK's client, the upstream's
-    latency included), ``guard``, ``results`` (the result row and its review-queue entries, one transaction), and
+    latency included), ``finish`` (parse, guard, store and render the answer; ``guard`` and ``results`` are
+    parts of it: the guard's run, the result row and its review-queue entries in one transaction), and
     ``whole`` (the door's whole answer).
     """
     import citelock
@@ -166,8 +168,11 @@ def breakdown(up: str, chunks: list[dict[str, str]], requests: int, db: Path, se
     from citelock.gateway._request import read_request
     from citelock.store import PromptLog
 
-    parts: dict[str, list[float]] = {k: [] for k in ("prepare", "log", "upstream", "guard", "results", "whole")}
+    steps = ("prepare", "abstain", "log", "upstream", "finish", "guard", "results", "whole")
+    parts: dict[str, list[float]] = {k: [] for k in steps}
     _timed(wrap_request, "prepare", "prepare", parts)
+    _timed(wrap_client._Wrapper, "_abstained", "abstain", parts)
+    _timed(wrap_client._Wrapper, "_finish", "finish", parts)
     wrap_client.prepare = wrap_request.prepare  # type: ignore[attr-defined]
     _timed(PromptLog, "append", "log", parts)
     _timed(Doors, "_send", "upstream", parts)
