@@ -318,10 +318,13 @@ def _passage_terms(
     return mine, margin, rare
 
 
-def _base(question: str, text: str) -> tuple[float, float]:
+_Parts = tuple[float, float, float, bool | None]
+"""A sentence's :func:`_shares` and whether it fills the question's slot (:func:`slot_filled`)."""
+
+
+def _base(parts: _Parts) -> tuple[float, float]:
     """A sentence's own score before the passage is seen (what the margin compares), and its predicate share."""
-    coverage, predicate, lemma_share = _shares(question, text)
-    filled = slot_filled(question, text)
+    coverage, predicate, lemma_share, filled = parts
     return coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0), predicate + lemma_share
 
 
@@ -343,15 +346,22 @@ class _Sentences:
     def __init__(self, question: str) -> None:
         self.question = question
         self.question_terms = tuple(dict.fromkeys(content_terms(question)))
+        self._parts: dict[str, _Parts] = {}
         self._base: dict[str, tuple[float, float]] = {}
         self._masks: dict[str, int] = {}
         self._fillers: dict[str, frozenset[str]] = {}
         self._passages: dict[tuple[str, ...], _Passage] = {}
 
+    def parts(self, text: str) -> _Parts:
+        """:data:`_Parts` of ``text``."""
+        if (hit := self._parts.get(text)) is None:
+            hit = self._parts[text] = (*_shares(self.question, text), slot_filled(self.question, text))
+        return hit
+
     def base(self, text: str) -> tuple[float, float]:
         """:func:`_base` of ``text``."""
         if (hit := self._base.get(text)) is None:
-            hit = self._base[text] = _base(self.question, text)
+            hit = self._base[text] = _base(self.parts(text))
         return hit
 
     def mask(self, text: str) -> int:
@@ -392,10 +402,8 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
 def _features(seen: _Sentences, claim: str, passage: tuple[str, ...]) -> tuple[float, ...]:
     """:func:`slot_features` of a folded claim and passage, for ``seen``'s (folded) question."""
     question = seen.question
-    coverage, predicate, lemma_share = _shares(question, claim)
-    filled = slot_filled(question, claim)
-    own = coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0)
-    own_pred = predicate + lemma_share
+    coverage, predicate, lemma_share, filled = seen.parts(claim)
+    own, own_pred = seen.base(claim)
     view = seen.passage(passage)
     kept = [k for k, s in enumerate(view.stripped) if s and s not in claim]  # the passage's other sentences
     others = [b for b in (view.bases[k] for k in kept) if b is not None]
