@@ -67,9 +67,9 @@ def _reply(chunks: list[dict[str, str]]) -> str:
 
 
 @contextmanager
-def gateway(upstream_url: str, workers: int, db: Path, pids: list[int]) -> Iterator[str]:
+def gateway(upstream_url: str, workers: int, db: Path, pids: list[int], server: str = "llama.cpp") -> Iterator[str]:
     """``citelock gateway --workers N`` in front of the upstream, free checks only, until ``/readyz`` is 200."""
-    args = ["--workers", str(workers), "--db", str(db), "--upstream", upstream_url, "--server", "llama.cpp"]
+    args = ["--workers", str(workers), "--db", str(db), "--upstream", upstream_url, "--server", server]
     args += ["--surface", "bench", "--stakes", "low", "--sample-rate", "0"]
     with gateway_process(*args, ready_s=120, pids=pids) as url:
         yield url
@@ -149,12 +149,14 @@ def _timed(owner: Any, name: str, label: str, parts: dict[str, list[float]]) -> 
     setattr(owner, name, timed)
 
 
-def breakdown(up: str, chunks: list[dict[str, str]], requests: int, db: Path) -> Table:
+def breakdown(up: str, chunks: list[dict[str, str]], requests: int, db: Path, server: str = "llama.cpp") -> Table:
     """Where one gateway request's time goes, in this process (the gateway's own code path, no HTTP in front).
 
     The door's steps are timed in place: ``prepare`` (locate the chunks, build and inject the constraint),
+    ``abstain`` (the early abstention: is any chunk relevant enough, would the ranked grammar admit a sentence),
     ``log`` (the prompt-log append), ``upstream`` (the call through the openai SDK's client, the upstream's
-    latency included), ``guard``, ``results`` (the result row and its review-queue entries, one transaction), and
+    latency included), ``finish`` (parse, guard, store and render the answer; ``guard`` and ``results`` are
+    parts of it: the guard's run, the result row and its review-queue entries in one transaction), and
     ``whole`` (the door's whole answer).
     """
     import citelock
@@ -166,15 +168,18 @@ def breakdown(up: str, chunks: list[dict[str, str]], requests: int, db: Path) ->
     from citelock.gateway._request import read_request
     from citelock.store import PromptLog
 
-    parts: dict[str, list[float]] = {k: [] for k in ("prepare", "log", "upstream", "guard", "results", "whole")}
+    steps = ("prepare", "abstain", "log", "upstream", "finish", "guard", "results", "whole")
+    parts: dict[str, list[float]] = {k: [] for k in steps}
     _timed(wrap_request, "prepare", "prepare", parts)
+    _timed(wrap_client._Wrapper, "_abstained", "abstain", parts)
+    _timed(wrap_client._Wrapper, "_finish", "finish", parts)
     wrap_client.prepare = wrap_request.prepare  # type: ignore[attr-defined]
     _timed(PromptLog, "append", "log", parts)
     _timed(Doors, "_send", "upstream", parts)
     _timed(citelock.Guard, "run", "guard", parts)
     _timed(GatedSinks, "write", "results", parts)
     policy = citelock.SurfacePolicy(name="bench", stakes="low", sample_rate=0.0)
-    settings = GatewaySettings.of({"bench": policy}, "bench", db=str(db), upstream=up, server="llama.cpp")
+    settings = GatewaySettings.of({"bench": policy}, "bench", db=str(db), upstream=up, server=server)
     raw = json.dumps({"model": MODEL, "messages": [QUESTION], "citelock": {"chunks": chunks}}).encode()
 
     async def run() -> None:
@@ -213,10 +218,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--breakdown", type=int, default=200, help="requests of the step-by-step table (0: none)")
+    parser.add_argument(
+        "--server",
+        default="llama.cpp",
+        help="the upstream kind the gateway serves (llama.cpp: a GBNF grammar; vllm: a JSON schema)",
+    )
     args = parser.parse_args()
     chunks = chunks_of(args.chunks)
     passages = "\n".join(f"[{c['id']}] {c['text']}" for c in chunks)
-    table = Table(title=f"gateway vs direct, {args.chunks} chunks, upstream {args.latency_ms:g} ms, free checks")
+    title = f"gateway vs direct, {args.chunks} chunks, upstream {args.latency_ms:g} ms ({args.server}), free checks"
+    table = Table(title=title)
     for column in ("workers", "conc.", "direct p50", "direct p95", "gateway p50", "gateway p95"):
         table.add_column(column, justify="right")
     for column in ("added p50", "added p95", "direct rps", "gateway rps", "gw CPU ms/req", "failed"):
@@ -229,7 +240,7 @@ def main() -> None:
         gateway_body = {"model": MODEL, "messages": [QUESTION], "citelock": {"chunks": chunks}}
         for workers in args.workers:
             pids: list[int] = []
-            with gateway(up, workers, Path(tmp) / f"gw{workers}.db", pids) as gw:
+            with gateway(up, workers, Path(tmp) / f"gw{workers}.db", pids, args.server) as gw:
                 for conc in args.concurrency:
                     direct: list[float] = []
                     through: list[float] = []
@@ -257,7 +268,7 @@ def main() -> None:
                         f"{len(direct) / walls['direct']:.0f}", f"{len(through) / walls['gateway']:.0f}",
                         f"{per_request:.2f}", str(failed),
                     )  # fmt: skip
-        steps = breakdown(up, chunks, args.breakdown, Path(tmp) / "steps.db") if args.breakdown else None
+        steps = breakdown(up, chunks, args.breakdown, Path(tmp) / "steps.db", args.server) if args.breakdown else None
     load_after = os.getloadavg()
     console = Console(width=180)  # every column whole, also when the output is a pipe
     console.print(table)

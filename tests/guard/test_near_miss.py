@@ -340,3 +340,17 @@ def test_refit_from_desk_labels_moves_fail_below_never_above_review_below() -> N
     assert relevance_labels(items, surface="other") == []
     with pytest.raises(UsageError, match="nothing to refit"):
         refit_relevance([x for x in labels if not x.on_question], "low")
+
+
+@pytest.mark.parametrize("across", [False, True])
+def test_a_ranking_scores_each_sentence_as_slot_score_does_alone(across: bool) -> None:
+    # the ranking computes each sentence's own parts once per call, not once per pair: the scores must not move
+    chunks = {"c-1": PARAGRAPH, "c-2": "Beyoncé left the group in 2005. The group played at Harbor Stadium."}
+    split = {k: passage_sentences(v) for k, v in chunks.items()}
+    everything = tuple(s for spans in split.values() for s in spans)
+    for question in (WHERE, "When did Beyonce leave the group?", "How many titles did the home side earn?"):
+        ranked = rank_sentences(question, chunks, across=across)
+        assert len(ranked) == len(everything)
+        for r in ranked:
+            passage = everything if across else split[r.chunk_id]
+            assert r.score == slot_score(question, r.sentence, passage)

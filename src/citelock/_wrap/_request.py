@@ -27,7 +27,7 @@ from citelock.errors import InputError, UsageError
 from citelock.guard._focus_check import Stakes
 from citelock.prompt._assemble import coerce_chunks
 from citelock.prompt._labels import mislabeled
-from citelock.prompt._serialize import record_from_messages
+from citelock.prompt._serialize import record_from_messages, relabelled
 from citelock.prompt._templates import load_template
 from citelock.records import Chunk, Context, PlacedChunk, PromptRecord, TemplateRef
 from citelock.runtime._transport import CREATE_FIELDS
@@ -271,7 +271,7 @@ def prepare(
     )
     if schema.downgrade_reason:
         meta["downgrade_reason"] = schema.downgrade_reason
-    record = record.model_copy(update={"metadata": meta, "question": question})
+    record = relabelled(record, metadata=meta, question=question)
     name = f"{WRAP_TEMPLATE.name}.v{WRAP_TEMPLATE.version}"
     nothing = ranked is not None and ranked.admits_nothing
     prep = _Prepared(context, record, schema, build_ms, policy, name, max_tokens, nothing)

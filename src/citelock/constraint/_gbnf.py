@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
@@ -195,7 +196,11 @@ def clear_gbnf_cache() -> None:
 
 
 def _substring_rules(name: str, body: str, most: int) -> list[str]:
-    """:func:`_trie_rules` of a chunk, cached per ``(body, most)``: a chunk retrieved again costs a lookup.
+    """The substring rules of a chunk, cached per ``(body, most)``: a chunk retrieved again costs a lookup.
+
+    Two spellings of the same language, the shorter sent: :func:`_chain_rules` (linear in the chunk when the
+    whole chunk fits in ``most``, the usual case for retrieved passages) and :func:`_trie_rules` (shares the
+    runs' common prefixes, which can win on a chunk far longer than ``most``).
 
     The cache is an LRU bounded by the characters it holds (:data:`_SPAN_CACHE_CHARS`), safe across threads.
     """
@@ -206,7 +211,7 @@ def _substring_rules(name: str, body: str, most: int) -> list[str]:
         if block is not None:
             _span_cache.move_to_end(key)
     if block is None:
-        block = "\n".join(_trie_rules(_NAME, body, most))
+        block = _smaller("\n".join(_chain_rules(_NAME, body, most)), "\n".join(_trie_rules(_NAME, body, most)))
         with _span_cache_lock:
             if key not in _span_cache and len(block) + len(body) <= _SPAN_CACHE_CHARS:
                 _span_cache[key] = block
@@ -240,6 +245,48 @@ def _trie_rules(name: str, body: str, most: int) -> list[str]:
     if not root:
         return []
     return _TrieWriter(name).rules(root)
+
+
+def _smaller(chains: str, trie: str) -> str:
+    return chains if len(chains) <= len(trie) else trie
+
+
+def _chain_rules(name: str, body: str, most: int) -> list[str]:
+    """Rules matching the same runs as :func:`_trie_rules`, as chains of one rule per piece.
+
+    A run starting at piece ``s`` may end on any piece up to ``last(s)``, the last one within ``most`` escaped
+    characters of it; ``last`` never decreases with ``s``. The starts sharing one ``last`` share one chain
+    ``NAME-K ::= "piece" NAME-K+1?`` (every piece a place the span may end, the chain stopping at ``last``), and
+    ``NAME`` picks the chain rule of each start. A chunk that fits in ``most`` is one chain: one rule per piece
+    instead of a trie with a path per start (the trie grows with the chunk's length times ``most``). Empty when
+    no piece can start a span within the bound.
+    """
+    pieces = word_pieces(body)
+    ends = [0]
+    for piece in pieces:
+        ends.append(ends[-1] + len(piece))
+    groups: dict[int, list[int]] = {}  # last piece -> the starts whose runs may reach it and no further
+    for start, piece in enumerate(pieces):
+        if _can_start(piece) and len(piece) <= most:
+            groups.setdefault(bisect_right(ends, ends[start] + most) - 2, []).append(start)
+    if not groups:
+        return []
+    literals: dict[str, str] = {}
+    lines: list[str] = []
+    entries: list[str] = []
+    count = 0
+    for last, starts in groups.items():
+        first = starts[0]
+        names = [f"{name}-{count + 1 + k:x}" for k in range(last - first + 1)]
+        count += len(names)
+        for k, at in enumerate(range(first, last + 1)):
+            piece = pieces[at]
+            literal = literals.get(piece)
+            if literal is None:
+                literal = literals[piece] = gbnf_literal(piece)
+            lines.append(f"{names[k]} ::= {literal} {names[k + 1]}?" if at < last else f"{names[k]} ::= {literal}")
+        entries.extend(names[start - first] for start in starts)
+    return [f"{name} ::= " + " | ".join(entries), *lines]
 
 
 _INLINE_CHAIN = 16

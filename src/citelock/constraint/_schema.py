@@ -35,7 +35,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from citelock.constraint._gbnf import clear_gbnf_cache, gbnf_grammar
@@ -396,6 +396,7 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+@lru_cache(maxsize=4096)  # a chunk retrieved again (or read by the constraint and the abstention check) is split once
 def chunk_sentences(text: str) -> tuple[str, ...]:
     """A chunk's citable sentences: split with :func:`citelock.text.split_sentences`, normalized, de-duplicated.
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,7 +37,7 @@ from typing import Any
 
 from citelock.constraint import quote_body
 from citelock.errors import RuntimeFailure
-from citelock.guard._focus_check import RelevanceCheck, RelevanceRouting, Stakes, answer_focus
+from citelock.guard._focus_check import RelevanceCheck, RelevanceRouting, Stakes, claim_relevance
 from citelock.judges._params import load_params
 from citelock.judges._routing import Route
 from citelock.text import content_terms, question_focus, split_sentences
@@ -263,7 +264,7 @@ def _fold(text: str) -> str:
 
 
 def _passage_terms(
-    question: str, claim: str, passage: Sequence[str], filled: bool | None = None
+    claim: str, passage: Sequence[str], filled: bool | None, seen: _Sentences, kept: list[int], masks: list[int]
 ) -> tuple[float, float, float]:
     """The passage features of a claim (see the module docstring).
 
@@ -277,46 +278,112 @@ def _passage_terms(
     beside "It spans 880 meters across Harlow Bay." for "How long is the Aurora bridge?"), its margin is 0 and
     its rare term 1.
     Otherwise (no slot asked, or the claim fills none) every other sentence of the passage is a rival.
+
+    ``kept`` are the indices of the passage's other sentences (not blank, not inside the claim); ``masks`` the
+    question terms each sentence of the passage holds (bit ``i``: ``seen.question_terms[i]``).
     """
-    terms = list(dict.fromkeys(content_terms(question)))
+    terms = seen.question_terms
     if not terms:
         return 1.0, 0.0, 1.0
-    own = set(content_terms(claim))
-    rest = [s for s in passage if s.strip() and s.strip() not in claim]
-    others = [set(content_terms(s)) for s in rest]
-    sets = [own, *others]
-    n = len(sets)
-    df = {t: sum(1 for st in sets if t in st) for t in terms}
+    held = range(len(terms))
+    own = seen.mask(claim)
+    others = [masks[k] for k in kept]
+    counts = Counter([own, *others])  # sentences holding the same question terms weigh alike: counted once each
+    n = 1 + len(others)
+    df = [sum(c for mask, c in counts.items() if mask >> i & 1) for i in held]
     # no other sentence to tell terms apart by: every term weighs the same (the plain share)
-    weight = {t: math.log((n + 1) / (df[t] + 0.5)) if others else 1.0 for t in terms}
-    total = sum(weight.values())
+    weight = [math.log((n + 1) / (df[i] + 0.5)) if others else 1.0 for i in held]
+    total = sum(weight)
+    shares: dict[int, float] = {}
 
-    def share(st: set[str]) -> float:
-        return sum(weight[t] for t in terms if t in st) / total
+    def share(mask: int) -> float:
+        if (value := shares.get(mask)) is None:
+            value = shares[mask] = sum(weight[i] for i in held if mask >> i & 1) / total
+        return value
 
     mine = share(own)
     # its rivals: the other sentences that fill the slot, none with the claim's span (one stating the claim's own
     # answer is its source, not a rival); a claim that fills no slot, or a question that asks none, meets every sentence
     if filled:
-        answer = slot_fillers(question, claim)
-        fills = [slot_fillers(question, s) for s in rest]
-        rivals = [st for f, st in zip(fills, others, strict=True) if f and not f & answer]
+        answer = seen.fillers(claim)
+        rivals = [masks[k] for k in kept if (f := seen.fillers(passage[k])) and not f & answer]
     else:
         rivals = others
-    margin = mine - max((share(st) for st in rivals), default=mine)
-    present = [t for t in terms if df[t] > 0]
-    rarest = min((df[t] for t in present), default=0)
-    rare = 1.0 if any(t in own for t in present if df[t] == rarest) else 0.0
+    margin = mine - max((share(mask) for mask in set(rivals)), default=mine)
+    present = [i for i in held if df[i] > 0]
+    rarest = min((df[i] for i in present), default=0)
+    rare = 1.0 if any(own >> i & 1 for i in present if df[i] == rarest) else 0.0
     if filled and not rivals:
         rare = 1.0  # the only answer of its passage: no rarer term of a sentence that answers nothing beats it
     return mine, margin, rare
 
 
-def _base(question: str, text: str) -> tuple[float, float]:
+_Parts = tuple[float, float, float, bool | None]
+"""A sentence's :func:`_shares` and whether it fills the question's slot (:func:`slot_filled`)."""
+
+
+def _base(parts: _Parts) -> tuple[float, float]:
     """A sentence's own score before the passage is seen (what the margin compares), and its predicate share."""
-    coverage, predicate, lemma_share = _shares(question, text)
-    filled = slot_filled(question, text)
+    coverage, predicate, lemma_share, filled = parts
     return coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0), predicate + lemma_share
+
+
+@dataclass(frozen=True)
+class _Passage:
+    stripped: tuple[str, ...]
+    bases: tuple[tuple[float, float] | None, ...]
+    masks: list[int]
+
+
+class _Sentences:
+    """What one question's features read of each sentence, computed once per sentence.
+
+    A ranking compares every sentence with every other one of its passage (or of the prompt): without this the
+    per-sentence parts (its own score, its terms, its slot fillers) were recomputed for each pair. One instance
+    serves one (folded) question for the length of one call; the values are those of the plain functions.
+    """
+
+    def __init__(self, question: str) -> None:
+        self.question = question
+        self.question_terms = tuple(dict.fromkeys(content_terms(question)))
+        self._parts: dict[str, _Parts] = {}
+        self._base: dict[str, tuple[float, float]] = {}
+        self._masks: dict[str, int] = {}
+        self._fillers: dict[str, frozenset[str]] = {}
+        self._passages: dict[tuple[str, ...], _Passage] = {}
+
+    def parts(self, text: str) -> _Parts:
+        """:data:`_Parts` of ``text``."""
+        if (hit := self._parts.get(text)) is None:
+            hit = self._parts[text] = (*_shares(self.question, text), slot_filled(self.question, text))
+        return hit
+
+    def base(self, text: str) -> tuple[float, float]:
+        """:func:`_base` of ``text``."""
+        if (hit := self._base.get(text)) is None:
+            hit = self._base[text] = _base(self.parts(text))
+        return hit
+
+    def mask(self, text: str) -> int:
+        """The question's terms that ``text`` holds, bit ``i`` for :attr:`question_terms` ``[i]``."""
+        if (hit := self._masks.get(text)) is None:
+            own = set(content_terms(text))
+            hit = self._masks[text] = sum(1 << i for i, t in enumerate(self.question_terms) if t in own)
+        return hit
+
+    def passage(self, passage: tuple[str, ...]) -> _Passage:
+        """Each sentence of ``passage`` stripped, its :meth:`base` (None when blank) and its :meth:`mask`."""
+        if (hit := self._passages.get(passage)) is None:
+            stripped = tuple(s.strip() for s in passage)
+            bases = tuple(self.base(s) if t else None for s, t in zip(passage, stripped, strict=True))
+            hit = self._passages[passage] = _Passage(stripped, bases, [self.mask(s) for s in passage])
+        return hit
+
+    def fillers(self, text: str) -> frozenset[str]:
+        """:func:`slot_fillers` of ``text`` for the question."""
+        if (hit := self._fillers.get(text)) is None:
+            hit = self._fillers[text] = slot_fillers(self.question, text)
+        return hit
 
 
 def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tuple[float, ...]:
@@ -328,16 +395,23 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
         passage: The sentences of the passage it cites (the claim's own sentence among them or not); empty when
             it cites none, and then the passage features are neutral.
     """
-    question, claim, passage = _fold(question), _fold(claim), tuple(_fold(s) for s in passage)
-    coverage, predicate, lemma_share = _shares(question, claim)
-    filled = slot_filled(question, claim)
-    own = coverage + predicate + lemma_share + (_FILL_BONUS if filled else 0.0)
-    own_pred = predicate + lemma_share
-    others = [_base(question, s) for s in passage if s.strip() and s.strip() not in claim]
+    question = _fold(question)
+    return _features(_Sentences(question), _fold(claim), tuple(_fold(s) for s in passage))
+
+
+def _features(seen: _Sentences, claim: str, passage: tuple[str, ...]) -> tuple[float, ...]:
+    """:func:`slot_features` of a folded claim and passage, for ``seen``'s (folded) question."""
+    question = seen.question
+    coverage, predicate, lemma_share, filled = seen.parts(claim)
+    own, own_pred = seen.base(claim)
+    view = seen.passage(passage)
+    kept = [k for k, s in enumerate(view.stripped) if s and s not in claim]  # the passage's other sentences
+    others = [b for b in (view.bases[k] for k in kept) if b is not None]
     best_other = max((o[0] for o in others), default=own)
     best_pred = max((o[1] for o in others), default=own_pred)
     best = 1.0 if own >= best_other and own_pred > 0 else 0.0
-    focus, _met, _i = answer_focus(question, [claim], [" ".join(passage)] if passage else None)
+    # answer_focus's score of this one claim (what it computes first, before its per-claim ranking)
+    focus = claim_relevance(question, claim, " ".join(passage) if passage else None)
     return (
         coverage,
         predicate,
@@ -352,7 +426,7 @@ def slot_features(question: str, claim: str, passage: Sequence[str] = ()) -> tup
         math.log1p(len(claim.split())),
         slot_closeness(question, claim),
         focus,
-        *_passage_terms(question, claim, passage, filled),
+        *_passage_terms(claim, passage, filled, seen, kept, view.masks),
     )
 
 
@@ -390,10 +464,13 @@ def rank_sentences(
     passage" for free). Ties keep prompt order.
     """
     split = {k: passage_sentences(v) if isinstance(v, str) else tuple(v) for k, v in chunks.items()}
-    everything = tuple(s for spans in split.values() for s in spans)
+    folded = {k: tuple(_fold(s) for s in spans) for k, spans in split.items()}
+    everything = tuple(s for spans in folded.values() for s in spans)
+    seen = _Sentences(_fold(question))  # each sentence's own parts once, not once per pair
+    model = model or slot_model()
     ranked: list[tuple[float, int, RankedSentence]] = []
     for chunk_id, sentences in split.items():
-        for sentence in sentences:
-            score = slot_score(question, sentence, everything if across else sentences, model)
+        for sentence, plain in zip(sentences, folded[chunk_id], strict=True):
+            score = model.probability(_features(seen, plain, everything if across else folded[chunk_id]))
             ranked.append((-score, len(ranked), RankedSentence(chunk_id, sentence, score)))
     return [r for _s, _i, r in sorted(ranked, key=lambda x: (x[0], x[1]))]

@@ -59,6 +59,7 @@ __all__ = [
     "load_record",
     "messages_sha256",
     "record_from_messages",
+    "relabelled",
     "serialize",
     "verified_record",
     "with_history",
@@ -486,6 +487,21 @@ def record_from_messages(
     if problems:
         raise InputError("the messages contradict the chunks: " + "; ".join(problems))
     return _built(record)
+
+
+def relabelled(record: PromptRecord, *, metadata: Mapping[str, Any], question: str | None) -> PromptRecord:
+    """``record`` with its ``metadata`` and ``question`` replaced, nothing derived from its messages touched.
+
+    A record this process built stays trusted as built (:func:`verified_record` does not recompute it) when the
+    change leaves every derived field as it was: the metadata is input, and so is the question of a record whose
+    question was not located (no ``question_placement`` to agree with it). Otherwise the copy is checked like
+    any record from outside.
+    """
+    copy = record.model_copy(update={"metadata": dict(metadata), "question": question})
+    built = _BUILT.get(id(record))
+    if built is not None and built() is record and record.question_placement is None:
+        return _built(copy)
+    return copy
 
 
 # --- a record that enters from outside: its derived fields are derived --------------------------------------

@@ -1,7 +1,7 @@
 """The prompt log's large constraint payloads, stored once each by content (sha256) in a table of their own.
 
 A wrapped call's record carries the constraint it injected (``metadata["wrap"]["constraint"]``): for the
-``substring`` policy on llama.cpp a grammar of about 50 KB at 10 chunks, the same for every call over the same
+``substring`` policy on llama.cpp a grammar of 10-100 KB at 10 chunks, the same for every call over the same
 chunks. The log stores such a payload (its JSON text, at least :data:`MIN_PAYLOAD_BYTES` bytes, every
 value a string) once in ``citelock_prompt_payload`` under its sha256; the record's row keeps the record's JSON
 with the payload replaced by a reference, ``{"$citelock_payload": "<sha256>"}``, and names the payload in its
