@@ -10,7 +10,6 @@ claim checked exactly once (the fold is reused, never re-guarded).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,10 +18,9 @@ from hypothesis import strategies as st
 
 import citelock.guard._fold as fold_module
 from citelock import BackendLimits, Citelock, FakeBackend, Guard, SchemaOptions, SurfacePolicy, parse_answer
-from citelock.backends import Generation
 from citelock.judges import LexicalJudge
-from citelock.records import PromptRecord
 from citelock.stream._incremental import FreeTextReader, JsonReader
+from support.split_stream import SplitBackend, split
 
 CHUNKS = [
     {"id": "c-1", "text": "The Aurora bridge opened in 1932. It spans 880 meters across the bay."},
@@ -61,31 +59,6 @@ prose = st.lists(
 cuts = st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=400)
 
 
-def _split(text: str, sizes: list[int]) -> list[str]:
-    pieces, at, k = [], 0, 0
-    while at < len(text):
-        step = sizes[k % len(sizes)]
-        pieces.append(text[at : at + step])
-        at, k = at + step, k + 1
-    return pieces
-
-
-class _Split:
-    """A backend streaming a scripted output in the given pieces (a FakeBackend underneath)."""
-
-    def __init__(self, fake: FakeBackend, sizes: list[int]) -> None:
-        self.fake, self.sizes = fake, sizes
-        self.name, self.limits = fake.name, fake.limits
-
-    def generate(self, record: PromptRecord, schema: Any, *, max_tokens: int) -> Generation:
-        return self.fake.generate(record, schema, max_tokens=max_tokens)
-
-    def stream(self, record: PromptRecord, schema: Any, *, max_tokens: int) -> Iterator[str | Generation]:
-        generation = self.fake.generate(record, schema, max_tokens=max_tokens)
-        yield from _split(generation.text, self.sizes)
-        yield generation
-
-
 def _json(answer: list[tuple[str, list[dict[str, str]]]], ascii_only: bool) -> str:
     return json.dumps({"claims": [{"text": t, "citations": c} for t, c in answer]}, ensure_ascii=ascii_only)
 
@@ -100,13 +73,13 @@ def _key(claim: Any) -> tuple[Any, ...]:
 
 @settings(max_examples=150, deadline=None)
 @given(answer=claims, ascii_only=st.booleans(), sizes=cuts)
-def test_the_json_reader_reads_the_whole_parse_whatever_the_split(
+def test_the_json_reader_reads_the_whole_parse_whatever_thesplit(
     answer: list[tuple[str, list[dict[str, str]]]], ascii_only: bool, sizes: list[int]
 ) -> None:
     output = _json(answer, ascii_only)
     final = [(t, tuple((c["chunk_id"], c["span"]) for c in cites)) for t, cites in answer]
     reader = JsonReader()
-    for piece in _split(output, sizes):
+    for piece in split(output, sizes):
         for n, claim in enumerate(reader.feed(piece)):
             if claim.done:
                 assert (claim.text, tuple((c.chunk_id, c.span) for c in claim.citations)) == final[n]
@@ -118,13 +91,13 @@ def test_the_json_reader_reads_the_whole_parse_whatever_the_split(
 
 @settings(max_examples=150, deadline=None)
 @given(sentences=prose, sizes=cuts, live=st.booleans())
-def test_the_free_text_reader_reads_the_whole_parse_whatever_the_split(
+def test_the_free_text_reader_reads_the_whole_parse_whatever_thesplit(
     sentences: list[tuple[str, str, str]], sizes: list[int], live: bool
 ) -> None:
     text = _free(sentences)
     final = [(_key(c), c.start, c.end) for c in parse_answer(text).claims]
     reader = FreeTextReader(live=live)
-    for piece in _split(text, sizes):
+    for piece in split(text, sizes):
         for n, claim in enumerate(reader.feed(piece)):
             if claim.done:
                 assert (_key(claim), claim.start, claim.end) == final[n]
@@ -161,7 +134,7 @@ def _checked_once(client: Citelock, question: str, monkeypatch: pytest.MonkeyPat
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(answer=claims, sentences=prose, free=st.booleans(), sizes=cuts, surface=st.sampled_from(SURFACES))
-def test_the_streams_result_equals_answers_whatever_the_split(
+def test_the_streams_result_equals_answers_whatever_thesplit(
     answer: list[tuple[str, list[dict[str, str]]]],
     sentences: list[tuple[str, str, str]],
     free: bool,
@@ -173,7 +146,7 @@ def test_the_streams_result_equals_answers_whatever_the_split(
     limits = BackendLimits(policies=()) if free else None
     fake = FakeBackend([output, output], limits=limits, enforced=False)
     guard = Guard(surface, LexicalJudge()) if surface is not None else Guard()
-    client = Citelock(_Split(fake, sizes), guard=guard, options=None if free else SchemaOptions(max_claims=5))
+    client = Citelock(SplitBackend(fake, sizes), guard=guard, options=None if free else SchemaOptions(max_claims=5))
     question = "How long is the Aurora bridge?"
     events, checks = _checked_once(client, question, monkeypatch)
     whole = client.answer(question, CHUNKS, request_id="s-1")

@@ -8,7 +8,6 @@ holds two sentences, a sentence cut by no tag).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,10 +16,9 @@ from hypothesis import strategies as st
 
 import citelock.stream._incremental as incremental
 from citelock import BackendLimits, Citelock, FakeBackend, Guard, SurfacePolicy, parse_answer
-from citelock.backends import Generation
 from citelock.judges import LexicalJudge
-from citelock.records import PromptRecord
 from citelock.stream._incremental import FreeTextReader
+from support.split_stream import SplitBackend, split
 
 CHUNKS = [
     {"id": "c-1", "text": "The Aurora bridge opened in 1932. It spans 880 meters across the bay."},
@@ -60,14 +58,6 @@ def _cited(parts: list[tuple[list[str], str, str]]) -> str:
     return "".join(form.format(" ".join(sentences)) + gap for sentences, form, gap in parts).rstrip()
 
 
-def _split(text: str, sizes: list[int]) -> list[str]:
-    out, at, k = [], 0, 0
-    while at < len(text):
-        out.append(text[at : at + sizes[k % len(sizes)]])
-        at, k = at + sizes[k % len(sizes)], k + 1
-    return out
-
-
 def _key(claim: Any) -> tuple[Any, ...]:
     return (claim.text, tuple((c.chunk_id, c.span) for c in claim.citations), claim.start, claim.end)
 
@@ -90,7 +80,7 @@ def test_a_long_cite_tagged_answer_commits_its_claims_and_rereads_a_bounded_tail
 
     monkeypatch.setattr(incremental, "parse_answer", counting)
     reader = FreeTextReader(live=live)
-    for word in _split(text, [5, 3, 7]):
+    for word in split(text, [5, 3, 7]):
         reader.feed(word)
     claims = reader.feed("")
     assert [_key(c) for c in claims] == [_key(c) for c in parse(text).claims]
@@ -102,33 +92,17 @@ def test_a_long_cite_tagged_answer_commits_its_claims_and_rereads_a_bounded_tail
 
 @settings(max_examples=150, deadline=None)
 @given(parts=pieces, sizes=cuts, live=st.booleans())
-def test_the_reader_reads_a_cite_tagged_answer_as_the_whole_parse_whatever_the_split(
+def test_the_reader_reads_a_cite_tagged_answer_as_the_whole_parse_whatever_thesplit(
     parts: list[tuple[list[str], str, str]], sizes: list[int], live: bool
 ) -> None:
     text = _cited(parts)
     final = [_key(c) for c in parse_answer(text).claims]
     reader = FreeTextReader(live=live)
-    for piece in _split(text, sizes):
+    for piece in split(text, sizes):
         for n, claim in enumerate(reader.feed(piece)):
             if claim.done:
                 assert _key(claim) == final[n]
     assert [_key(c) for c in reader.feed("")] == final
-
-
-class _Split:
-    """A backend streaming a scripted output in the given pieces (a FakeBackend underneath)."""
-
-    def __init__(self, fake: FakeBackend, sizes: list[int]) -> None:
-        self.fake, self.sizes = fake, sizes
-        self.name, self.limits = fake.name, fake.limits
-
-    def generate(self, record: PromptRecord, schema: Any, *, max_tokens: int) -> Generation:
-        return self.fake.generate(record, schema, max_tokens=max_tokens)
-
-    def stream(self, record: PromptRecord, schema: Any, *, max_tokens: int) -> Iterator[str | Generation]:
-        generation = self.fake.generate(record, schema, max_tokens=max_tokens)
-        yield from _split(generation.text, self.sizes)
-        yield generation
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -139,7 +113,7 @@ def test_the_streams_result_on_a_cite_tagged_answer_equals_answers(
     output = _cited(parts)
     fake = FakeBackend([output, output], limits=BackendLimits(policies=()), enforced=False)
     guard = Guard(surface, LexicalJudge()) if surface is not None else Guard()
-    client = Citelock(_Split(fake, sizes), guard=guard)
+    client = Citelock(SplitBackend(fake, sizes), guard=guard)
     question = "How long is the Aurora bridge?"
     events = list(client.stream(question, CHUNKS, request_id="s-1", on_diverge="continue"))
     whole = client.answer(question, CHUNKS, request_id="s-1")
