@@ -220,3 +220,29 @@ def test_a_relabelled_record_still_may_not_place_a_chunk_on_a_bundled_system_pro
         where = r"chunks\[2\] \('c-3'\): it is placed on messages\[0\], the system prompt of answer_structured"
         with pytest.raises(InputError, match=where):
             load_record(data)
+
+
+def test_a_chunk_equal_to_an_earlier_chunks_surviving_words_is_placed_after_its_own_header() -> None:
+    """Honest messages (a case the slow linear-rewrite property test drew): c-1 cut to one word that is all of
+    c-2's text. The first occurrence of c-2's text is under c-1's header, where the label check finds it under
+    c-1's id; the locator then looks for c-2 after its own header (it refused these messages)."""
+    chunks = [
+        {"id": "c-0", "text": "alpha"},
+        {"id": "c-1", "text": "gamma beta"},
+        {"id": "c-2", "text": "gamma"},
+        {"id": "c-3", "text": "beta gamma."},
+    ]
+    user = "Context:\n[c-0] alpha\n[c-1] gamma\n[c-2] gamma\n[c-3] beta gamma.\nQuestion: what of beta gamma?"
+    record = record_from_messages([{"role": "user", "content": user}], chunks, question="what of beta gamma?")
+    placed = {pc.id: pc for pc in record.chunks}
+    c2 = placed["c-2"].placement
+    assert placed["c-2"].status == "complete" and c2 is not None
+    assert user[c2.start - len("[c-2] ") : c2.end] == "[c-2] gamma"
+    assert derived_problem(load_record(record.model_dump_json())) is None
+
+
+def test_a_chunks_text_under_another_id_only_is_still_refused() -> None:
+    chunks = [{"id": "c-1", "text": "Tolls rose in 2023 after the vote."}, {"id": "c-2", "text": "It is 880 m."}]
+    user = "[c-2] Tolls rose in 2023 after the vote.\n[c-2] It is 880 m.\nQuestion: When?"
+    with pytest.raises(InputError, match=r"c-1.*under id 'c-2'"):
+        record_from_messages([{"role": "user", "content": user}], chunks, question="When?")

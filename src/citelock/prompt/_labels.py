@@ -13,13 +13,20 @@ import re
 
 from citelock.records import PlacedChunk, PromptRecord
 
-__all__ = ["mislabeled"]
+__all__ = ["HEADER_GAP", "mislabeled", "mislabels"]
 
 _ID_CHARS = r"[\w-]"
 
 
 def mislabeled(record: PromptRecord) -> list[str]:
-    """The chunks whose body the record's messages put under another chunk's id, one sentence each.
+    """The chunks whose body the messages put under another chunk's id, one sentence each (:func:`mislabels`)."""
+    return [
+        f"chunk {chunk_id!r}: the messages put its text under id {label!r}" for chunk_id, label in mislabels(record)
+    ]
+
+
+def mislabels(record: PromptRecord) -> list[tuple[str, str]]:
+    """The chunks whose body the record's messages put under another chunk's id, as (chunk id, that id) pairs.
 
     A body whose nearest id before it (a header: ``[c-1] ...``, ``<source id="c-1">``) and nearest id after it
     (a trailer: ``... (c-1)``), looking no further than the neighbouring bodies and only for the ids the record
@@ -50,7 +57,7 @@ def mislabeled(record: PromptRecord) -> list[str]:
         if pc.status == "missing" or p is None or p.start == p.end:
             continue
         per_message.setdefault(p.message, []).append((p.start, p.end, pc))
-    problems = []
+    problems: list[tuple[str, str]] = []
     for message, placed in per_message.items():
         if not 0 <= message < len(record.messages):
             continue
@@ -88,12 +95,13 @@ def mislabeled(record: PromptRecord) -> list[str]:
                 label = [trailer[0]]
             label = label or near or _unknown_header(text, gap, start, shapes)
             if label and not {pc.id for pc in members}.intersection(label):
-                problems += [f"chunk {pc.id!r}: the messages put its text under id {label[0]!r}" for pc in members]
+                problems += [(pc.id, label[0]) for pc in members]
     return problems
 
 
-_MAX_SUFFIX = 8
+HEADER_GAP = 8
 """At most this many characters between an id header and its body (``] ``, ``">``) count as the header's shape."""
+_MAX_SUFFIX = HEADER_GAP
 _TOKEN = re.compile(rf"{_ID_CHARS}+")
 
 

@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from citelock.errors import CitelockError, InputError
 from citelock.prompt._assemble import coerce_chunks
-from citelock.prompt._labels import mislabeled
+from citelock.prompt._labels import HEADER_GAP, mislabeled, mislabels
 from citelock.prompt._search import TextSearch
 from citelock.prompt._templates import PromptTemplate, load_template, prompts_dir
 from citelock.records import (
@@ -460,6 +460,36 @@ def record_from_messages(
         taken.append(question_at)
     if any(status == "missing" for _, status, _ in located):
         located = [_header_only(norm, item, taken) if item[1] == "missing" else item for item in located]
+    record = _external_record(msgs, norm, located, question, question_at, request_id, template, metadata)
+    offenders = {chunk_id for chunk_id, _ in mislabels(record)}
+    if offenders:
+        # The first occurrence of a body can be another chunk's text (a chunk equal to another's surviving
+        # prefix, a cut chunk whose words open a later one): such a chunk is looked for after its own id header.
+        others = [where for chunk, _, where in located if where is not None and chunk.id not in offenders]
+        if question_at is not None:
+            others.append(question_at)
+        located = [
+            (_after_own_header(norm, item[0], body, others) or item) if item[0].id in offenders else item
+            for item, body in zip(located, bodies, strict=True)
+        ]
+        record = _external_record(msgs, norm, located, question, question_at, request_id, template, metadata)
+    problems = mislabeled(record)
+    if problems:
+        raise InputError("the messages contradict the chunks: " + "; ".join(problems))
+    return _built(record)
+
+
+def _external_record(
+    msgs: tuple[Message, ...],
+    norm: _Normalized,
+    located: Sequence[_Located],
+    question: str | None,
+    question_at: _Where | None,
+    request_id: str | None,
+    template: TemplateRef | None,
+    metadata: Mapping[str, Any] | None,
+) -> PromptRecord:
+    """The record of a prompt assembled elsewhere, its chunks placed where :func:`record_from_messages` found them."""
     # One validation for all placed chunks: much cheaper than a model per chunk and per placement.
     placed = _PLACED_CHUNKS.validate_python(
         [
@@ -471,7 +501,7 @@ def record_from_messages(
     )
     question_placement = None if question_at is None else Placement(**norm.placement_fields(*question_at))
     kwargs: dict[str, Any] = {} if request_id is None else {"request_id": request_id}
-    record = PromptRecord(
+    return PromptRecord(
         **kwargs,
         template=template or TemplateRef(name="external", version="0"),
         messages=msgs,
@@ -483,10 +513,45 @@ def record_from_messages(
         chunks=placed,
         metadata=dict(metadata or {}),
     )
-    problems = mislabeled(record)
-    if problems:
-        raise InputError("the messages contradict the chunks: " + "; ".join(problems))
-    return _built(record)
+
+
+def _after_own_header(norm: _Normalized, chunk: Chunk, body: str, taken: Sequence[_Where]) -> _Located | None:
+    """Where ``body`` (or its longest prefix of at least :data:`MIN_TRUNCATED_PREFIX`) follows the chunk's own id.
+
+    The id must be a whole token outside the other chunks' bodies, the question and the turns that hold no
+    passage, with at most :data:`~citelock.prompt._labels.HEADER_GAP` characters that are no letter or digit
+    between it and the body (``[c-1] ``, ``<source id="c-1">``). With only the header left, the body was cut
+    whole: ``truncated`` with an empty placement right after the header. With no header of its own: None (the
+    messages write the chunk's text under another id only, which :func:`record_from_messages` refuses).
+    """
+    chunk_id = normalize(chunk.id)
+    pattern = re.compile(rf"(?<![\w-]){re.escape(chunk_id)}(?![\w-])")
+    header: _Where | None = None
+    best: tuple[int, _Where] | None = None
+    for message, text in enumerate(norm.texts):
+        if not norm.passable[message]:
+            continue
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(m == message and s < end and start < e for m, s, e in taken):
+                continue
+            at = end
+            while at < len(text) and at - end < HEADER_GAP and not text[at].isalnum():
+                at += 1
+            common = 0
+            limit = min(len(body), len(text) - at)
+            while common < limit and text[at + common] == body[common]:
+                common += 1
+            if common == len(body):
+                return chunk, "complete", (message, at, at + common)
+            if common >= MIN_TRUNCATED_PREFIX and (best is None or common > best[0]):
+                best = (common, (message, at, at + common))
+            header = header or (message, end, end)
+    if best is not None:
+        return chunk, "truncated", best[1]
+    if header is not None:
+        return chunk, "truncated", header
+    return None
 
 
 def relabelled(record: PromptRecord, *, metadata: Mapping[str, Any], question: str | None) -> PromptRecord:
