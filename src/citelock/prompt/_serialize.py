@@ -461,10 +461,15 @@ def record_from_messages(
     if any(status == "missing" for _, status, _ in located):
         located = [_header_only(norm, item, taken) if item[1] == "missing" else item for item in located]
     record = _external_record(msgs, norm, located, question, question_at, request_id, template, metadata)
-    offenders = {chunk_id for chunk_id, _ in mislabels(record)}
-    if offenders:
-        # The first occurrence of a body can be another chunk's text (a chunk equal to another's surviving
-        # prefix, a cut chunk whose words open a later one): such a chunk is looked for after its own id header.
+    # The first occurrence of a body can be another chunk's text (a chunk equal to another's surviving prefix, a
+    # cut chunk whose words open a later one): such a chunk is looked for after its own id header instead. Moving
+    # one can uncover another (a body it overlapped), so this repeats, at most once per chunk.
+    moved: set[str] = set()
+    for _round in range(len(located)):
+        offenders = {chunk_id for chunk_id, _ in mislabels(record)} - moved
+        if not offenders:
+            break
+        moved |= offenders
         others = [where for chunk, _, where in located if where is not None and chunk.id not in offenders]
         if question_at is not None:
             others.append(question_at)
