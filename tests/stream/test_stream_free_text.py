@@ -8,9 +8,12 @@ at that index, citations included.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from citelock import parse_answer
+import citelock.stream._incremental as incremental
+from citelock import FakeBackend, parse_answer
 from citelock.stream._incremental import FreeTextReader
 
 TEXTS = [
@@ -50,3 +53,39 @@ def test_the_models_token_pieces_hold_the_claim_until_its_marker_closes() -> Non
         claims = half.feed(piece)
     assert [c.done for c in claims] == [False] and claims[0].citations == []
     assert half.open_marker() == "c-"
+
+
+@pytest.mark.parametrize("live", [True, False])
+@pytest.mark.parametrize("cite", [False, True])
+def test_each_claim_is_segmented_once_not_again_to_commit_it(
+    live: bool, cite: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    n = 30
+    if cite:
+        text = " ".join(f'<cite id="c-{k}">Section {k} is {100 + k} meters long.</cite>' for k in range(n))
+    else:
+        text = " ".join(f"Section {k} is {100 + k} meters long. [c-{k}]" for k in range(n))
+    reads: list[str] = []
+    parse = incremental.parse_answer
+
+    def counting(tail: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(tail)
+        return parse(tail, *args, **kwargs)
+
+    monkeypatch.setattr(incremental, "parse_answer", counting)
+    reader = FreeTextReader(live=live)
+    deltas = FakeBackend.deltas(text)
+    for delta in deltas:
+        reader.feed(delta)
+    claims = reader.feed("")
+    assert [(c.text, [x.chunk_id for x in c.citations]) for c in claims] == [
+        (c.text, [x.chunk_id for x in c.citations]) for c in parse(text).claims
+    ]
+    assert reader._base > len(text) // 2  # the claims before the last ones were committed
+    if not live:
+        # one reading that segments per claim (the first word after its break), and none again to commit it; a
+        # <cite> tag adds the readings that stop at a tag half-way (nothing to segment)
+        segmented = [t for t in reads if t.rfind("<cite") <= t.rfind("</cite")]
+        assert len(segmented) <= n + 2
+    else:
+        assert len(reads) <= len(deltas) + 2  # one reading per delta, none again to commit

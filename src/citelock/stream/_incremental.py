@@ -31,6 +31,8 @@ _MARKER_IDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#/-]*")
 _PARTIAL_ENTITY = re.compile(r"&[#A-Za-z0-9]*$")
 _BREAKS = re.compile(r"[.!?\n\r\u2026\]>]")  # what can end a sentence, a line or a marker
 _WORDS_AFTER_BREAK = 1
+_CITE_OPEN = re.compile(r"<cite\b")
+_LAST_CLOSE = re.compile(r".*</cite\s*>", re.DOTALL)  # up to the end of the last closing tag
 _MARKER_WINDOW = 200  # how far back a ``[`` still open counts as a marker being typed
 
 
@@ -50,7 +52,9 @@ class FreeTextReader:
     the tail from there (the last two claims and what follows), so the work per delta is bounded by a couple of
     sentences, not by the answer so far. A cut is made only where reading the text after it gives the same
     claims as reading the tail did; the final parse of the whole text stays the answer's (and a stream whose
-    claims differ from it is guarded again as a whole).
+    claims differ from it is guarded again as a whole). The tail is segmented once per reading: a cut found by
+    one reading is checked by the next, which reads from the cut and commits it when the claim there reads the
+    same (else it reads the whole tail again).
     """
 
     touched = 2  # what the last delta changed: 2 any claim may have, 0 none (no new reading, no marker open)
@@ -65,6 +69,7 @@ class FreeTextReader:
         self._base = 0  # raw offset where the tail begins
         self._plain_base = 0  # the same place in the marker-free text (claims' start / end offsets)
         self._committed: list[PartialClaim] = []
+        self._pending: tuple[int, int, Claim, list[Claim]] | None = None  # a cut the last reading found
 
     @property
     def length(self) -> int:
@@ -94,12 +99,12 @@ class FreeTextReader:
             if self._quiet > _WORDS_AFTER_BREAK:
                 return self.claims
             self.touched = 2
-        tail = self._tail_claims(self.text[self._base :])
+        tail = self._read()
         if tail is None:
             return self.claims
-        shift = self._plain_base  # the tail's offsets count from where it began (before any commit below)
+        shift = self._plain_base  # the tail's offsets count from where it began
         if len(tail) >= 3:
-            tail = self._commit(tail)
+            self._pending = self._cut(tail)
         self.claims = [
             *self._committed,
             *(
@@ -114,6 +119,41 @@ class FreeTextReader:
             ),
         ]
         return self.claims
+
+    def _read(self) -> list[Claim] | None:
+        """The open tail's claims, read once: from the cut the last reading found, if it reads the same there.
+
+        A cut found by the last reading (:meth:`_cut`) is tried first: the text after it is read, and when its
+        first claim is the claim the last reading found there, the claims before the cut are committed and that
+        reading is the tail's. Otherwise (the cut reads differently, or nothing reads yet) the tail is read from
+        where it began, as if no cut had been found. While a ``<cite>`` tag is half-way after the cut, nothing
+        reads and the cut waits for the next reading.
+        """
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            cut, start, first, frozen = pending
+            after = self.text[self._base + cut :]
+            short = self._tail_claims(after)
+            if short and short[0] == first:
+                shift = self._plain_base
+                self._committed.extend(
+                    PartialClaim(
+                        text=c.text,
+                        citations=[PartialCitation(x.chunk_id, x.span, chunk_id_done=True) for x in c.citations],
+                        done=True,
+                        start=None if c.start is None else c.start + shift,
+                        end=None if c.end is None else c.end + shift,
+                    )
+                    for c in frozen
+                )
+                self._base += cut
+                self._plain_base += start
+                return short
+            if short is None and _open_tag(after):
+                # a tag half-way after the cut: it is half-way in the whole tail too, which reads nothing either
+                self._pending = pending
+                return None
+        return self._tail_claims(self.text[self._base :])
 
     def _tail_claims(self, tail: str) -> list[Claim] | None:
         """The claims of the open tail as ``parse_answer`` reads them (None: nothing to read yet)."""
@@ -130,45 +170,33 @@ class FreeTextReader:
             claims = claims[:-1]
         return claims
 
-    def _commit(self, tail: list[Claim]) -> list[Claim]:
-        """Freeze every tail claim but the last two, if the text after them reads as the same last two.
+    def _cut(self, tail: list[Claim]) -> tuple[int, int, Claim, list[Claim]] | None:
+        """Where the tail may be cut: before the last two claims (read again at the next reading, by :meth:`_read`).
 
-        Returns the claims still open: the last two once the others are frozen, else the whole tail (a cut that
-        would read differently is not made, and no claim is lost from what is shown).
+        Returns the cut's raw offset in the tail, the same place in its marker-free text, the first claim kept
+        (its offsets counted from the cut) and the claims the cut would freeze; None when no cut reads the same
+        (the claim begins inside a tag's text, or has no offsets).
         """
-        keep = tail[len(tail) - 2 :]
-        start = keep[0].start
-        tail_text = self.text[self._base :]
-        cut = None if start is None else _raw_offset(tail_text, start)
-        if start is None or cut is None:
-            return tail
-        again = self._tail_claims(tail_text[cut:])
-        shifted = [
-            c.model_copy(update={"start": c.start - start, "end": c.end - start})
-            for c in keep
-            if c.start is not None and c.end is not None
-        ]
-        if again is None or again != shifted:
-            return tail  # the cut would read differently: keep the longer tail
-        shift = self._plain_base
-        for c in tail[: len(tail) - 2]:
-            self._committed.append(
-                PartialClaim(
-                    text=c.text,
-                    citations=[PartialCitation(x.chunk_id, x.span, chunk_id_done=True) for x in c.citations],
-                    done=True,
-                    start=None if c.start is None else c.start + shift,
-                    end=None if c.end is None else c.end + shift,
-                )
-            )
-        self._base += cut
-        self._plain_base += start
-        return keep
+        keep = tail[len(tail) - 2]
+        start, end = keep.start, keep.end
+        if start is None or end is None:
+            return None
+        cut = _raw_offset(self.text[self._base :], start)
+        if cut is None:
+            return None
+        first = keep.model_copy(update={"start": 0, "end": end - start})
+        return cut, start, first, tail[: len(tail) - 2]
 
     def open_marker(self) -> str | None:
         """The ids typed so far inside a ``[`` not yet closed at the end of the text (None outside one)."""
         found = _OPEN_MARKER.search(self.text[-_MARKER_WINDOW:])
         return found.group(1) if found else None
+
+
+def _open_tag(text: str) -> bool:
+    """True when a ``<cite`` tag opens after the last closing tag of ``text`` (it is unclosed in any text ending so)."""
+    closed = _LAST_CLOSE.match(text)
+    return _CITE_OPEN.search(text, closed.end() if closed else 0) is not None
 
 
 def _raw_offset(text: str, plain: int) -> int | None:
