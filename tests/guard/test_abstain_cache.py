@@ -1,4 +1,4 @@
-"""The early abstention's decision is kept per (question, chunks, threshold, stakes, detector) in a small LRU.
+"""The early abstention's decision, and a ranking's scores, are kept in small LRUs.
 
 A repeated request gets the decision computed the first time (no ranking again); a change of any part of the key
 computes it anew, so the cached answer is the computed one.
@@ -6,6 +6,8 @@ computes it anew, so the cached answer is the computed one.
 
 from __future__ import annotations
 
+from citelock.guard._near_miss import _scores, rank_sentences
+from citelock.guard._ranked import none_qualifies
 from citelock.guard._relevance import _should_abstain, should_abstain
 
 CHUNKS = [
@@ -33,3 +35,16 @@ def test_every_part_of_the_key_is_computed_anew() -> None:
     assert _should_abstain.cache_info().misses == 4
     _should_abstain.cache_clear()
     assert should_abstain(NOT_ANSWERED, CHUNKS, 0.3) and not should_abstain(ANSWERED, CHUNKS, 0.3)
+
+
+def test_the_request_ranking_and_the_abstention_score_the_sentences_once() -> None:
+    """Same chunks in the same order: the abstention's ranking reuses the request's scores (the same floats)."""
+    _scores.cache_clear()
+    by_id = rank_sentences(ANSWERED, {"a": CHUNKS[0], "b": CHUNKS[1]}, across=True)
+    misses = _scores.cache_info().misses
+    assert not none_qualifies(ANSWERED, CHUNKS)  # keyed by position, not id: the same sentences in the same order
+    assert _scores.cache_info().misses == misses
+    _scores.cache_clear()
+    fresh = rank_sentences(ANSWERED, {"x": CHUNKS[0], "y": CHUNKS[1]}, across=True)
+    assert [(r.sentence, r.score) for r in fresh] == [(r.sentence, r.score) for r in by_id]
+    assert [r.chunk_id for r in fresh] == [{"a": "x", "b": "y"}[r.chunk_id] for r in by_id]
