@@ -30,6 +30,7 @@ TINY_RUNS = {
     "bench_request_core.py": ["--claims", "3,5", "--rounds", "1"],
     "bench_integrations.py": ["--calls", "2", "--rounds", "1"],
     "bench_record_verify.py": ["--chunks", "3", "--reps", "1"],
+    "bench_rank_once.py": ["--requests", "2"],
 }
 HEAVY = {  # a model, a server, a cluster or minutes: imported (--help) only
     "bench_generation.py",

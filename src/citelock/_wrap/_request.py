@@ -13,7 +13,7 @@ reuses this step as it is.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
@@ -25,12 +25,14 @@ from citelock.constraint._policy import SpanPolicy
 from citelock.constraint._schema import CitationSchema, SchemaOptions
 from citelock.errors import InputError, UsageError
 from citelock.guard._focus_check import Stakes
+from citelock.guard._ranked import RankedRequest
 from citelock.prompt._assemble import coerce_chunks
 from citelock.prompt._labels import mislabeled
-from citelock.prompt._serialize import record_from_messages, relabelled
+from citelock.prompt._serialize import MIN_TRUNCATED_PREFIX, record_from_messages, relabelled
 from citelock.prompt._templates import load_template
 from citelock.records import Chunk, Context, PlacedChunk, PromptRecord, TemplateRef
 from citelock.runtime._transport import CREATE_FIELDS
+from citelock.text import normalize, normalize_all
 
 __all__ = ["CONTEXT_HEADING", "WRAP_TEMPLATE", "Prepared", "prepare"]
 
@@ -188,16 +190,69 @@ def _located(
     missing = [pc.chunk for pc in record.chunks if pc.status == "missing"]
     if not missing:
         return messages, record, None
+    sent, at = _with_context(messages, missing, order)
+    located = record_from_messages(sent, chunks, request_id=record.request_id, template=WRAP_TEMPLATE)
+    return sent, located, at
+
+
+def _with_context(
+    messages: list[Mapping[str, Any]], missing: list[Chunk], order: Sequence[str] | None
+) -> tuple[list[Mapping[str, Any]], int]:
+    """The messages with citelock's own message of the ``missing`` chunks (in ``order`` of ids), and its index."""
     if order is not None:
         rank_of = {chunk_id: i for i, chunk_id in enumerate(order)}
-        missing.sort(key=lambda c: rank_of.get(c.id, len(rank_of)))
+        missing = sorted(missing, key=lambda c: rank_of.get(c.id, len(rank_of)))
     at = 0
     while at < len(messages) and messages[at]["role"] == "system":
         at += 1
     ours = {"role": "system", "content": _context_message(missing)}
-    sent = [*messages[:at], ours, *messages[at:]]
-    located = record_from_messages(sent, chunks, request_id=record.request_id, template=WRAP_TEMPLATE)
-    return sent, located, at
+    return [*messages[:at], ours, *messages[at:]], at
+
+
+def _hold_none(messages: list[Mapping[str, Any]], chunks: tuple[Chunk, ...]) -> bool:
+    """True when the caller's messages provably hold no chunk: locating them would find every one ``missing``.
+
+    Neither any chunk's id nor the first :data:`MIN_TRUNCATED_PREFIX` characters of its body (normalized) occur in
+    any message: no body nor a prefix of it long enough to count as truncated is there, nor an id header.
+    """
+    texts = normalize_all([m["content"] for m in messages])
+    bodies = normalize_all([c.text for c in chunks])
+    for chunk, body in zip(chunks, bodies, strict=True):
+        prefix, chunk_id = body[:MIN_TRUNCATED_PREFIX], normalize(chunk.id)
+        if not prefix or not chunk_id or any(prefix in text or chunk_id in text for text in texts):
+            return False
+    return True
+
+
+def _placed(
+    messages: list[Mapping[str, Any]],
+    chunks: tuple[Chunk, ...],
+    question: str,
+    rank_as: Callable[[Context], RankedRequest | None],
+) -> tuple[list[Mapping[str, Any]], PromptRecord, int | None, RankedRequest | None, list[str] | None]:
+    """The messages to send, their record (built once), citelock's message's index, the ranking and its order.
+
+    When the caller's messages hold no chunk (the usual gateway call: the question and ``chunks=``), every chunk
+    goes into citelock's own message, ranked on the chunks as given, and only the sent messages are located.
+    Otherwise (or when that build refuses the messages) the chunks are located in the caller's messages first.
+    """
+    if _hold_none(messages, chunks):
+        ranked = rank_as(Context(question=question, chunks=chunks))
+        order = [c.id for c in ranked.chunks] if ranked is not None else None
+        sent, at = _with_context(messages, list(chunks), order)
+        try:
+            record = record_from_messages(sent, chunks, request_id=uuid4().hex, template=WRAP_TEMPLATE)
+        except InputError:
+            pass  # the two-step path below raises what it always raised
+        else:
+            return sent, record, at, ranked, order
+    given = _record(messages, chunks, uuid4().hex)
+    # the slot ranking (issue #35), as Citelock.answer ranks: the grammar admits only the top sentences, the
+    # schema's enums and citelock's own context message list the chunks best first (the caller's are as sent)
+    ranked = rank_as(_context(question, given, None))
+    order = [c.id for c in ranked.chunks] if ranked is not None else None
+    sent_messages, record, ours = _located(messages, given, chunks, order)
+    return sent_messages, record, ours, ranked, order
 
 
 def prepare(
@@ -232,13 +287,10 @@ def prepare(
     rest.pop("stream", None)  # the caller's choice of call (create or stream), not a field of the request
     chunks = _chunks(rest.pop("chunks", None))
     messages = _messages(rest.pop("messages", None))
-    given = _record(messages, chunks, uuid4().hex)
     question = next(m["content"] for m in reversed(messages) if m["role"] == "user")
-    # the slot ranking (issue #35), as Citelock.answer ranks: the grammar admits only the top sentences, the
-    # schema's enums and citelock's own context message list the chunks best first (the caller's are as sent)
-    ranked = rank(_context(question, given, None), policy, options, stakes)
-    order = [c.id for c in ranked.chunks] if ranked is not None else None
-    sent_messages, record, ours = _located(messages, given, chunks, order)
+    sent_messages, record, ours, ranked, order = _placed(
+        messages, chunks, question, lambda context: rank(context, policy, options, stakes)
+    )
     context = _context(question, record, order)
     schema, build_ms = fit(context, policy, backend.limits, options, ranked)
     field = backend.profile.max_tokens_field

@@ -462,15 +462,31 @@ def rank_sentences(
     Each sentence is compared with the other sentences of its own chunk, or, with ``across``, with every sentence
     of every chunk (a ranking over a whole prompt of short chunks: a one-sentence chunk is not "the best of its
     passage" for free). Ties keep prompt order.
+
+    The scores are a pure function of the question, the sentences in order, the model and the detector, so they
+    are kept in a small LRU: the request's ranking and its early abstention over the same chunks in the same order
+    (or a repeated request) compute them once. The chunk ids only label the result.
     """
     split = {k: passage_sentences(v) if isinstance(v, str) else tuple(v) for k, v in chunks.items()}
-    folded = {k: tuple(_fold(s) for s in spans) for k, spans in split.items()}
-    everything = tuple(s for spans in folded.values() for s in spans)
-    seen = _Sentences(_fold(question))  # each sentence's own parts once, not once per pair
-    model = model or slot_model()
+    scores = iter(_scores(question, tuple(split.values()), model or slot_model(), across, detector()))
     ranked: list[tuple[float, int, RankedSentence]] = []
     for chunk_id, sentences in split.items():
-        for sentence, plain in zip(sentences, folded[chunk_id], strict=True):
-            score = model.probability(_features(seen, plain, everything if across else folded[chunk_id]))
+        for sentence in sentences:
+            score = next(scores)
             ranked.append((-score, len(ranked), RankedSentence(chunk_id, sentence, score)))
     return [r for _s, _i, r in sorted(ranked, key=lambda x: (x[0], x[1]))]
+
+
+@lru_cache(maxsize=128)
+def _scores(
+    question: str, split: tuple[tuple[str, ...], ...], model: SlotModel, across: bool, _detector: str
+) -> tuple[float, ...]:
+    """:func:`rank_sentences`' scores, sentence by sentence in prompt order (``_detector`` only keys the cache)."""
+    folded = [tuple(_fold(s) for s in spans) for spans in split]
+    everything = tuple(s for spans in folded for s in spans)
+    seen = _Sentences(_fold(question))  # each sentence's own parts once, not once per pair
+    return tuple(
+        model.probability(_features(seen, plain, everything if across else spans))
+        for spans in folded
+        for plain in spans
+    )

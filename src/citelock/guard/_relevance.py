@@ -26,6 +26,7 @@ pipeline abstains before generating when no assembled chunk reaches the surface'
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from citelock.guard import _near_miss
 from citelock.guard._focus_check import (
@@ -47,6 +48,7 @@ from citelock.judges._routing import Route
 from citelock.prompt import PromptIndex
 from citelock.records import Answer, ClaimCheck, Finding, GuardReport, Layer, PromptRecord, ReasonCode
 from citelock.text import content_terms, question_focus
+from citelock.text._answer_slot import detector
 
 __all__ = [
     "ABSTAIN_BELOW",
@@ -78,8 +80,22 @@ def should_abstain(
     factoid question, when the ranked grammar would admit no sentence the guard would serve at ``stakes`` (None:
     low; :func:`citelock.guard._ranked.none_qualifies`). With no chunk at all it is True; ``abstain_below <= 0``
     turns the score part off (the focus part stays).
+
+    The decision is a pure function of its arguments and the typed-span detector in use, so it is kept in a small
+    LRU per (question, chunk texts in order, threshold, stakes, detector): a repeated request (a retry, a popular
+    question over the same retrieved chunks) does not rank its sentences again.
     """
-    if not question or not question_focus(question).terms:
+    if not question:
+        return False
+    return _should_abstain(question, tuple(chunks), abstain_below, stakes, detector())
+
+
+@lru_cache(maxsize=256)
+def _should_abstain(
+    question: str, chunks: tuple[str, ...], abstain_below: float, stakes: Stakes | None, _detector: str
+) -> bool:
+    """:func:`should_abstain`'s decision, computed (``_detector`` only keys the cache)."""
+    if not question_focus(question).terms:
         return False
     if not any(score >= abstain_below and met for score, met in (chunk_relevance(question, c) for c in chunks)):
         return True
