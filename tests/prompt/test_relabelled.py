@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from citelock import InputError
-from citelock.prompt import _serialize, record_from_messages, verified_record
+from citelock.prompt import _verify, record_from_messages, verified_record
 from citelock.prompt._serialize import relabelled
 
 _SENT = "Context:\n[c-1] The Aurora Bridge opened to traffic in 1932.\n\nQuestion: When did it open?"
@@ -24,7 +24,7 @@ def _refuse_rederiving(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def counted(record: object) -> None:
         calls.append("derived_problem")
 
-    monkeypatch.setattr(_serialize, "derived_problem", counted)
+    monkeypatch.setattr(_verify, "derived_problem", counted)
     return calls
 
 

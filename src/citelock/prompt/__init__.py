@@ -18,14 +18,12 @@ from citelock.prompt._parse import (
 from citelock.prompt._retrieve import lexical_top_k
 from citelock.prompt._serialize import (
     MIN_TRUNCATED_PREFIX,
-    derived_problem,
-    load_record,
     messages_sha256,
     record_from_messages,
     serialize,
-    verified_record,
 )
 from citelock.prompt._templates import PromptTemplate, load_template, prompts_dir
+from citelock.prompt._verify import derived_problem, load_record, verified_record
 
 __all__ = [
     "ABSTENTION_SENTENCE",
