@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 import citelock
-from citelock.gateway import GatewaySettings, GatewaySurface, create_app
+from citelock.gateway import GatewaySurface
 from citelock.pipeline import ABSTENTION_TEXT
 from support.fake_upstream import Upstream, fake_upstream
-from support.gateway_server import served
+from support.gateway_server import served_surface
 
 openai = pytest.importorskip("openai")
 
@@ -36,11 +36,7 @@ def upstream() -> Iterator[Upstream]:
 
 @pytest.fixture
 def gateway(upstream: Upstream, tmp_path: Path) -> Iterator[str]:
-    settings = GatewaySettings(
-        surfaces={"legal": SURFACE}, default_surface="legal", db=str(tmp_path / "gw.db"), upstream=upstream.url,
-        server="llama.cpp",
-    )  # fmt: skip
-    with served(create_app(settings)) as url:
+    with served_surface(SURFACE, upstream.url, str(tmp_path / "gw.db")) as url:
         yield url
 
 

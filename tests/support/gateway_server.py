@@ -95,3 +95,15 @@ def gateway_process(
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(10)
         log.close()
+
+
+@contextmanager
+def served_surface(surface: Any, upstream: str, db: str, name: str = "legal") -> Iterator[str]:
+    """Serve a gateway with one surface (the default) before a llama.cpp-kind ``upstream``; yield its base URL."""
+    from citelock.gateway import GatewaySettings, create_app
+
+    settings = GatewaySettings(
+        surfaces={name: surface}, default_surface=name, db=db, upstream=upstream, server="llama.cpp"
+    )
+    with served(create_app(settings)) as url:
+        yield url
